@@ -1,0 +1,113 @@
+/* smarm-lua: runs a Lua application as the root actor of a smarm runtime. */
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "smarm.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: smarm-lua [options] app.lua [args...]\n"
+          "       smarm-lua [options] -e CODE [args...]\n"
+          "Runs app.lua (or CODE) as the root actor; the run ends when the root ends.\n"
+          "  -S N              scheduler threads (default: online CPUs)\n"
+          "  -T MS             timeslice in milliseconds (default 2)\n"
+          "  --max-actors N    actor slab size (default 1048576)\n"
+          "  -e CODE           run CODE as the root actor\n"
+          "  -v, --version     print the version\n"
+          "  -h, --help        this help\n"
+          "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
+          "2 for a usage error, 128+N after a shutdown caused by signal N.\n",
+          f);
+}
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "smarm-lua: %s needs a number between %g and %g\n", opt, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    smarm_config cfg;
+    smarm_config_init(&cfg);
+    const char *code = NULL, *script = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        double v;
+        if (strcmp(a, "-S") == 0) {
+            if (parse_num("-S", i + 1 < argc ? argv[++i] : NULL, 1, 64, &v) < 0)
+                return 2;
+            cfg.schedulers = (int)v;
+        } else if (strcmp(a, "-T") == 0) {
+            if (parse_num("-T", i + 1 < argc ? argv[++i] : NULL, 0.01, 60000, &v) < 0)
+                return 2;
+            cfg.timeslice_ms = v;
+        } else if (strcmp(a, "--max-actors") == 0) {
+            if (parse_num("--max-actors", i + 1 < argc ? argv[++i] : NULL, 1, 16777216, &v) < 0)
+                return 2;
+            cfg.max_actors = (uint32_t)v;
+        } else if (strcmp(a, "-e") == 0) {
+            if (i + 1 >= argc) {
+                fputs("smarm-lua: -e needs an argument\n", stderr);
+                return 2;
+            }
+            code = argv[++i];
+            i++;
+            break;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
+            printf("smarm-lua %s\n", SMARM_VERSION);
+            return 0;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "smarm-lua: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        } else {
+            break;
+        }
+    }
+    if (!code) {
+        if (i >= argc) {
+            usage(stderr);
+            return 2;
+        }
+        script = argv[i++];
+    }
+    char dir[PATH_MAX];
+    if (script) {
+        snprintf(dir, sizeof dir, "%s", script);
+        cfg.app_dir = dirname(dir);
+    } else {
+        cfg.app_dir = ".";
+    }
+    smarm_runtime *rt;
+    int rc = smarm_runtime_new(&cfg, &rt);
+    if (rc != 0) {
+        fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
+        return 1;
+    }
+    int status = 1;
+    rc = script ? smarm_run_file(rt, script, argc - i, argv + i, &status)
+                : smarm_run_string(rt, code, argc - i, argv + i, &status);
+    smarm_runtime_free(rt);
+    if (rc != 0) {
+        fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
+        return 1;
+    }
+    return status;
+}

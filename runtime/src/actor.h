@@ -1,0 +1,53 @@
+/* The per-actor record: one per slot, in a slab beside the slot table. */
+#ifndef SMARM_ACTOR_H
+#define SMARM_ACTOR_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mailbox.h"
+#include "stack.h"
+
+typedef struct lua_State lua_State;
+struct sched;
+struct actor;
+
+/* How an actor left its scheduler. */
+enum actor_leave {
+    LEAVE_YIELD = 1,  /* still runnable; holds its stack */
+    LEAVE_PARK_STACK, /* parked inside a C call that cannot yield; holds its stack */
+    LEAVE_PARK_CO,    /* parked by yielding its Lua coroutine; holds no stack */
+    LEAVE_DONE,       /* finished; its state is closed */
+};
+
+enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING };
+
+/* What a Lua-visible wait needs after a coroutine park: pushes its results
+ * on the coroutine and returns their count, or -1 to park again. */
+typedef int (*actor_cont)(struct actor *a, lua_State *co);
+
+typedef struct actor {
+    struct smarm_runtime *rt;
+    uint64_t pid;
+    uint64_t parent;
+    lua_State *L;                   /* the actor's own state */
+    lua_State *co;                  /* the coroutine its body runs in */
+    stack *stk;                     /* its C stack while it holds one */
+    void *sp;                       /* saved stack pointer while switched out holding its stack */
+    size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
+    mailbox inbox;
+    enum actor_leave leave;
+    actor_cont cont;
+    uint64_t deadline; /* of the current wait, 0 = none */
+    _Atomic int stop;  /* a stop was requested (root-exit sweep) */
+    int closing;       /* the state is being closed: no more waiting */
+    int boot_kind;
+    char *boot; /* spawn payload, freed once booted */
+    size_t boot_len;
+    size_t mem;                      /* bytes held by the Lua state */
+    uint64_t parks, yields, msgs_in; /* counters for introspection */
+    void *fiber;                     /* TSan fiber */
+} actor;
+
+#endif

@@ -1,0 +1,58 @@
+/* ljx: the few LuaJIT internals the runtime needs (yieldability, int64 cdata, JIT set-up).
+ * The only file that includes LuaJIT's private lj_*.h headers; see ljx.c for why each is used. */
+#ifndef SMARM_LJX_H
+#define SMARM_LJX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lua.h>
+
+/* 1 if lua_yield from a C function called by the Lua code now running in coroutine L would
+ * succeed (no C-call boundary such as a table.sort comparator in between), else 0. */
+int ljx_can_yield(lua_State *L);
+
+/* If the value at idx is an int64_t or uint64_t cdata (also typedefs/attributes of 8-byte
+ * integers, e.g. ffi.new("long")), store its bits, set *is_unsigned and return 1; else 0. */
+int ljx_cdata_int64(lua_State *L, int idx, uint64_t *bits, int *is_unsigned);
+
+/* Push a new int64_t (or uint64_t) cdata holding bits. If L never loaded the FFI, it is loaded
+ * here exactly as the parser does for a 1LL literal (no global "ffi"; ~11 KB). Needs 1 free
+ * stack slot; may raise a Lua error only when out of memory. */
+void ljx_push_int64(lua_State *L, uint64_t bits, int is_unsigned);
+
+/* Turn on the JIT of a fresh state `to` (luaopen_jit never called in it) by copying the CPU
+ * feature flags, optimisation flags and parameters of `from`, a state that opened the jit
+ * library. Saves luaopen_jit's cpuid calls (~7 us). Opening the jit library in `to` later
+ * resets its flags and parameters to the defaults. */
+void ljx_jit_copy(lua_State *to, lua_State *from);
+
+/* Set the size of each machine-code area (KB; default 64) / of all areas together (KB;
+ * default 512) for traces compiled from now on in L's state. */
+void ljx_jit_set_sizemcode(lua_State *L, int kb);
+void ljx_jit_set_maxmcode(lua_State *L, int kb);
+
+/* A raw view of a value, read without the Lua stack or metamethods (used by the message
+ * encoder: ~5x faster than the API calls). Pointers stay valid only while no Lua code runs and
+ * nothing is allocated in the state. Boolean: num is 0 or 1. */
+enum { LJX_TCDATA = 10, LJX_TINT64 = 11, LJX_TUINT64 = 12 }; /* beside LUA_TNIL..LUA_TTHREAD */
+typedef struct ljx_val { /* small: the encoder keeps two per nesting level on the C stack */
+    int type;            /* LUA_T* (LUA_TNONE for an empty stack slot), or LJX_T* above */
+    size_t len;          /* LUA_TSTRING: str[0..len) */
+    union {
+        double num;        /* LUA_TNUMBER, LUA_TBOOLEAN */
+        const char *str;   /* LUA_TSTRING */
+        uint64_t bits;     /* LJX_TINT64, LJX_TUINT64 */
+        const void *table; /* LUA_TTABLE: for ljx_table_*, and identity (cycle checks) */
+    };
+} ljx_val;
+
+void ljx_read(lua_State *L, int idx, ljx_val *v);
+size_t ljx_table_len(const void *table);                      /* raw #t (a border) */
+void ljx_table_geti(const void *table, size_t i, ljx_val *v); /* raw t[i] */
+/* Raw iteration over every non-nil entry: *pos = 0 to start; returns 0 at the end. */
+int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v);
+
+/* Bytes currently allocated by L's state (all its coroutines). */
+size_t ljx_gc_total(lua_State *L);
+
+#endif

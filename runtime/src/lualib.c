@@ -1,0 +1,371 @@
+/* The smarm core functions every actor state gets: spawn, send, recv, self,
+ * yield, sleep, now, exit, pid_tostring. Built with the classic C API on first
+ * require("smarm"); rarer functions load from Lua modules on first use. */
+#include "lualib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "actor.h"
+#include "codec.h"
+#include "luavm.h"
+#include "runtime.h"
+#include "sched.h"
+
+static const char smarm_key = 's', exit_key = 'e', dump_cache_key = 'd';
+
+/* ---- pids ---- */
+
+static uint64_t check_pid(lua_State *L, int idx, const char *fname)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
+    double d = lua_tonumber(L, idx);
+    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
+        luaL_error(L, "%s: bad pid (%f is not a pid)", fname, d);
+    return (uint64_t)d;
+}
+
+static void push_pid(lua_State *L, uint64_t pid) { lua_pushnumber(L, (lua_Number)pid); }
+
+static int l_self(lua_State *L)
+{
+    push_pid(L, luavm_actor(L)->pid);
+    return 1;
+}
+
+static int l_pid_tostring(lua_State *L)
+{
+    uint64_t pid = check_pid(L, 1, "smarm.pid_tostring");
+    lua_pushfstring(L, "<0.%d.%d>", (int)pid_index(pid), (int)pid_gen(pid));
+    return 1;
+}
+
+static int l_now(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)park_now_ns() / 1e9);
+    return 1;
+}
+
+/* ---- spawn ---- */
+
+static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
+{
+    return codec_buf_append(ud, p, sz);
+}
+
+/* Appends fn's bytecode to b, dumping each function once per state. */
+static void append_bytecode(lua_State *L, int fidx, codec_buf *b)
+{
+    lua_pushlightuserdata(L, (void *)&dump_cache_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushlightuserdata(L, (void *)&dump_cache_key);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, LUA_REGISTRYINDEX);
+    }
+    lua_pushvalue(L, fidx);
+    lua_rawget(L, -2);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        codec_buf tmp;
+        codec_buf_init(&tmp);
+        lua_pushvalue(L, fidx);
+        lua_dump(L, dump_writer, &tmp);
+        lua_pop(L, 1);
+        lua_pushlstring(L, tmp.data, tmp.len);
+        codec_buf_free(&tmp);
+        lua_pushvalue(L, fidx);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4);
+    }
+    size_t len;
+    const char *bc = lua_tolstring(L, -1, &len);
+    uint32_t n = (uint32_t)len;
+    codec_buf_append(b, &n, 4);
+    codec_buf_append(b, bc, len);
+    lua_pop(L, 2);
+}
+
+static int do_spawn(lua_State *L, int fidx, const spawn_opts *o, int try_mode, const char *fname)
+{
+    actor *a = luavm_actor(L);
+    if (lua_type(L, fidx) != LUA_TFUNCTION)
+        return luaL_error(L, "%s: a function expected, got %s", fname, luaL_typename(L, fidx));
+    if (lua_iscfunction(L, fidx))
+        return luaL_error(L, "%s: cannot spawn a C function", fname);
+    const char *up = lua_getupvalue(L, fidx, 1);
+    if (up) {
+        return luaL_error(L,
+                          "%s: the function has upvalues (%s); an actor shares nothing, so "
+                          "pass values as arguments and require modules inside it",
+                          fname, up);
+    }
+    codec_buf b;
+    codec_buf_init(&b);
+    append_bytecode(L, fidx, &b);
+    char err[256];
+    int nargs = lua_gettop(L) - fidx;
+    if (codec_encode_args(L, fidx + 1, nargs, &b, err, sizeof err) != 0) {
+        codec_buf_free(&b);
+        return luaL_error(L, "%s: %s", fname, err);
+    }
+    uint64_t pid;
+    /* the payload buffer is handed over */
+    int rc = sched_spawn(a->rt, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
+    if (rc == SMARM_ECAPACITY) {
+        if (try_mode) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "at_capacity");
+            return 2;
+        }
+        return luaL_error(L, "%s: at capacity (max_actors = %d)", fname, (int)a->rt->slots.max);
+    }
+    push_pid(L, pid);
+    return 1;
+}
+
+static int l_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 0, "smarm.spawn"); }
+static int l_try_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 1, "smarm.try_spawn"); }
+
+static size_t opt_size(lua_State *L, const char *field)
+{
+    lua_getfield(L, 1, field);
+    size_t v = 0;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
+            luaL_error(L, "smarm.spawn_opt: %s must be a non-negative number of bytes", field);
+        v = (size_t)lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int l_spawn_opt(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spawn_opts o = {0};
+    o.stack_size = opt_size(L, "stack");
+    o.stack_guard = opt_size(L, "guard");
+    if (o.stack_size && o.stack_size < 16384)
+        return luaL_error(L, "smarm.spawn_opt: stack must be at least 16384 bytes");
+    return do_spawn(L, 2, &o, 0, "smarm.spawn_opt");
+}
+
+/* ---- send and receive ---- */
+
+static int l_send(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    uint64_t pid = check_pid(L, 1, "smarm.send");
+    luaL_checkany(L, 2);
+    codec_buf *b = &sched_current()->enc;
+    b->len = 0;
+    char err[256];
+    if (codec_encode(L, 2, b, "msg", err, sizeof err) != 0)
+        return luaL_error(L, "smarm.send: %s", err);
+    msg *m = msg_new(b->data, b->len);
+    if (!m)
+        return luaL_error(L, "smarm.send: out of memory");
+    if (sched_send(a->rt, pid, m) != 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "dead");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* Pops one message onto L; 1 if there was one. */
+static int take_msg(actor *a, lua_State *L)
+{
+    msg *m = mailbox_pop(&a->inbox);
+    if (!m)
+        return 0;
+    char err[256];
+    int rc = codec_decode(L, m->data, m->len, err, sizeof err);
+    msg_free(m);
+    a->msgs_in++;
+    if (rc != 0)
+        luaL_error(L, "smarm.recv: cannot decode a message: %s", err);
+    return 1;
+}
+
+static int recv_cont(actor *a, lua_State *L)
+{
+    if (take_msg(a, L))
+        return 1;
+    /* message first: a deadline that raced a send loses to the message */
+    if (a->deadline && park_now_ns() >= a->deadline) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    return -1;
+}
+
+/* Deadline in ns for a timeout argument at idx: 0 = forever; sets *poll for 0. */
+static uint64_t check_timeout(lua_State *L, int idx, const char *fname, int *poll)
+{
+    *poll = 0;
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
+                   luaL_typename(L, idx));
+    double t = lua_tonumber(L, idx);
+    if (!(t >= 0))
+        luaL_error(L, "%s: timeout must not be negative", fname);
+    if (t == 0) {
+        *poll = 1;
+        return 0;
+    }
+    if (t > 1e9)
+        return 0; /* effectively forever */
+    return park_now_ns() + (uint64_t)(t * 1e9);
+}
+
+static int l_recv(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    if (take_msg(a, L))
+        return 1;
+    int poll;
+    uint64_t deadline = check_timeout(L, 1, "smarm.recv", &poll);
+    if (poll) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    a->deadline = deadline;
+    if (deadline)
+        sched_wake_at(a->rt, a->pid, deadline);
+    return sched_wait(L, a, recv_cont);
+}
+
+static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->deadline ? 0 : -1; }
+
+static int l_sleep(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    double t = luaL_checknumber(L, 1);
+    if (!(t > 0))
+        return 0;
+    if (t > 1e9)
+        t = 1e9;
+    a->deadline = park_now_ns() + (uint64_t)(t * 1e9);
+    sched_wake_at(a->rt, a->pid, a->deadline);
+    return sched_wait(L, a, sleep_cont);
+}
+
+static int l_yield(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    sched_yield_actor(a);
+    return 0;
+}
+
+/* ---- exit ---- */
+
+static int l_exit(lua_State *L)
+{
+    lua_settop(L, 1);
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    lua_pushvalue(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    return lua_error(L);
+}
+
+int lualib_is_exit(lua_State *L, int idx) { return lua_touserdata(L, idx) == (void *)&exit_key; }
+
+const char *lualib_exit_reason(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    const char *r = NULL;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        r = lua_tostring(L, -1);
+        if (strcmp(r, "normal") == 0)
+            r = NULL;
+    } else if (!lua_isnil(L, -1)) {
+        r = luaL_typename(L, -1);
+    }
+    /* the string stays anchored in the registry */
+    lua_pop(L, 1);
+    return r;
+}
+
+/* ---- the table ---- */
+
+/* Unknown fields load the Lua half of the library (lua/smarm/ext.lua) once. */
+static int smarm_index(lua_State *L)
+{
+    lua_getfield(L, LUA_GLOBALSINDEX, "require");
+    lua_pushliteral(L, "smarm.ext");
+    lua_call(L, 1, 1);
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return 0;
+    /* copy the extension's fields into the smarm table, then answer */
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_getmetatable(L, 1);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, 1);
+    return 1;
+}
+
+static const luaL_Reg smarm_funcs[] = {
+    {"spawn", l_spawn},
+    {"try_spawn", l_try_spawn},
+    {"spawn_opt", l_spawn_opt},
+    {"self", l_self},
+    {"send", l_send},
+    {"recv", l_recv},
+    {"yield", l_yield},
+    {"sleep", l_sleep},
+    {"now", l_now},
+    {"exit", l_exit},
+    {"pid_tostring", l_pid_tostring},
+    {NULL, NULL},
+};
+
+void lualib_push(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&smarm_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 16);
+    for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
+        lua_pushcfunction(L, r->func);
+        lua_setfield(L, -2, r->name);
+    }
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, smarm_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    lua_pushlightuserdata(L, (void *)&smarm_key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}

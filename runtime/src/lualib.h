@@ -1,0 +1,15 @@
+/* The smarm core functions of every actor state (the classic C API: always
+ * used, so it is opened eagerly where the FFI would cost memory per actor). */
+#ifndef SMARM_LUALIB_H
+#define SMARM_LUALIB_H
+
+typedef struct lua_State lua_State;
+
+/* Pushes the state's smarm table, building it on first use. */
+void lualib_push(lua_State *L);
+/* Whether the error value at idx is the one smarm.exit raises. */
+int lualib_is_exit(lua_State *L, int idx);
+/* The reason given to smarm.exit as a string, or NULL for "normal". */
+const char *lualib_exit_reason(lua_State *L);
+
+#endif

@@ -1,0 +1,175 @@
+/* The runtime object: configuration, construction of every part, the root
+ * actor's run, and teardown. A process may hold several runtimes. */
+#include "runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sched.h"
+
+#define DEFAULT_MAX_ACTORS (1u << 20)
+
+void smarm_config_init(smarm_config *c) { memset(c, 0, sizeof *c); }
+
+static void config_resolve(smarm_config *c)
+{
+    if (c->schedulers <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c->schedulers = n > 0 ? (int)n : 1;
+    }
+    if (c->schedulers > PARK_MAX)
+        c->schedulers = PARK_MAX;
+    if (c->max_actors == 0)
+        c->max_actors = DEFAULT_MAX_ACTORS;
+    if (c->stack_size == 0)
+        c->stack_size = STACK_DEFAULT_SIZE;
+    if (c->stack_guard == 0)
+        c->stack_guard = STACK_DEFAULT_GUARD;
+    if (c->timeslice_ms <= 0)
+        c->timeslice_ms = 2;
+}
+
+int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
+{
+    *out = NULL;
+    smarm_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return SMARM_ENOMEM;
+    if (cfg)
+        rt->cfg = *cfg;
+    config_resolve(&rt->cfg);
+    if (rt->cfg.max_actors > PID_MAX_INDEX + 1u) {
+        free(rt);
+        return SMARM_EINVAL;
+    }
+    rt->nsched = rt->cfg.schedulers;
+    pthread_mutex_init(&rt->err_lock, NULL);
+    timers_init(&rt->tm);
+    int err = SMARM_ENOMEM;
+    if (slot_table_init(&rt->slots, rt->cfg.max_actors) != 0)
+        goto fail_slots;
+    /* the actor records are reserved like the slots and touched as they are used */
+    size_t bytes = (size_t)rt->cfg.max_actors * sizeof(actor);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        goto fail_actors;
+    rt->actors = p;
+    rt->rq = runq_new(rt->cfg.max_actors);
+    if (!rt->rq)
+        goto fail_rq;
+    rt->stacks = stack_pool_new(rt->cfg.stack_size, rt->cfg.stack_guard);
+    if (!rt->stacks)
+        goto fail_stacks;
+    err = luavm_shared_init(&rt->vm, rt->cfg.app_dir);
+    if (err != 0)
+        goto fail_vm;
+    *out = rt;
+    return 0;
+fail_vm:
+    luavm_shared_free(&rt->vm);
+    stack_pool_free(rt->stacks);
+fail_stacks:
+    runq_free(rt->rq);
+fail_rq:
+    munmap(rt->actors, bytes);
+fail_actors:
+    slot_table_destroy(&rt->slots);
+fail_slots:
+    timers_destroy(&rt->tm);
+    free(rt);
+    return err;
+}
+
+void smarm_runtime_free(smarm_runtime *rt)
+{
+    if (!rt)
+        return;
+    luavm_shared_free(&rt->vm);
+    stack_pool_free(rt->stacks);
+    runq_free(rt->rq);
+    munmap(rt->actors, (size_t)rt->cfg.max_actors * sizeof(actor));
+    slot_table_destroy(&rt->slots);
+    timers_destroy(&rt->tm);
+    pthread_mutex_destroy(&rt->err_lock);
+    free(rt);
+}
+
+/* payload: text\0 u32 argc args\0... */
+static char *chunk_payload(const char *text, int argc, char **argv, size_t *len)
+{
+    size_t n = strlen(text) + 1 + 4;
+    for (int i = 0; i < argc; i++)
+        n += strlen(argv[i]) + 1;
+    char *p = malloc(n), *w = p;
+    if (!p)
+        return NULL;
+    size_t tl = strlen(text) + 1;
+    memcpy(w, text, tl);
+    w += tl;
+    uint32_t c = (uint32_t)argc;
+    memcpy(w, &c, 4);
+    w += 4;
+    for (int i = 0; i < argc; i++) {
+        size_t l = strlen(argv[i]) + 1;
+        memcpy(w, argv[i], l);
+        w += l;
+    }
+    *len = n;
+    return p;
+}
+
+static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, char **argv,
+                    int *exit_status)
+{
+    size_t len;
+    char *payload = chunk_payload(text, argc, argv, &len);
+    if (!payload)
+        return SMARM_ENOMEM;
+    atomic_store(&rt->root_done, 0);
+    rt->root_status = 0;
+    uint64_t pid;
+    int rc = sched_spawn(rt, kind, payload, len, NULL, 0, &pid);
+    if (rc != 0)
+        return rc;
+    rt->root_pid = pid;
+    rc = sched_run(rt);
+    if (exit_status)
+        *exit_status = rt->root_status;
+    return rc;
+}
+
+int smarm_run_file(smarm_runtime *rt, const char *path, int argc, char **argv, int *exit_status)
+{
+    if (!rt || !path)
+        return SMARM_EINVAL;
+    return run_root(rt, BOOT_FILE, path, argc, argv, exit_status);
+}
+
+int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv, int *exit_status)
+{
+    if (!rt || !code)
+        return SMARM_EINVAL;
+    return run_root(rt, BOOT_STRING, code, argc, argv, exit_status);
+}
+
+const char *smarm_strerror(int err)
+{
+    switch (err) {
+    case SMARM_OK:
+        return "success";
+    case SMARM_EINVAL:
+        return "invalid argument";
+    case SMARM_ENOMEM:
+        return "out of memory";
+    case SMARM_ECAPACITY:
+        return "the actor slab is full (raise max_actors)";
+    case SMARM_ETHREAD:
+        return "could not start a scheduler thread";
+    case SMARM_ELOAD:
+        return "could not load the root chunk";
+    }
+    return "unknown error";
+}

@@ -1,0 +1,39 @@
+/* The runtime object: everything a running smarm owns hangs off it (no hidden globals). */
+#ifndef SMARM_RUNTIME_H
+#define SMARM_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "actor.h"
+#include "luavm.h"
+#include "park.h"
+#include "runq.h"
+#include "slot.h"
+#include "smarm.h"
+#include "stack.h"
+#include "timer.h"
+
+struct sched;
+
+struct smarm_runtime {
+    smarm_config cfg;
+    slot_table slots;
+    actor *actors; /* parallel to slots.slots, reserved, touched lazily */
+    runq *rq;
+    park_set parks;
+    stack_pool *stacks;
+    timers tm;
+    luavm_shared vm;
+    struct sched *scheds;
+    int nsched;
+    _Atomic int64_t live;   /* actors spawned and not yet finalized */
+    _Atomic int timekeeper; /* scheduler parked holding the earliest deadline, or -1 */
+    _Atomic int root_done;
+    _Atomic int sweeping;
+    uint64_t root_pid;
+    int root_status;          /* 0 normal, 1 crashed */
+    pthread_mutex_t err_lock; /* serialises crash reports on stderr */
+};
+
+#endif

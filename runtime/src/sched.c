@@ -1,0 +1,539 @@
+/* Schedulers: each OS thread pops queued actors and switches to their C stacks;
+ * actors come back when they yield, park or end, and the scheduler settles the slot. */
+#include "sched.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "ljx.h"
+#include "luavm.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#if defined(SMARM_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(SMARM_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+static __thread sched *tls_sched;
+
+__attribute__((noinline)) sched *sched_current(void)
+{
+    /* an empty asm keeps the compiler from caching the TLS address across a switch */
+    sched *s = tls_sched;
+    __asm__ volatile("" ::: "memory");
+    return s;
+}
+
+actor *sched_actor(smarm_runtime *rt, uint64_t pid)
+{
+    uint32_t idx = pid_index(pid);
+    if (idx >= rt->slots.max)
+        return NULL;
+    return &rt->actors[idx];
+}
+
+/* ---- stack switching, with the sanitizers told about it ---- */
+
+#if defined(SMARM_TSAN)
+static void *actor_fiber(actor *a)
+{
+    if (!a->fiber)
+        a->fiber = __tsan_create_fiber(0);
+    return a->fiber;
+}
+#endif
+
+/* scheduler -> actor */
+static void switch_in(sched *s, actor *a)
+{
+#if defined(SMARM_ASAN)
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, a->stk->base, a->stk->size);
+#endif
+#if defined(SMARM_TSAN)
+    __tsan_switch_to_fiber(actor_fiber(a), 0);
+#endif
+    ctx_switch(&s->sp, a->sp);
+#if defined(SMARM_ASAN)
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+/* actor -> its current scheduler */
+static void switch_out(actor *a)
+{
+    sched *s = sched_current();
+#if defined(SMARM_ASAN)
+    void *fake = NULL;
+    /* a finished or coroutine-parked actor never comes back to this stack */
+    int gone = a->leave == LEAVE_DONE || a->leave == LEAVE_PARK_CO;
+    __sanitizer_start_switch_fiber(gone ? NULL : &fake, s->stack_lo, s->stack_size);
+#endif
+#if defined(SMARM_TSAN)
+    __tsan_switch_to_fiber(s->fiber, 0);
+#endif
+    ctx_switch(&a->sp, s->sp);
+#if defined(SMARM_ASAN)
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+static void actor_entry(void *arg);
+
+static void sanitizer_actor_started(void)
+{
+#if defined(SMARM_ASAN)
+    __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+#endif
+}
+
+/* ---- stacks: one warm spare per scheduler in front of the shared pool ---- */
+
+static stack *take_stack(sched *s, actor *a)
+{
+    if (!a->stack_size && !a->stack_guard && s->spare) {
+        stack *st = s->spare;
+        s->spare = NULL;
+        return st;
+    }
+    return stack_get(s->rt->stacks, a->stack_size, a->stack_guard);
+}
+
+static void give_stack(sched *s, stack *st)
+{
+    if (!s->spare && st->size == stack_pool_default_size(s->rt->stacks) &&
+        st->guard == s->rt->cfg.stack_guard) {
+        s->spare = st;
+        return;
+    }
+    stack_put(s->rt->stacks, st);
+}
+
+/* ---- run queue with the wake tail ---- */
+
+static void enqueue(smarm_runtime *rt, uint32_t idx)
+{
+    runq_push(rt->rq, idx);
+    /* the enqueue tail: a parked scheduler, if any, gets the new work */
+    park_set_wake_one(&rt->parks);
+}
+
+void sched_wake(smarm_runtime *rt, uint64_t pid)
+{
+    slot *sl = slot_of(&rt->slots, pid);
+    if (sl && slot_unpark(sl, pid_gen(pid)))
+        enqueue(rt, pid_index(pid));
+}
+
+void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline)
+{
+    if (timers_arm(&rt->tm, deadline, pid) == 1) {
+        /* a new earliest deadline: whoever sleeps on the old one must re-arm.
+         * seq_cst pairs with the fence after a scheduler claims the timekeeper role */
+        atomic_thread_fence(memory_order_seq_cst);
+        int tk = atomic_load_explicit(&rt->timekeeper, memory_order_relaxed);
+        if (tk < 0 || !park_set_wake(&rt->parks, tk))
+            park_set_wake_one(&rt->parks);
+    }
+}
+
+static void fire_due_timers(smarm_runtime *rt)
+{
+    uint64_t earliest = timers_earliest(&rt->tm);
+    if (earliest == UINT64_MAX)
+        return;
+    uint64_t now = park_now_ns();
+    if (earliest > now)
+        return;
+    timer_entry due[64];
+    uint32_t n;
+    while ((n = timers_due(&rt->tm, now, due, 64)) > 0) {
+        for (uint32_t i = 0; i < n; i++)
+            sched_wake(rt, due[i].pid);
+        if (n < 64)
+            break;
+    }
+}
+
+/* ---- spawn and send ---- */
+
+int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, const spawn_opts *opts,
+                uint64_t parent, uint64_t *pid_out)
+{
+    int64_t idx = slot_claim(&rt->slots);
+    if (idx < 0) {
+        free(payload);
+        return SMARM_ECAPACITY;
+    }
+    slot *sl = slot_at(&rt->slots, (uint32_t)idx);
+    uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
+    actor *a = &rt->actors[idx];
+    a->rt = rt;
+    a->pid = pid_make((uint32_t)idx, gen);
+    a->parent = parent;
+    a->L = NULL;
+    a->co = NULL;
+    a->stk = NULL;
+    a->sp = NULL;
+    a->stack_size = opts ? opts->stack_size : 0;
+    a->stack_guard = opts ? opts->stack_guard : 0;
+    a->leave = 0;
+    a->cont = NULL;
+    a->deadline = 0;
+    atomic_store_explicit(&a->stop, 0, memory_order_relaxed);
+    a->closing = 0;
+    a->boot_kind = boot_kind;
+    a->boot = payload;
+    a->boot_len = len;
+    a->mem = 0;
+    a->parks = a->yields = a->msgs_in = 0;
+    mailbox_open(&a->inbox, gen);
+    sl->actor = a;
+    atomic_fetch_add_explicit(&rt->live, 1, memory_order_relaxed);
+    *pid_out = a->pid;
+    /* release (in the CAS): the actor's fields are visible to whoever claims it */
+    slot_publish(sl, gen);
+    enqueue(rt, (uint32_t)idx);
+    return 0;
+}
+
+int sched_send(smarm_runtime *rt, uint64_t pid, msg *m)
+{
+    actor *a = sched_actor(rt, pid);
+    if (!a || mailbox_push(&a->inbox, pid_gen(pid), m) < 0) {
+        msg_free(m);
+        return -1;
+    }
+    sched_wake(rt, pid);
+    return 0;
+}
+
+void sched_stop(smarm_runtime *rt, uint64_t pid)
+{
+    actor *a = sched_actor(rt, pid);
+    slot *sl = slot_of(&rt->slots, pid);
+    if (!a || !sl || !slot_is_live(sl, pid_gen(pid)))
+        return;
+    atomic_store_explicit(&a->stop, 1, memory_order_release);
+    sched_wake(rt, pid);
+}
+
+/* ---- the actor side ---- */
+
+void sched_leave(actor *a, enum actor_leave how)
+{
+    a->leave = how;
+    switch_out(a);
+}
+
+void sched_yield_actor(actor *a)
+{
+    a->yields++;
+    sched_leave(a, LEAVE_YIELD);
+}
+
+/* Runs a continuation in protected mode on the actor's main state and moves its
+ * results to the coroutine about to be resumed (decoding may raise out of memory). */
+struct cont_call {
+    actor *a;
+    int nres;
+};
+
+static int cont_trampoline(lua_State *L)
+{
+    struct cont_call *cc = lua_touserdata(L, 1);
+    lua_pop(L, 1);
+    int base = lua_gettop(L);
+    cc->nres = cc->a->cont(cc->a, L);
+    if (cc->nres > 0)
+        lua_xmove(L, cc->a->co, cc->nres);
+    lua_settop(L, base);
+    return 0;
+}
+
+static const char killed_key = 'k';
+
+int sched_wait(lua_State *L, actor *a, actor_cont cont)
+{
+    if (a->closing)
+        return luaL_error(L, "smarm: cannot wait while the actor is ending");
+    a->parks++;
+    if (L == a->co && ljx_can_yield(L)) {
+        a->cont = cont;
+        a->leave = LEAVE_PARK_CO;
+        return lua_yield(L, 0);
+    }
+    for (;;) {
+        sched_leave(a, LEAVE_PARK_STACK);
+        if (atomic_load_explicit(&a->stop, memory_order_acquire)) {
+            lua_pushlightuserdata(L, (void *)&killed_key);
+            return lua_error(L);
+        }
+        int n = cont(a, L);
+        if (n >= 0)
+            return n;
+    }
+}
+
+int sched_is_killed_error(lua_State *L, int idx)
+{
+    return lua_touserdata(L, idx) == (void *)&killed_key;
+}
+
+static void actor_entry(void *arg)
+{
+    actor *a = arg;
+    sanitizer_actor_started();
+    int nargs;
+    if (!a->L) {
+        nargs = luavm_boot(a);
+        if (nargs < 0) {
+            luavm_close(a);
+            sched_leave(a, LEAVE_DONE);
+        }
+    } else if (atomic_load_explicit(&a->stop, memory_order_acquire)) {
+        /* a coroutine-parked actor being stopped is never resumed: its body
+         * cannot catch the stop, whatever pcalls it had open */
+        luavm_finish(a, LUAVM_KILLED);
+        luavm_close(a);
+        sched_leave(a, LEAVE_DONE);
+        return;
+    } else {
+        struct cont_call cc = {a, 0};
+        if (lua_cpcall(a->L, cont_trampoline, &cc) != 0) {
+            luavm_finish(a, LUAVM_ERROR_ON_MAIN);
+            luavm_close(a);
+            sched_leave(a, LEAVE_DONE);
+        }
+        if (cc.nres < 0)
+            sched_leave(a, LEAVE_PARK_CO);
+        nargs = cc.nres;
+    }
+    a->cont = NULL;
+    int st = lua_resume(a->co, nargs);
+    if (st == LUA_YIELD) {
+        if (a->cont) {
+            sched_leave(a, LEAVE_PARK_CO);
+        }
+        /* a bare coroutine.yield() at the body's top level */
+        lua_settop(a->co, 0);
+        lua_pushstring(a->co, "attempt to yield from outside a coroutine");
+        st = LUA_ERRRUN;
+    }
+    luavm_finish(a, st);
+    luavm_close(a);
+    sched_leave(a, LEAVE_DONE);
+}
+
+/* ---- the scheduler side ---- */
+
+static void finalize(sched *s, actor *a)
+{
+    smarm_runtime *rt = s->rt;
+    uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
+    slot *sl = slot_at(&rt->slots, idx);
+    mailbox_close(&a->inbox);
+    free(a->boot);
+    a->boot = NULL;
+#if defined(SMARM_TSAN)
+    if (a->fiber) {
+        __tsan_destroy_fiber(a->fiber);
+        a->fiber = NULL;
+    }
+#endif
+    slot_set_done(sl, gen);
+    int was_root = a->pid == rt->root_pid;
+    slot_release(&rt->slots, idx);
+    if (was_root)
+        atomic_store_explicit(&rt->root_done, 1, memory_order_release);
+    /* release: everything this actor did (its enqueues) happens before a
+     * scheduler that reads live == 0 and stops */
+    if (atomic_fetch_sub_explicit(&rt->live, 1, memory_order_acq_rel) == 1)
+        park_set_wake_all(&rt->parks);
+    else if (was_root)
+        park_set_wake_all(&rt->parks); /* idle schedulers must look at the sweep */
+}
+
+static void run_actor(sched *s, uint32_t idx)
+{
+    smarm_runtime *rt = s->rt;
+    slot *sl = slot_at(&rt->slots, idx);
+    uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
+    if (!slot_begin_run(sl, gen)) {
+        fprintf(stderr, "smarm: internal error: queued slot %u not claimable\n", idx);
+        abort();
+    }
+    actor *a = &rt->actors[idx];
+    for (;;) {
+        if (!a->stk) {
+            a->stk = take_stack(s, a);
+            if (!a->stk) {
+                fprintf(stderr, "smarm: cannot map a C stack for %s: %s\n", "an actor",
+                        strerror(errno));
+                abort();
+            }
+            a->sp = ctx_make(stack_top(a->stk), actor_entry, a);
+        }
+        s->cur = a;
+        switch_in(s, a);
+        s->cur = NULL;
+        switch (a->leave) {
+        case LEAVE_YIELD:
+            slot_requeue(sl, gen);
+            enqueue(rt, idx);
+            return;
+        case LEAVE_PARK_CO:
+            give_stack(s, a->stk);
+            a->stk = NULL;
+            /* fall through */
+        case LEAVE_PARK_STACK:
+            /* the park is settled only now that the actor is off its stack,
+             * so a waker can never run it on two threads at once */
+            if (slot_park(sl, gen))
+                return;
+            continue; /* woken meanwhile: look again at once */
+        case LEAVE_DONE:
+            give_stack(s, a->stk);
+            a->stk = NULL;
+            finalize(s, a);
+            return;
+        }
+    }
+}
+
+static void sweep(smarm_runtime *rt)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&rt->sweeping, &expected, 1))
+        return;
+    uint32_t hwm = rt->slots.hwm;
+    for (uint32_t i = 0; i < hwm; i++) {
+        slot *sl = slot_at(&rt->slots, i);
+        uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+        enum slot_state st = slot_word_state(w);
+        if (st == SLOT_VACANT || st == SLOT_DONE)
+            continue;
+        sched_stop(rt, pid_make(i, slot_word_gen(w)));
+    }
+    atomic_store(&rt->sweeping, 0);
+}
+
+static void *sched_main(void *arg)
+{
+    sched *s = arg;
+    smarm_runtime *rt = s->rt;
+    tls_sched = s;
+#if defined(SMARM_TSAN)
+    s->fiber = __tsan_get_current_fiber();
+#endif
+#if defined(SMARM_ASAN)
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &s->stack_lo, &s->stack_size);
+        pthread_attr_destroy(&attr);
+    }
+#endif
+    uint32_t idx;
+    for (;;) {
+        fire_due_timers(rt);
+        if (runq_pop(rt->rq, &idx)) {
+            /* chain rule: surplus work wakes a sibling so it runs in parallel */
+            if (runq_size_approx(rt->rq) > 0)
+                park_set_wake_one(&rt->parks);
+            run_actor(s, idx);
+            continue;
+        }
+        if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0)
+            break;
+        park_set_idle_begin(&rt->parks, s->id);
+        if (runq_pop(rt->rq, &idx)) {
+            park_set_idle_cancel(&rt->parks, s->id);
+            run_actor(s, idx);
+            continue;
+        }
+        if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0) {
+            park_set_idle_cancel(&rt->parks, s->id);
+            break;
+        }
+        if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
+            park_set_idle_cancel(&rt->parks, s->id);
+            sweep(rt);
+            /* stopped actors are queued now; give them a moment to end */
+            if (runq_size_approx(rt->rq) == 0)
+                sched_yield();
+            continue;
+        }
+        uint64_t deadline = 0;
+        int keeper = 0, none = -1;
+        if (timers_earliest(&rt->tm) != UINT64_MAX &&
+            atomic_compare_exchange_strong(&rt->timekeeper, &none, s->id)) {
+            keeper = 1;
+            atomic_thread_fence(memory_order_seq_cst);
+            deadline = timers_earliest(&rt->tm);
+            if (deadline == UINT64_MAX)
+                deadline = 0;
+        }
+        if (deadline && deadline <= park_now_ns()) {
+            park_set_idle_cancel(&rt->parks, s->id);
+        } else {
+            park_set_wait(&rt->parks, s->id, deadline);
+        }
+        if (keeper)
+            atomic_store(&rt->timekeeper, -1);
+    }
+    park_set_wake_all(&rt->parks);
+    if (s->spare) {
+        stack_put(rt->stacks, s->spare);
+        s->spare = NULL;
+    }
+    tls_sched = NULL;
+    return NULL;
+}
+
+int sched_run(smarm_runtime *rt)
+{
+    int n = rt->nsched;
+    rt->scheds = calloc((size_t)n, sizeof(sched));
+    if (!rt->scheds)
+        return SMARM_ENOMEM;
+    atomic_store(&rt->timekeeper, -1);
+    park_set_init(&rt->parks, n);
+    int started = 0, err = 0;
+    for (int i = 0; i < n; i++) {
+        sched *s = &rt->scheds[i];
+        s->rt = rt;
+        s->id = i;
+        codec_buf_init(&s->enc);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        if (pthread_create(&s->thread, &attr, sched_main, s) != 0) {
+            err = SMARM_ETHREAD;
+            pthread_attr_destroy(&attr);
+            break;
+        }
+        pthread_attr_destroy(&attr);
+        started++;
+    }
+    if (err) {
+        /* the threads already started still finish the work */
+        fprintf(stderr, "smarm: could only start %d of %d schedulers\n", started, n);
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(rt->scheds[i].thread, NULL);
+    for (int i = 0; i < n; i++)
+        codec_buf_free(&rt->scheds[i].enc);
+    free(rt->scheds);
+    rt->scheds = NULL;
+    return started ? 0 : err;
+}

@@ -1,0 +1,61 @@
+/* Schedulers: OS threads running actors M:N; spawn, yield, park/unpark, termination. */
+#ifndef SMARM_SCHED_H
+#define SMARM_SCHED_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "actor.h"
+#include "codec.h"
+#include "runtime.h"
+
+typedef struct sched {
+    smarm_runtime *rt;
+    int id;
+    pthread_t thread;
+    void *sp;       /* the scheduler's own context while an actor runs */
+    actor *cur;     /* the actor running on this thread, if any */
+    stack *spare;   /* one warm stack kept across coroutine parks */
+    codec_buf enc;  /* scratch buffer for encoding messages */
+    void *fiber;    /* TSan: the scheduler thread's own fiber */
+    void *stack_lo; /* ASan: the scheduler thread's stack */
+    size_t stack_size;
+} sched;
+
+typedef struct spawn_opts {
+    size_t stack_size;  /* 0 = runtime default */
+    size_t stack_guard; /* 0 = runtime default */
+} spawn_opts;
+
+/* The scheduler of the calling thread, or NULL off the runtime. Not inlined:
+ * an actor may resume on another thread, so the TLS address must be re-read. */
+sched *sched_current(void);
+/* Starts the schedulers and blocks until every actor has ended. */
+int sched_run(smarm_runtime *rt);
+/* Claims a slot and queues a new actor that boots from payload (taken over,
+ * freed once booted). Returns 0 and the pid, or SMARM_ECAPACITY (payload freed). */
+int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, const spawn_opts *opts,
+                uint64_t parent, uint64_t *pid_out);
+/* Delivers m to pid's inbox and wakes it. 0, or -1 if pid is dead (m freed). */
+int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);
+/* Wakes pid if it is parked (enqueues it); a stale or running pid is left alone. */
+void sched_wake(smarm_runtime *rt, uint64_t pid);
+/* Arms a wake of the calling actor at deadline (CLOCK_MONOTONIC ns). */
+void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline);
+/* Lets other actors run; the caller stays runnable. */
+void sched_yield_actor(actor *a);
+/* Blocks the calling actor from a C function called by Lua on coroutine L until
+ * cont (which re-checks the wait's condition after every wake) pushes results.
+ * Returns what a lua_CFunction must return: a coroutine park when L can yield
+ * (the actor then holds no C stack), a stack park otherwise. cont returns -1
+ * to keep waiting. Raises "killed" in the stack-park case if a stop arrives. */
+int sched_wait(lua_State *L, actor *a, actor_cont cont);
+/* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
+void sched_leave(actor *a, enum actor_leave how);
+/* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */
+void sched_stop(smarm_runtime *rt, uint64_t pid);
+actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of range */
+/* Whether the error value at idx is the stop raised by sched_wait. */
+int sched_is_killed_error(lua_State *L, int idx);
+
+#endif

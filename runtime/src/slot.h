@@ -1,0 +1,81 @@
+/* Fixed slab of actor slots: pid = (index, generation), one packed atomic state word per slot. */
+#ifndef SMARM_SLOT_H
+#define SMARM_SLOT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A pid is an exact integer below 2^53 so Lua holds it as a plain number:
+ * generation (29 bits, never 0) above a 24-bit slot index. */
+#define PID_INDEX_BITS 24
+#define PID_MAX_INDEX ((1u << PID_INDEX_BITS) - 1)
+#define PID_GEN_MASK ((1u << 29) - 1)
+static inline uint64_t pid_make(uint32_t index, uint32_t gen)
+{
+    return ((uint64_t)gen << PID_INDEX_BITS) | index;
+}
+static inline uint32_t pid_index(uint64_t pid) { return (uint32_t)(pid & PID_MAX_INDEX); }
+static inline uint32_t pid_gen(uint64_t pid)
+{
+    return (uint32_t)(pid >> PID_INDEX_BITS) & PID_GEN_MASK;
+}
+
+enum slot_state {
+    SLOT_VACANT = 0,
+    SLOT_QUEUED,
+    SLOT_RUNNING,
+    SLOT_NOTIFIED, /* running, and woken since it last looked: its next park returns at once */
+    SLOT_PARKED,
+    SLOT_DONE,
+};
+
+/* word = generation << 32 | state. Every transition is a CAS on the whole word,
+ * so the generation check is atomic with it: a stale pid never moves a reused slot. */
+typedef struct slot {
+    _Atomic uint64_t word;
+    void *actor;        /* owned by sched.c */
+    uint32_t free_next; /* free-list link (index + 1; 0 ends the list) */
+    uint32_t pad;
+} slot;
+
+static inline uint32_t slot_word_gen(uint64_t w) { return (uint32_t)(w >> 32); }
+static inline enum slot_state slot_word_state(uint64_t w) { return (enum slot_state)(w & 0xff); }
+
+typedef struct slot_table {
+    slot *slots; /* reserved for max slots, touched lazily */
+    uint32_t max;
+    _Atomic uint32_t used; /* claimed slots */
+    /* free list and high-water mark, under lock */
+    _Atomic uint32_t lock;
+    uint32_t free_head; /* index + 1 */
+    uint32_t hwm;
+} slot_table;
+
+int slot_table_init(slot_table *t, uint32_t max); /* 0 or -errno */
+void slot_table_destroy(slot_table *t);
+/* Claims a vacant slot (one lock, one pop: claim-or-report, no check-then-act).
+ * Returns its index, with the word at (gen, VACANT), or -1 when the slab is full. */
+int64_t slot_claim(slot_table *t);
+/* Ends a tenancy: the generation advances (wrapping within 29 bits, skipping 0),
+ * the state returns to VACANT and the index goes back on the free list. */
+void slot_release(slot_table *t, uint32_t index);
+static inline slot *slot_at(slot_table *t, uint32_t index) { return &t->slots[index]; }
+/* The slot a pid names, or NULL if the index is out of range. */
+slot *slot_of(slot_table *t, uint64_t pid);
+uint64_t slot_pid(slot_table *t, uint32_t index); /* current tenancy's pid */
+
+/* Transitions (gen must match the word's generation or nothing happens). */
+bool slot_publish(slot *s, uint32_t gen);   /* VACANT -> QUEUED (spawn) */
+bool slot_begin_run(slot *s, uint32_t gen); /* QUEUED -> RUNNING (the popping scheduler) */
+/* Wake: PARKED -> QUEUED returns true (the caller must enqueue it);
+ * RUNNING -> NOTIFIED, and QUEUED/NOTIFIED/DONE/stale return false. */
+bool slot_unpark(slot *s, uint32_t gen);
+/* Park: RUNNING -> PARKED returns true; NOTIFIED -> RUNNING returns false (a wake
+ * landed since the actor last looked: it must look again instead of sleeping). */
+bool slot_park(slot *s, uint32_t gen);
+void slot_requeue(slot *s, uint32_t gen);  /* RUNNING|NOTIFIED -> QUEUED (yield) */
+void slot_set_done(slot *s, uint32_t gen); /* RUNNING|NOTIFIED -> DONE */
+bool slot_is_live(slot *s, uint32_t gen);  /* gen matches and state is not VACANT/DONE */
+
+#endif

@@ -1,0 +1,242 @@
+/* ljx_test: the LuaJIT internals wrapper: yieldability, int64 cdata in and out of states
+ * without the FFI, JIT set-up by copying from a template state, raw reads, memory count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <lauxlib.h>
+
+#include "ljx.h"
+
+/* From LuaJIT's lualib.h (runtime/src/lualib.h shadows it on the include path). */
+LUALIB_API int luaopen_base(lua_State *L);
+LUALIB_API int luaopen_jit(lua_State *L);
+LUALIB_API int luaopen_package(lua_State *L);
+LUALIB_API void luaL_openlibs(lua_State *L);
+
+static void open_lib(lua_State *L, lua_CFunction f)
+{
+    lua_pushcfunction(L, f);
+    lua_call(L, 0, 0);
+}
+
+static void run(lua_State *L, const char *code)
+{
+    if (luaL_dostring(L, code) != 0)
+        fail_msg("%s: %s", code, lua_tostring(L, -1));
+}
+
+/* Run code that must return true. */
+static void check(lua_State *L, const char *code)
+{
+    run(L, code);
+    if (!lua_toboolean(L, -1))
+        fail_msg("check failed: %s", code);
+    lua_pop(L, 1);
+}
+
+static int probe(lua_State *L)
+{
+    lua_pushboolean(L, ljx_can_yield(L));
+    return 1;
+}
+
+static void can_yield_only_without_a_c_boundary(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    lua_register(L, "probe", probe);
+    check(L, "return probe() == false"); /* the main thread never yields */
+    run(L, "co = coroutine.create(function()\n"
+           "  local top = probe()\n"
+           "  local sorted\n"
+           "  table.sort({3, 2, 1}, function(a, b) sorted = probe() return a < b end)\n"
+           "  local gsubbed; string.gsub('a', 'a', function() gsubbed = probe() end)\n"
+           "  local _, inpcall = pcall(probe)\n"
+           "  local nested = coroutine.wrap(function() return probe() end)()\n"
+           "  coroutine.yield()\n"
+           "  return top, sorted, gsubbed, inpcall, nested, probe()\n"
+           "end)\n"
+           "assert(coroutine.resume(co))\n"
+           "res = {coroutine.resume(co)}");
+    check(L, "return res[1] == true and res[2] == true and res[3] == false and "
+             "res[4] == false and res[5] == true and res[6] == true and res[7] == true");
+    lua_close(L);
+}
+
+static void cdata_int64_recognises_only_64_bit_integers(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    run(L, "local ffi = require('ffi') return 5LL, 6ULL, ffi.new('long', -7), "
+           "ffi.new('unsigned long', 8), ffi.new('int32_t', 1), ffi.new('struct { int x; }'), "
+           "9, 'str', ffi.new('bool', true), ffi.new('double', 1)");
+    static const struct {
+        int ok;
+        uint64_t bits;
+        int uns;
+    } want[] = {
+        {1, 5, 0}, {1, 6, 1}, {1, (uint64_t)-7, 0},
+        {1, 8, 1}, {0, 0, 0}, {0, 0, 0},
+        {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+        {0, 0, 0},
+    };
+    for (int i = 0; i < 10; i++) {
+        uint64_t bits = 0;
+        int uns = -1;
+        assert_int_equal(ljx_cdata_int64(L, i + 1, &bits, &uns), want[i].ok);
+        if (want[i].ok) {
+            assert_true(bits == want[i].bits);
+            assert_int_equal(uns, want[i].uns);
+        }
+        ljx_val v;
+        ljx_read(L, i + 1, &v);
+        if (want[i].ok)
+            assert_int_equal(v.type, want[i].uns ? LJX_TUINT64 : LJX_TINT64);
+    }
+    lua_close(L);
+}
+
+static void pushed_int64_behaves_like_ffi_new_in_a_state_without_ffi(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    open_lib(L, luaopen_base);
+    open_lib(L, luaopen_package);
+    ljx_push_int64(L, 123, 0);
+    lua_setglobal(L, "a");
+    ljx_push_int64(L, UINT64_MAX, 1);
+    lua_setglobal(L, "b");
+    assert_int_equal(lua_gettop(L), 0);
+    check(L, "return ffi == nil and type(a) == 'cdata' and tostring(a) == '123LL'");
+    check(L, "return tostring(b) == '18446744073709551615ULL' and tostring(a * 2) == '246LL'");
+    check(L, "local ffi = require('ffi') return ffi.istype('int64_t', a) and "
+             "ffi.istype('uint64_t', b) and ffi.new('int64_t', 123) == a and b + 1 == 0");
+    /* Reading back what was pushed. */
+    lua_getglobal(L, "a");
+    uint64_t bits;
+    int uns;
+    assert_int_equal(ljx_cdata_int64(L, -1, &bits, &uns), 1);
+    assert_true(bits == 123 && uns == 0);
+    lua_close(L);
+}
+
+static void raw_reads_see_through_metatables(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    run(L, "return setmetatable({10, 20, nil, 40, k = 'v', [0] = 'z'}, "
+           "{__index = error, __len = error}), 'str\\0x'");
+    ljx_val t, s, k, v;
+    ljx_read(L, 1, &t);
+    ljx_read(L, -1, &s);
+    assert_int_equal(t.type, LUA_TTABLE);
+    assert_int_equal(s.type, LUA_TSTRING);
+    assert_int_equal(s.len, 5);
+    assert_memory_equal(s.str, "str\0x", 5);
+    ljx_read(L, 3, &v);
+    assert_int_equal(v.type, LUA_TNONE);
+    size_t n = ljx_table_len(t.table);
+    assert_true(n == 4 || n == 2); /* any border */
+    ljx_table_geti(t.table, 2, &v);
+    assert_true(v.type == LUA_TNUMBER && v.num == 20);
+    ljx_table_geti(t.table, 3, &v);
+    assert_int_equal(v.type, LUA_TNIL);
+    size_t pos = 0;
+    int count = 0;
+    double sum = 0;
+    while (ljx_table_next(t.table, &pos, &k, &v)) {
+        count++;
+        if (v.type == LUA_TNUMBER)
+            sum += v.num;
+    }
+    assert_int_equal(count, 5);
+    assert_true(sum == 70);
+    assert_int_equal(lua_gettop(L), 2);
+    lua_close(L);
+}
+
+static double loop_ms(lua_State *L)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    run(L, "local s = 0 for i = 1, 3e7 do s = (s + i * 3) % 1000003 end return s");
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    lua_pop(L, 1);
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+/* Whether the state compiled a trace. Opening the jit library resets the JIT parameters
+ * (jit_init) but keeps the traces. */
+static int has_trace(lua_State *L)
+{
+    open_lib(L, luaopen_jit);
+    run(L, "return require('jit.util').traceinfo(1) ~= nil");
+    int r = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return r;
+}
+
+static void jit_copy_gives_a_fresh_state_a_working_jit(void **state)
+{
+    (void)state;
+    lua_State *tmpl = luaL_newstate();
+    luaL_openlibs(tmpl);
+    run(tmpl, "jit.opt.start('hotloop=10')");
+
+    lua_State *copied = luaL_newstate();
+    open_lib(copied, luaopen_base);
+    open_lib(copied, luaopen_package);
+    ljx_jit_copy(copied, tmpl);
+    ljx_jit_set_sizemcode(copied, 4);
+    ljx_jit_set_maxmcode(copied, 64);
+
+    lua_State *plain = luaL_newstate();
+    open_lib(plain, luaopen_base);
+    open_lib(plain, luaopen_package);
+
+    double t_copied = loop_ms(copied), t_plain = loop_ms(plain), t_tmpl = loop_ms(tmpl);
+    printf("[ bench    ] 3e7-iteration loop: jit copied %.1f ms, template (luaopen_jit) %.1f ms, "
+           "no jit %.1f ms\n",
+           t_copied, t_tmpl, t_plain);
+    assert_true(has_trace(copied));
+    assert_false(has_trace(plain));
+    assert_true(t_copied * 1.5 < t_plain);
+    lua_close(copied);
+    lua_close(plain);
+    lua_close(tmpl);
+}
+
+static void gc_total_matches_lua_gc_count(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    size_t kb = (size_t)lua_gc(L, LUA_GCCOUNT, 0), b = (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+    assert_true(ljx_gc_total(L) == kb * 1024 + b);
+    size_t before = ljx_gc_total(L);
+    run(L, "big = string.rep('x', 100000)");
+    assert_true(ljx_gc_total(L) >= before + 100000);
+    lua_close(L);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(can_yield_only_without_a_c_boundary),
+        cmocka_unit_test(cdata_int64_recognises_only_64_bit_integers),
+        cmocka_unit_test(pushed_int64_behaves_like_ffi_new_in_a_state_without_ffi),
+        cmocka_unit_test(raw_reads_see_through_metatables),
+        cmocka_unit_test(jit_copy_gives_a_fresh_state_a_working_jit),
+        cmocka_unit_test(gc_total_matches_lua_gc_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,149 @@
+-- spawn, self, send and recv between actors; spawn's argument rules.
+local smarm = require "smarm"
+
+describe("spawn", function()
+   it("runs the function in a new actor with copied arguments", function()
+      local child = smarm.spawn(function(parent, a, b)
+         local s = require "smarm"
+         s.send(parent, { sum = a + b.x, me = s.self() })
+      end, smarm.self(), 2, { x = 40 })
+      local m = assert(smarm.recv(5))
+      assert.are.equal(42, m.sum)
+      assert.are.equal(child, m.me)
+   end)
+
+   it("gives every actor a distinct pid that prints as <0.IDX.GEN>", function()
+      local a = smarm.spawn(function() end)
+      local b = smarm.spawn(function() end)
+      assert.are_not.equal(a, b)
+      assert.is_number(a)
+      assert.matches("^<0%.%d+%.%d+>$", smarm.pid_tostring(a))
+   end)
+
+   it("refuses a function with upvalues, naming the upvalue", function()
+      local captured = 1
+      local ok, err = pcall(smarm.spawn, function() return captured end)
+      assert.is_false(ok)
+      assert.matches("smarm.spawn: the function has upvalues %(captured%)", err)
+   end)
+
+   it("refuses non-functions and unsendable arguments", function()
+      local ok, err = pcall(smarm.spawn, 42)
+      assert.is_false(ok)
+      assert.matches("a function expected, got number", err)
+      ok, err = pcall(smarm.spawn, function() end, 1, { f = print })
+      assert.is_false(ok)
+      assert.matches("cannot send a function %(at arg 2.f%)", err)
+   end)
+
+   it("keeps the spawner's globals out of the child", function()
+      rawset(_G, "leaked_global", "parent")
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         s.send(parent, tostring(rawget(_G, "leaked_global")))
+      end, smarm.self())
+      rawset(_G, "leaked_global", nil)
+      assert.are.equal("nil", smarm.recv(5))
+   end)
+
+   it("reports a dead pid on send", function()
+      local child = smarm.spawn(function(parent)
+         require("smarm").send(parent, "bye")
+      end, smarm.self())
+      assert.are.equal("bye", smarm.recv(5))
+      -- the child has ended once its sweep is done; wait for its slot to die
+      local ok, err
+      for _ = 1, 1000 do
+         ok, err = smarm.send(child, "late")
+         if not ok then break end
+         smarm.sleep(0.001)
+      end
+      assert.is_nil(ok)
+      assert.are.equal("dead", err)
+   end)
+
+   it("rejects bad pids with a clear error", function()
+      local ok, err = pcall(smarm.send, "nobody", 1)
+      assert.is_false(ok)
+      assert.matches("smarm.send: bad pid", err)
+      ok, err = pcall(smarm.send, 1.5, 1)
+      assert.is_false(ok)
+      assert.matches("is not a pid", err)
+   end)
+
+   it("yields to let others run", function()
+      local child = smarm.spawn(function(parent)
+         require("smarm").send(parent, "ran")
+      end, smarm.self())
+      assert.is_number(child)
+      smarm.yield()
+      assert.are.equal("ran", smarm.recv(5))
+   end)
+end)
+
+describe("recv", function()
+   it("times out with nil, 'timeout' when nothing arrives", function()
+      local t0 = smarm.now()
+      local v, err = smarm.recv(0.05)
+      local dt = smarm.now() - t0
+      assert.is_nil(v)
+      assert.are.equal("timeout", err)
+      assert.is_true(dt >= 0.05 and dt < 5, "elapsed " .. dt)
+   end)
+
+   it("polls with a zero timeout", function()
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0) })
+      smarm.send(smarm.self(), "x")
+      assert.are.equal("x", smarm.recv(0))
+   end)
+
+   it("delivers nil and false as messages", function()
+      smarm.send(smarm.self(), nil)
+      smarm.send(smarm.self(), false)
+      local a, ea = smarm.recv(0)
+      local b = smarm.recv(0)
+      assert.is_nil(a)
+      assert.is_nil(ea)
+      assert.is_false(b)
+   end)
+
+   it("wakes promptly when a message arrives during a long wait", function()
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         s.sleep(0.02)
+         s.send(parent, "late but here")
+      end, smarm.self())
+      local t0 = smarm.now()
+      assert.are.equal("late but here", smarm.recv(10))
+      assert.is_true(smarm.now() - t0 < 5)
+   end)
+
+   it("waits inside a C call boundary by holding the stack", function()
+      smarm.spawn(function(parent)
+         require("smarm").send(parent, "through gsub")
+      end, smarm.self())
+      local got
+      string.gsub("x", "x", function()
+         got = smarm.recv(5)
+      end)
+      assert.are.equal("through gsub", got)
+   end)
+
+   it("sleeps at least the given time", function()
+      local t0 = smarm.now()
+      smarm.sleep(0.03)
+      local dt = smarm.now() - t0
+      assert.is_true(dt >= 0.03 and dt < 5, "slept " .. dt)
+   end)
+end)
+
+describe("exit", function()
+   it("ends the actor with the given reason without a crash report", function()
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         s.send(parent, "before")
+         s.exit("done")
+      end, smarm.self())
+      assert.are.equal("before", smarm.recv(5))
+   end)
+end)
