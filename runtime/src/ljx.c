@@ -4,9 +4,10 @@
 
 #include <string.h>
 
-#include "lj_obj.h"      /* TValue/GCcdata layout, G(L), global_State.gc.total */
-#include "lj_state.h"    /* incr_top: push a GC object we built ourselves */
-#include "lj_tab.h"      /* GCtab array part and hash nodes, lj_tab_len, lj_tab_getint */
+#include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
+#include "lj_state.h" /* incr_top: push a GC object we built ourselves */
+#include "lj_tab.h"
+#include "lj_str.h"      /* GCtab array part and hash nodes, lj_tab_len, lj_tab_getint */
 #include "lj_frame.h"    /* cframe_canyield: the bit lua_yield itself tests */
 #include "lj_ctype.h"    /* CTState, CTID_INT64/UINT64, ctype_raw for typedef'd ints */
 #include "lj_cdata.h"    /* lj_cdata_new: allocate a boxed 64-bit integer */
@@ -194,3 +195,7 @@ int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v)
 
 /* lua_gc(LUA_GCCOUNT/COUNTB) gives the same in two calls; this is one load. */
 size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
+
+/* lj_str_resize: a new state's string table has 256 buckets (2 KB on GC64),
+ * more than an actor that interns a few dozen strings needs. */
+void ljx_str_shrink(lua_State *L, unsigned slots) { lj_str_resize(L, (MSize)(slots - 1)); }

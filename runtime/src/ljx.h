@@ -52,6 +52,10 @@ void ljx_table_geti(const void *table, size_t i, ljx_val *v); /* raw t[i] */
 /* Raw iteration over every non-nil entry: *pos = 0 to start; returns 0 at the end. */
 int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v);
 
+/* Shrinks the string hash table of a fresh state to `slots` (a power of two) buckets;
+ * it grows by itself as strings are interned. */
+void ljx_str_shrink(lua_State *L, unsigned slots);
+
 /* Bytes currently allocated by L's state (all its coroutines). */
 size_t ljx_gc_total(lua_State *L);
 

@@ -15,7 +15,11 @@
 #include "codec.h"
 #include "luavm.h"
 #include "runtime.h"
+#include "sanitize.h"
 #include "sched.h"
+
+/* Lua errors unwind through every function of this file (see sanitize.h) */
+LUA_UNWOUND_BEGIN
 
 static const char smarm_key = 's', exit_key = 'e', dump_cache_key = 'd';
 
@@ -369,3 +373,5 @@ void lualib_push(lua_State *L)
     lua_pushvalue(L, -2);
     lua_rawset(L, LUA_REGISTRYINDEX);
 }
+
+LUA_UNWOUND_END

@@ -19,8 +19,12 @@
 #include "ljx.h"
 #include "lualib.h"
 #include "runtime.h"
+#include "sanitize.h"
 #include "sched.h"
 #include "smarm_embedded.h"
+
+/* Lua errors unwind through every function of this file (see sanitize.h) */
+LUA_UNWOUND_BEGIN
 
 /* ---- allocation: every byte a state holds is counted on its actor ---- */
 
@@ -145,6 +149,24 @@ static int lazy_global(lua_State *L)
     const char *k = lua_tostring(L, 2);
     if (!k || lua_type(L, 2) != LUA_TSTRING)
         return 0;
+    /* the base library (with coroutine) opens on the first name it might hold */
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    int base_open = 0;
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "_G");
+        base_open = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (!base_open) {
+        lua_pushcfunction(L, luaopen_base);
+        lua_call(L, 0, 0);
+        lua_pushvalue(L, 2);
+        lua_rawget(L, 1);
+        if (!lua_isnil(L, -1))
+            return 1;
+        lua_pop(L, 1);
+    }
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
         if (strcmp(k, lib->name) == 0 || (!lib->open && strcmp(k, "module") == 0)) {
             open_lib(L, lib);
@@ -192,10 +214,9 @@ static int fast_require(lua_State *L)
 
 static int open_state(lua_State *L)
 {
-    actor *a = luavm_actor(L);
-    lua_pushcfunction(L, luaopen_base);
-    lua_call(L, 0, 0);
-    /* _G's metatable opens the other libraries on demand */
+    /* a state starts with a small string table; it grows as strings come */
+    ljx_str_shrink(L, 64);
+    /* _G's metatable opens the libraries, base included, on demand */
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, lazy_global);
     lua_setfield(L, -2, "__index");
@@ -208,7 +229,6 @@ static int open_state(lua_State *L)
     lua_pop(L, 1);
     lua_pushcfunction(L, fast_require);
     lua_setfield(L, LUA_GLOBALSINDEX, "require");
-    (void)a;
     return 0;
 }
 
@@ -524,3 +544,5 @@ void luavm_shared_free(luavm_shared *vm)
     vm->package_path = NULL;
     pthread_mutex_destroy(&vm->lock);
 }
+
+LUA_UNWOUND_END

@@ -28,6 +28,7 @@ struct smarm_runtime {
     struct sched *scheds;
     int nsched;
     _Atomic int64_t live;   /* actors spawned and not yet finalized */
+    _Atomic int spinning;   /* schedulers polling for work before they sleep */
     _Atomic int timekeeper; /* scheduler parked holding the earliest deadline, or -1 */
     _Atomic int root_done;
     _Atomic int sweeping;

@@ -13,6 +13,7 @@
 #include "context.h"
 #include "ljx.h"
 #include "luavm.h"
+#include "sanitize.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -23,6 +24,11 @@
 #if defined(SMARM_TSAN)
 #include <sanitizer/tsan_interface.h>
 #endif
+
+/* how long an idle scheduler polls before it sleeps */
+#define SPIN_NS 20000
+/* how many actors in a row a scheduler takes from its runnext */
+#define RUNNEXT_STREAK 32
 
 static __thread sched *tls_sched;
 
@@ -121,18 +127,44 @@ static void give_stack(sched *s, stack *st)
 
 /* ---- run queue with the wake tail ---- */
 
+/* The enqueue tail: a parked scheduler gets the new work, unless one is
+ * spinning and will find it anyway. The fence orders the push before the read
+ * of `spinning`; a spinner orders its decrement before its last look at the
+ * queue the same way, so one of the two always sees the other. */
+static void wake_for_work(smarm_runtime *rt)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->spinning, memory_order_relaxed) == 0)
+        park_set_wake_one(&rt->parks);
+}
+
 static void enqueue(smarm_runtime *rt, uint32_t idx)
 {
     runq_push(rt->rq, idx);
-    /* the enqueue tail: a parked scheduler, if any, gets the new work */
-    park_set_wake_one(&rt->parks);
+    wake_for_work(rt);
+}
+
+/* An actor woken by the actor running on this scheduler runs next here: it is
+ * likely to consume what the waker just sent while it is hot in this cache,
+ * and no other scheduler has to be woken for it. The one it displaces goes to
+ * the shared queue. */
+static void make_runnable(smarm_runtime *rt, uint32_t idx)
+{
+    sched *s = sched_current();
+    if (s && s->rt == rt && s->cur) {
+        uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
+        if (!prev)
+            return;
+        idx = prev - 1;
+    }
+    enqueue(rt, idx);
 }
 
 void sched_wake(smarm_runtime *rt, uint64_t pid)
 {
     slot *sl = slot_of(&rt->slots, pid);
     if (sl && slot_unpark(sl, pid_gen(pid)))
-        enqueue(rt, pid_index(pid));
+        make_runnable(rt, pid_index(pid));
 }
 
 void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline)
@@ -249,7 +281,7 @@ struct cont_call {
     int nres;
 };
 
-static int cont_trampoline(lua_State *L)
+LUA_UNWOUND static int cont_trampoline(lua_State *L)
 {
     struct cont_call *cc = lua_touserdata(L, 1);
     lua_pop(L, 1);
@@ -263,7 +295,7 @@ static int cont_trampoline(lua_State *L)
 
 static const char killed_key = 'k';
 
-int sched_wait(lua_State *L, actor *a, actor_cont cont)
+LUA_UNWOUND int sched_wait(lua_State *L, actor *a, actor_cont cont)
 {
     if (a->closing)
         return luaL_error(L, "smarm: cannot wait while the actor is ending");
@@ -290,7 +322,7 @@ int sched_is_killed_error(lua_State *L, int idx)
     return lua_touserdata(L, idx) == (void *)&killed_key;
 }
 
-static void actor_entry(void *arg)
+LUA_UNWOUND static void actor_entry(void *arg)
 {
     actor *a = arg;
     sanitizer_actor_started();
@@ -382,6 +414,8 @@ static void run_actor(sched *s, uint32_t idx)
                         strerror(errno));
                 abort();
             }
+            /* frames left on it by whoever used it last never returned */
+            SANITIZE_UNPOISON(a->stk->base, a->stk->size);
             a->sp = ctx_make(stack_top(a->stk), actor_entry, a);
         }
         s->cur = a;
@@ -428,6 +462,71 @@ static void sweep(smarm_runtime *rt)
     atomic_store(&rt->sweeping, 0);
 }
 
+/* Own runnext first (but not forever: a pair of actors waking each other
+ * would starve the shared queue), then the shared queue. */
+static int next_runnable(sched *s, uint32_t *idx)
+{
+    smarm_runtime *rt = s->rt;
+    if (s->streak < RUNNEXT_STREAK) {
+        uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+        if (n) {
+            s->streak++;
+            *idx = n - 1;
+            return 1;
+        }
+    }
+    s->streak = 0;
+    if (runq_pop(rt->rq, idx)) {
+        /* chain rule: surplus work wakes a sibling so it runs in parallel */
+        if (runq_size_approx(rt->rq) > 0)
+            wake_for_work(rt);
+        return 1;
+    }
+    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+    if (n) {
+        *idx = n - 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Before sleeping, an idle scheduler polls for a little while: work that shows
+ * up meanwhile costs no futex wake on either side. At the end it takes what
+ * sits in another scheduler's runnext (its owner is busy with something else). */
+static int spin_for_work(sched *s, uint32_t *idx)
+{
+    smarm_runtime *rt = s->rt;
+    atomic_fetch_add_explicit(&rt->spinning, 1, memory_order_relaxed);
+    uint64_t until = park_now_ns() + SPIN_NS;
+    int found = 0;
+    for (int i = 0; !found; i++) {
+        if (runq_pop(rt->rq, idx)) {
+            found = 1;
+            break;
+        }
+        if ((i & 63) == 63 && park_now_ns() >= until)
+            break;
+        __builtin_ia32_pause();
+    }
+    if (!found) {
+        for (int i = 0; i < rt->nsched && !found; i++) {
+            sched *o = &rt->scheds[i];
+            if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed))
+                continue;
+            uint32_t n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
+            if (n) {
+                *idx = n - 1;
+                found = 1;
+            }
+        }
+    }
+    atomic_fetch_sub_explicit(&rt->spinning, 1, memory_order_relaxed);
+    /* pairs with wake_for_work's fence: the caller looks at the queue once
+     * more after this before it sleeps */
+    atomic_thread_fence(memory_order_seq_cst);
+    return found;
+}
+
 static void *sched_main(void *arg)
 {
     sched *s = arg;
@@ -446,17 +545,18 @@ static void *sched_main(void *arg)
     uint32_t idx;
     for (;;) {
         fire_due_timers(rt);
-        if (runq_pop(rt->rq, &idx)) {
-            /* chain rule: surplus work wakes a sibling so it runs in parallel */
-            if (runq_size_approx(rt->rq) > 0)
-                park_set_wake_one(&rt->parks);
+        if (next_runnable(s, &idx)) {
             run_actor(s, idx);
             continue;
         }
         if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0)
             break;
+        if (spin_for_work(s, &idx)) {
+            run_actor(s, idx);
+            continue;
+        }
         park_set_idle_begin(&rt->parks, s->id);
-        if (runq_pop(rt->rq, &idx)) {
+        if (next_runnable(s, &idx)) {
             park_set_idle_cancel(&rt->parks, s->id);
             run_actor(s, idx);
             continue;
@@ -465,29 +565,28 @@ static void *sched_main(void *arg)
             park_set_idle_cancel(&rt->parks, s->id);
             break;
         }
-        if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
-            park_set_idle_cancel(&rt->parks, s->id);
-            sweep(rt);
-            /* stopped actors are queued now; give them a moment to end */
-            if (runq_size_approx(rt->rq) == 0)
-                sched_yield();
-            continue;
-        }
         uint64_t deadline = 0;
+        if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
+            /* the root has ended and nothing is runnable: stop what it left,
+             * and look again shortly in case something caught the stop */
+            sweep(rt);
+            deadline = park_now_ns() + 1000000;
+        }
         int keeper = 0, none = -1;
         if (timers_earliest(&rt->tm) != UINT64_MAX &&
             atomic_compare_exchange_strong(&rt->timekeeper, &none, s->id)) {
             keeper = 1;
+            /* pairs with the fence in sched_wake_at: either it sees us as the
+             * keeper and wakes us, or we see its earlier deadline here */
             atomic_thread_fence(memory_order_seq_cst);
-            deadline = timers_earliest(&rt->tm);
-            if (deadline == UINT64_MAX)
-                deadline = 0;
+            uint64_t t = timers_earliest(&rt->tm);
+            if (t != UINT64_MAX && (!deadline || t < deadline))
+                deadline = t;
         }
-        if (deadline && deadline <= park_now_ns()) {
+        if (deadline && deadline <= park_now_ns())
             park_set_idle_cancel(&rt->parks, s->id);
-        } else {
+        else
             park_set_wait(&rt->parks, s->id, deadline);
-        }
         if (keeper)
             atomic_store(&rt->timekeeper, -1);
     }

@@ -13,12 +13,14 @@ typedef struct sched {
     smarm_runtime *rt;
     int id;
     pthread_t thread;
-    void *sp;       /* the scheduler's own context while an actor runs */
-    actor *cur;     /* the actor running on this thread, if any */
-    stack *spare;   /* one warm stack kept across coroutine parks */
-    codec_buf enc;  /* scratch buffer for encoding messages */
-    void *fiber;    /* TSan: the scheduler thread's own fiber */
-    void *stack_lo; /* ASan: the scheduler thread's stack */
+    void *sp;                 /* the scheduler's own context while an actor runs */
+    actor *cur;               /* the actor running on this thread, if any */
+    _Atomic uint32_t runnext; /* slot index + 1 of the actor to run next here, 0 = none */
+    int streak;               /* actors taken from runnext in a row */
+    stack *spare;             /* one warm stack kept across coroutine parks */
+    codec_buf enc;            /* scratch buffer for encoding messages */
+    void *fiber;              /* TSan: the scheduler thread's own fiber */
+    void *stack_lo;           /* ASan: the scheduler thread's stack */
     size_t stack_size;
 } sched;
 
