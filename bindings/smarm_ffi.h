@@ -17,6 +17,12 @@ typedef struct smarm_actor_info {
     uint64_t messages_in;  /* messages received */
     uint64_t stack_reserve;/* bytes of its C stack, 0 while parked without one */
     uint64_t stack_guard;
+    uint64_t timeslices;    /* times it was switched in */
+    uint64_t migrations;    /* times it resumed on another scheduler thread */
+    uint64_t preempt_hook;  /* preempted in interpreted code (count hook) */
+    uint64_t preempt_jit;   /* preempted in JIT-compiled code (signal-driven switch) */
+    uint64_t preempt_safe;  /* preempted at a runtime safe point */
+    uint64_t max_heap;      /* 0 = unlimited */
 } smarm_actor_info;
 
 /* Fills out for a live pid of the caller's runtime; 0, or -1 if pid is not alive. */

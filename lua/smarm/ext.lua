@@ -28,6 +28,14 @@ function M.info(pid)
       yields = tonumber(out.yields),
       messages_in = tonumber(out.messages_in),
       stack = { reserve = tonumber(out.stack_reserve), guard = tonumber(out.stack_guard) },
+      timeslices = tonumber(out.timeslices),
+      migrations = tonumber(out.migrations),
+      preemptions = {
+         hook = tonumber(out.preempt_hook),
+         jit = tonumber(out.preempt_jit),
+         safe_point = tonumber(out.preempt_safe),
+      },
+      max_heap = out.max_heap ~= 0 and tonumber(out.max_heap) or nil,
    }
 end
 

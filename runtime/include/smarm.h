@@ -29,7 +29,8 @@ typedef struct smarm_config {
     uint32_t max_actors; /* slab size; 0 = 1,048,576 */
     size_t stack_size;   /* default actor C stack; 0 = 64 KiB */
     size_t stack_guard;  /* PROT_NONE guard below each stack; 0 = 64 KiB */
-    double timeslice_ms; /* 0 = 2 ms */
+    double timeslice_ms; /* longest run of one actor while others wait; 0 = 2 ms */
+    size_t max_heap;     /* default cap on an actor's Lua heap in bytes; 0 = none */
     const char *app_dir; /* put first on every actor's package.path; NULL = none */
 } smarm_config;
 

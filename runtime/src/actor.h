@@ -19,7 +19,11 @@ enum actor_leave {
     LEAVE_PARK_STACK, /* parked inside a C call that cannot yield; holds its stack */
     LEAVE_PARK_CO,    /* parked by yielding its Lua coroutine; holds no stack */
     LEAVE_DONE,       /* finished; its state is closed */
+    LEAVE_YIELD_CO,   /* still runnable, left by yielding its coroutine (preempted); no stack */
 };
+
+/* Why an actor is stopped from outside; it never runs Lua code again. */
+enum stop_kind { STOP_KILL = 1, STOP_SHUTDOWN, STOP_SWEEP };
 
 enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING };
 
@@ -39,15 +43,26 @@ typedef struct actor {
     mailbox inbox;
     enum actor_leave leave;
     actor_cont cont;
-    uint64_t deadline; /* of the current wait, 0 = none */
-    _Atomic int stop;  /* a stop was requested (root-exit sweep) */
-    int closing;       /* the state is being closed: no more waiting */
+    enum actor_leave yield_leave; /* how to leave when its coroutine yields to the entry */
+    uint64_t deadline;            /* of the current wait, 0 = none */
+    _Atomic int stop;             /* a stop was requested: STOP_* (0 = none) */
+    int stopping;                 /* its stop entry has been set up */
+    int closing;                  /* the state is being closed: no more waiting */
     int boot_kind;
     char *boot; /* spawn payload, freed once booted */
     size_t boot_len;
     size_t mem;                      /* bytes held by the Lua state */
     uint64_t parks, yields, msgs_in; /* counters for introspection */
-    void *fiber;                     /* TSan fiber */
+    uint64_t slices;                 /* times it was switched in */
+    uint64_t migrations;             /* times it resumed on another scheduler than before */
+    int last_sched;
+    uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
+    size_t max_heap;                                  /* 0 = unlimited */
+    int heap_exceeded;                                /* an allocation was refused for max_heap */
+    volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
+    int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
+    struct actor *pin_next;       /* link in its scheduler's pinned list */
+    void *fiber;                  /* TSan fiber */
 } actor;
 
 #endif

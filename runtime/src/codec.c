@@ -15,6 +15,7 @@
  *   0x09 vN b*N   a string of N >= 64 bytes (vN: unsigned LEB128, at most 10 bytes)
  *   0x0a vA vH    a table: A array values (keys 1..A, nil allowed for holes), then H key/value
  *                 pairs (keys never nil or NaN); the decoder preallocates A and H
+ *   0x0b p8 / 0x0c p8   a channel tx / rx: the channel's address (only after a refs prefix)
  *   0x40+N b*N    a string of N < 64 bytes
  *   0x80+I        an integer I in 0..127
  *   anything else is malformed.
@@ -22,7 +23,14 @@
  * Counts in a table header are checked against the bytes left (each value needs at least one
  * byte), minus those the enclosing tables still need, so preallocation never exceeds the
  * message size. The encoder writes H in one reserved byte after iterating and moves the
- * table's bytes only if H >= 128. Argument lists (codec_*_args) are vN then N values. */
+ * table's bytes only if H >= 128. Argument lists (codec_*_args) are vN then N values.
+ *
+ * Channel endpoints carry references: a message holding any starts with a refs prefix, 0x0d
+ * (a value) or 0x0e (an argument list) and an 8-byte cookie, so that arbitrary bytes can
+ * never be taken for channel addresses. Encoding takes one reference per endpoint (an rx
+ * moves: the sender's object lets go of it) once the whole message encoded; decoding hands
+ * them to the new objects and turns the prefix into 0x0f; codec_release drops those of a
+ * message freed undelivered. */
 #include "codec.h"
 
 #include <math.h>
@@ -32,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chan.h"
+#include "chan_lua.h"
 #include "ljx.h"
 
 enum {
@@ -46,6 +56,12 @@ enum {
     T_UINT64 = 0x08,
     T_STR = 0x09,
     T_TABLE = 0x0a,
+    T_TX = 0x0b,
+    T_RX = 0x0c,
+    T_REFS = 0x0d,
+    T_REFS_ARGS = 0x0e,
+    T_REFS_TAKEN = 0x0f,
+    REFS_LEN = 9,
     T_SSTR = 0x40,
     SSTR_MAX = 63,
     T_FIXINT = 0x80,
@@ -53,6 +69,14 @@ enum {
 };
 
 #define PATH_MAX_LEN 160 /* error paths longer than this keep the root and the innermost part */
+#define MAX_RX 16        /* channel receivers one message may carry */
+
+/* The refs prefix cookie: fixed for the process, unguessable by chance (ASLR'd address). */
+static const char cookie_anchor;
+static uint64_t refs_cookie(void)
+{
+    return (uint64_t)(uintptr_t)&cookie_anchor * 0x9E3779B97F4A7C15ull;
+}
 
 /* -- Buffer ---------------------------------------------------------------------------- */
 
@@ -131,8 +155,15 @@ typedef struct visit {
     const struct visit *up;
 } visit;
 
+/* Endpoints met while encoding one message (all roots of an argument list). */
+typedef struct ends {
+    int n, nrx;
+    void *rx[MAX_RX]; /* rx objects, to refuse the same one twice */
+} ends;
+
 typedef struct enc {
     lua_State *L;
+    ends *ends;
     codec_buf *b;
     size_t start;     /* b->len on entry: restored on failure, base of the size limit */
     const char *what; /* the failure, e.g. "cannot send a function" */
@@ -326,8 +357,30 @@ static int enc_value(enc *e, const ljx_val *v, int depth, const visit *up)
         return enc_fail(e, "cannot send a function");
     case LUA_TTHREAD:
         return enc_fail(e, "cannot send a coroutine");
-    case LUA_TUSERDATA:
-        return enc_fail(e, "cannot send a userdata");
+    case LUA_TUSERDATA: {
+        chan *c = NULL;
+        int kind = v->ud ? chan_lua_endpoint(v->ud, v->len, &c) : 0;
+        if (!kind)
+            return enc_fail(e, "cannot send a userdata");
+        void *p = c;
+        if (kind == CHAN_RX) {
+            ends *en = e->ends;
+            if (!c)
+                return enc_fail(e, "cannot send a channel rx that was sent to another actor");
+            for (int i = 0; i < en->nrx; i++)
+                if (en->rx[i] == v->ud)
+                    return enc_fail(e, "cannot send the same channel rx twice");
+            if (en->nrx == MAX_RX)
+                return enc_fail(e, "cannot send more than 16 channel rx in one message");
+            en->rx[en->nrx++] = v->ud;
+            p = v->ud; /* the object: the commit moves its reference into the message */
+        }
+        b->data[b->len++] = kind == CHAN_TX ? T_TX : T_RX;
+        memcpy(b->data + b->len, &p, 8);
+        b->len += 8;
+        e->ends->n++;
+        return 0;
+    }
     case LUA_TLIGHTUSERDATA:
         return enc_fail(e, "cannot send a light userdata");
     case LJX_TCDATA:
@@ -417,9 +470,10 @@ static int enc_root(enc *e, int idx, const char *root, char *err, size_t errlen)
     return -1;
 }
 
-static void enc_init(enc *e, lua_State *L, codec_buf *out)
+static void enc_init(enc *e, lua_State *L, codec_buf *out, ends *en)
 {
     e->L = L;
+    e->ends = en;
     e->b = out;
     e->start = out->len;
     e->what = NULL;
@@ -428,11 +482,137 @@ static void enc_init(enc *e, lua_State *L, codec_buf *out)
     e->path[PATH_MAX_LEN] = '\0';
 }
 
+/* -- References carried by endpoints ----------------------------------------------------- */
+
+enum { WALK_COMMIT, WALK_RELEASE };
+
+/* Steps over one value of trusted bytes, committing or releasing its endpoints. */
+static unsigned char *walk_value(unsigned char *p, int mode)
+{
+    unsigned tag = *p++;
+    if (tag >= T_FIXINT)
+        return p;
+    if (tag >= T_SSTR)
+        return p + (tag - T_SSTR);
+    uint64_t n, h;
+    switch (tag) {
+    case T_DOUBLE:
+    case T_INT64:
+    case T_UINT64:
+        return p + 8;
+    case T_I8:
+        return p + 1;
+    case T_I16:
+        return p + 2;
+    case T_I32:
+        return p + 4;
+    case T_STR:
+        for (n = 0, h = 0;; h += 7) {
+            n |= (uint64_t)(*p & 0x7f) << h;
+            if (!(*p++ & 0x80))
+                break;
+        }
+        return p + n;
+    case T_TABLE:
+        for (n = 0, h = 0;; h += 7) {
+            n |= (uint64_t)(*p & 0x7f) << h;
+            if (!(*p++ & 0x80))
+                break;
+        }
+        {
+            uint64_t a = n;
+            for (n = 0, h = 0;; h += 7) {
+                n |= (uint64_t)(*p & 0x7f) << h;
+                if (!(*p++ & 0x80))
+                    break;
+            }
+            for (uint64_t i = 0; i < a + 2 * n; i++)
+                p = walk_value(p, mode);
+        }
+        return p;
+    case T_TX:
+    case T_RX: {
+        void *ptr;
+        memcpy(&ptr, p, 8);
+        if (mode == WALK_RELEASE) {
+            chan_release(ptr, tag == T_TX ? CHAN_TX : CHAN_RX);
+        } else if (tag == T_TX) {
+            chan_retain(ptr, CHAN_TX);
+        } else {
+            chan *c = chan_lua_take_rx(ptr); /* the object's reference moves here */
+            memcpy(p, &c, 8);
+        }
+        return p + 8;
+    }
+    default: /* nil, false, true */
+        return p;
+    }
+}
+
+static unsigned char *skip_varint(unsigned char *p)
+{
+    while (*p++ & 0x80)
+        ;
+    return p;
+}
+
+/* After a successful encoding with endpoints: take their references, then put the refs
+ * prefix in front of out[at..]; the values start at `values`, up to out->len. 0 or -1 (OOM:
+ * nothing taken). */
+static int refs_commit(codec_buf *out, size_t at, size_t values, int tag)
+{
+    if (buf_reserve(out, REFS_LEN))
+        return -1;
+    unsigned char *p = (unsigned char *)out->data + values, *end;
+    end = (unsigned char *)out->data + out->len;
+    while (p < end)
+        p = walk_value(p, WALK_COMMIT);
+    memmove(out->data + at + REFS_LEN, out->data + at, out->len - at);
+    out->data[at] = (char)tag;
+    uint64_t ck = refs_cookie();
+    memcpy(out->data + at + 1, &ck, 8);
+    out->len += REFS_LEN;
+    return 0;
+}
+
+/* Whether data starts with a live refs prefix of the given kind. */
+static int has_refs(const char *data, size_t len, int tag)
+{
+    uint64_t ck;
+    if (len < REFS_LEN || (unsigned char)data[0] != tag)
+        return 0;
+    memcpy(&ck, data + 1, 8);
+    return ck == refs_cookie();
+}
+
+void codec_release(char *data, size_t len)
+{
+    int args = has_refs(data, len, T_REFS_ARGS);
+    if (!args && !has_refs(data, len, T_REFS))
+        return;
+    data[0] = (char)T_REFS_TAKEN;
+    unsigned char *p = (unsigned char *)data + REFS_LEN, *end = (unsigned char *)data + len;
+    if (args)
+        p = skip_varint(p);
+    while (p < end)
+        p = walk_value(p, WALK_RELEASE);
+}
+
 int codec_encode(lua_State *L, int idx, codec_buf *out, const char *root, char *err, size_t errlen)
 {
     enc e;
-    enc_init(&e, L, out);
-    return enc_root(&e, abs_index(L, idx), root ? root : "value", err, errlen);
+    ends en = {0, 0, {0}};
+    size_t at = out->len;
+    enc_init(&e, L, out, &en);
+    if (enc_root(&e, abs_index(L, idx), root ? root : "value", err, errlen))
+        return -1;
+    if (en.n && refs_commit(out, at, at, T_REFS)) {
+        out->len = at;
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 int codec_encode_args(lua_State *L, int first, int n, codec_buf *out, char *err, size_t errlen)
@@ -445,14 +625,22 @@ int codec_encode_args(lua_State *L, int first, int n, codec_buf *out, char *err,
         return -1;
     }
     put_varint(out, (uint64_t)n);
+    size_t values = out->len;
+    ends en = {0, 0, {0}};
     for (int i = 0; i < n; i++) {
         enc e;
         char root[24];
-        enc_init(&e, L, out);
+        enc_init(&e, L, out, &en);
         e.start = start; /* the limit and the rollback cover the whole list */
         snprintf(root, sizeof root, "arg %d", i + 1);
         if (enc_root(&e, first + i, root, err, errlen))
             return -1;
+    }
+    if (en.n && refs_commit(out, start, values, T_REFS_ARGS)) {
+        out->len = start;
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "out of memory");
+        return -1;
     }
     return 0;
 }
@@ -463,6 +651,7 @@ typedef struct dec {
     lua_State *L;
     const unsigned char *start, *p, *end;
     size_t pending; /* bytes the open tables still need for elements not yet started */
+    int trusted;    /* the bytes had a refs prefix: endpoint tags are honoured */
     char *err;
     size_t errlen;
 } dec;
@@ -594,9 +783,22 @@ static int dec_value(dec *d, int depth)
     }
     case T_TABLE:
         return dec_table(d, depth);
-    default:
-        return dec_fail(d, "bad tag 0x%02x (at byte %zu)", tag, (size_t)(d->p - d->start - 1));
+    case T_TX:
+    case T_RX: {
+        void *c;
+        if (!d->trusted)
+            break;
+        if ((q = get_bytes(d, 8)) == NULL)
+            return -1;
+        memcpy(&c, q, 8);
+        /* the message's reference moves to the new object */
+        chan_lua_push(L, c, tag == T_TX ? CHAN_TX : CHAN_RX);
+        return 0;
     }
+    default:
+        break;
+    }
+    return dec_fail(d, "bad tag 0x%02x (at byte %zu)", tag, (size_t)(d->p - d->start - 1));
 }
 
 static int dec_table(dec *d, int depth)
@@ -647,6 +849,18 @@ static void dec_init(dec *d, lua_State *L, const char *data, size_t len, char *e
     d->pending = 0;
     d->err = err;
     d->errlen = errlen;
+    d->trusted = 0;
+}
+
+/* Skips a refs prefix of the given kind, taking over the references (the prefix becomes
+ * "taken", so a later codec_release of the same bytes leaves them alone). */
+static void dec_refs(dec *d, const char *data, size_t len, int tag)
+{
+    if (!has_refs(data, len, tag))
+        return;
+    ((char *)data)[0] = (char)T_REFS_TAKEN;
+    d->p += REFS_LEN;
+    d->trusted = 1;
 }
 
 int codec_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
@@ -654,6 +868,7 @@ int codec_decode(lua_State *L, const char *data, size_t len, char *err, size_t e
     dec d;
     int top = lua_gettop(L);
     dec_init(&d, L, data, len, err, errlen);
+    dec_refs(&d, data, len, T_REFS);
     if (!lua_checkstack(L, 2)) {
         dec_fail(&d, "Lua stack exhausted");
         return -1;
@@ -674,6 +889,7 @@ int codec_decode_args(lua_State *L, const char *data, size_t len, int *n, char *
     uint64_t count;
     *n = 0;
     dec_init(&d, L, data, len, err, errlen);
+    dec_refs(&d, data, len, T_REFS_ARGS);
     if (get_varint(&d, &count))
         return -1;
     if (count > dec_left(&d))

@@ -29,9 +29,14 @@ int codec_buf_append(codec_buf *b, const void *p, size_t n);
  * int64_t/uint64_t cdata, tables of those (metatables dropped, shared subtables copied).
  * Reads raw (no metamethods), never touches the Lua stack and never raises a Lua error. */
 int codec_encode(lua_State *L, int idx, codec_buf *out, const char *root, char *err, size_t errlen);
+/* (Channel endpoints are sendable too: encoding takes a reference per endpoint, moving an rx
+ * out of the sender's object, which then refuses to be used.) */
 
 /* Decode one value from data[0..len) and push it. Returns 0, or -1 with the stack as it was
- * and a message in err on any malformed input. May raise only a Lua memory error. */
+ * and a message in err on any malformed input. May raise only a Lua memory error. Channel
+ * endpoints in the value become objects of L that take over the references the bytes held:
+ * for that, decoding marks the bytes' refs prefix as taken (it writes data[0]), and a memory
+ * error raised midway leaks the references not taken over yet. */
 int codec_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
 
 /* The n values at first..first+n-1 (spawn arguments, roots "arg 1", "arg 2", ...): a count,
@@ -41,5 +46,9 @@ int codec_encode_args(lua_State *L, int first, int n, codec_buf *out, char *err,
 /* Push the values written by codec_encode_args and store their count in *n. Same contract
  * as codec_decode (on failure nothing is pushed and *n is 0). */
 int codec_decode_args(lua_State *L, const char *data, size_t len, int *n, char *err, size_t errlen);
+
+/* Drops the channel references held by encoded bytes (a message or an argument list) that
+ * are freed without being decoded; a no-op for bytes without endpoints or already decoded. */
+void codec_release(char *data, size_t len);
 
 #endif

@@ -38,6 +38,12 @@ int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->stack_reserve = a->stack_size ? a->stack_size : rt->cfg.stack_size;
     out->stack_guard = a->stack_guard ? a->stack_guard : rt->cfg.stack_guard;
     (void)stk;
+    out->timeslices = __atomic_load_n(&a->slices, __ATOMIC_RELAXED);
+    out->migrations = __atomic_load_n(&a->migrations, __ATOMIC_RELAXED);
+    out->preempt_hook = __atomic_load_n(&a->preempt_hook, __ATOMIC_RELAXED);
+    out->preempt_jit = __atomic_load_n(&a->preempt_jit, __ATOMIC_RELAXED);
+    out->preempt_safe = __atomic_load_n(&a->preempt_safe, __ATOMIC_RELAXED);
+    out->max_heap = a->max_heap;
     /* the tenancy may have ended while we read */
     w = atomic_load_explicit(&sl->word, memory_order_acquire);
     return slot_word_gen(w) == pid_gen(pid) ? 0 : -1;

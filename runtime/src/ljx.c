@@ -117,7 +117,10 @@ static void classify(cTValue *o, ljx_val *v)
     } else if (tvisthread(o)) {
         v->type = LUA_TTHREAD;
     } else if (tvisudata(o)) {
+        GCudata *ud = udataV(o);
         v->type = LUA_TUSERDATA;
+        v->ud = ud->udtype == UDTYPE_USERDATA ? uddata(ud) : NULL;
+        v->len = ud->len;
     } else if (tvislightud(o)) {
         v->type = LUA_TLIGHTUSERDATA;
     } else {
@@ -199,3 +202,22 @@ size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
 /* lj_str_resize: a new state's string table has 256 buckets (2 KB on GC64),
  * more than an actor that interns a few dozen strings needs. */
 void ljx_str_shrink(lua_State *L, unsigned slots) { lj_str_resize(L, (MSize)(slots - 1)); }
+
+/* J->mcarea chains the state's machine-code areas (lj_mcode.c: each starts
+ * with an MCLink {next, size}; the newest area's size is J->szmcarea). Read
+ * from a signal handler on the thread that runs the state: the chain only
+ * changes while a trace is compiled, and then the PC is in C code, not here. */
+int ljx_pc_in_mcode(lua_State *L, uintptr_t pc)
+{
+    jit_State *J = L2J(L);
+    MCode *mc = J->mcarea;
+    size_t size = J->szmcarea;
+    while (mc) {
+        if (pc >= (uintptr_t)mc && pc < (uintptr_t)mc + size)
+            return 1;
+        MCLink *link = (MCLink *)mc;
+        mc = link->next;
+        size = mc ? ((MCLink *)mc)->size : 0;
+    }
+    return 0;
+}

@@ -37,12 +37,14 @@ void ljx_jit_set_maxmcode(lua_State *L, int kb);
 enum { LJX_TCDATA = 10, LJX_TINT64 = 11, LJX_TUINT64 = 12 }; /* beside LUA_TNIL..LUA_TTHREAD */
 typedef struct ljx_val { /* small: the encoder keeps two per nesting level on the C stack */
     int type;            /* LUA_T* (LUA_TNONE for an empty stack slot), or LJX_T* above */
-    size_t len;          /* LUA_TSTRING: str[0..len) */
+    size_t len;          /* LUA_TSTRING: str[0..len); LUA_TUSERDATA: payload bytes */
     union {
         double num;        /* LUA_TNUMBER, LUA_TBOOLEAN */
         const char *str;   /* LUA_TSTRING */
         uint64_t bits;     /* LJX_TINT64, LJX_TUINT64 */
         const void *table; /* LUA_TTABLE: for ljx_table_*, and identity (cycle checks) */
+        void *ud;          /* LUA_TUSERDATA: the payload of a plain (C API) full userdata,
+                              NULL for LuaJIT's own kinds (files, string buffers) */
     };
 } ljx_val;
 
@@ -55,6 +57,10 @@ int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v);
 /* Shrinks the string hash table of a fresh state to `slots` (a power of two) buckets;
  * it grows by itself as strings are interned. */
 void ljx_str_shrink(lua_State *L, unsigned slots);
+
+/* Whether pc lies in one of L's machine-code areas (JIT-compiled traces).
+ * Async-signal-safe on the thread running L. */
+int ljx_pc_in_mcode(lua_State *L, uintptr_t pc);
 
 /* Bytes currently allocated by L's state (all its coroutines). */
 size_t ljx_gc_total(lua_State *L);

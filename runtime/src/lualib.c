@@ -12,9 +12,11 @@
 #include <lua.h>
 
 #include "actor.h"
+#include "chan_lua.h"
 #include "codec.h"
 #include "luavm.h"
 #include "runtime.h"
+#include "preempt.h"
 #include "sanitize.h"
 #include "sched.h"
 
@@ -162,6 +164,7 @@ static int l_spawn_opt(lua_State *L)
     spawn_opts o = {0};
     o.stack_size = opt_size(L, "stack");
     o.stack_guard = opt_size(L, "guard");
+    o.max_heap = opt_size(L, "max_heap");
     if (o.stack_size && o.stack_size < 16384)
         return luaL_error(L, "smarm.spawn_opt: stack must be at least 16384 bytes");
     return do_spawn(L, 2, &o, 0, "smarm.spawn_opt");
@@ -187,6 +190,7 @@ static int l_send(lua_State *L)
         lua_pushliteral(L, "dead");
         return 2;
     }
+    preempt_safe_point(a);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -243,8 +247,10 @@ static uint64_t check_timeout(lua_State *L, int idx, const char *fname, int *pol
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    if (take_msg(a, L))
+    if (take_msg(a, L)) {
+        preempt_safe_point(a);
         return 1;
+    }
     int poll;
     uint64_t deadline = check_timeout(L, 1, "smarm.recv", &poll);
     if (poll) {
@@ -314,7 +320,7 @@ const char *lualib_exit_reason(lua_State *L)
 /* ---- the table ---- */
 
 /* Unknown fields load the Lua half of the library (lua/smarm/ext.lua) once. */
-static int smarm_index(lua_State *L)
+int lualib_index(lua_State *L)
 {
     lua_getfield(L, LUA_GLOBALSINDEX, "require");
     lua_pushliteral(L, "smarm.ext");
@@ -366,7 +372,7 @@ void lualib_push(lua_State *L)
         lua_setfield(L, -2, r->name);
     }
     lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, smarm_index);
+    lua_pushcfunction(L, chan_lua_index); /* channel functions, then lualib_index */
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
     lua_pushlightuserdata(L, (void *)&smarm_key);

@@ -7,6 +7,8 @@ typedef struct lua_State lua_State;
 
 /* Pushes the state's smarm table, building it on first use. */
 void lualib_push(lua_State *L);
+/* The smarm table's __index: loads the Lua half of the library (smarm.ext) on a miss. */
+int lualib_index(lua_State *L);
 /* Whether the error value at idx is the one smarm.exit raises. */
 int lualib_is_exit(lua_State *L, int idx);
 /* The reason given to smarm.exit as a string, or NULL for "normal". */

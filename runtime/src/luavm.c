@@ -36,6 +36,12 @@ static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         a->mem -= osize;
         return NULL;
     }
+    size_t grow = nsize - (ptr ? osize : 0);
+    if (a->max_heap && nsize > osize && a->mem + grow > a->max_heap) {
+        /* LuaJIT raises "not enough memory"; the actor ends with reason "memory" */
+        a->heap_exceeded = 1;
+        return NULL;
+    }
     void *p = realloc(ptr, nsize);
     if (p)
         a->mem += nsize - (ptr ? osize : 0);
@@ -445,6 +451,11 @@ int luavm_boot(actor *a)
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
     int st = lua_cpcall(L, boot_protected, &bc);
+    if (a->boot_kind == BOOT_FUNC) {
+        /* arguments never decoded (the boot failed first) still hold channel references */
+        uint32_t bclen = rd_u32(a->boot);
+        codec_release(a->boot + 4 + bclen, a->boot_len - 4 - bclen);
+    }
     free(a->boot);
     a->boot = NULL;
     if (st != 0) {
@@ -465,13 +476,17 @@ void luavm_finish(actor *a, int status)
     int abnormal = 0;
     if (status == 0) {
         abnormal = 0;
+    } else if (a->heap_exceeded) {
+        abnormal = 1;
+        char detail[96];
+        snprintf(detail, sizeof detail, "its Lua heap would exceed max_heap (%zu bytes)",
+                 a->max_heap);
+        report(a, "stopped (memory)", detail);
     } else if (status == LUAVM_KILLED) {
         abnormal = 1;
     } else {
         lua_State *src = status == LUAVM_ERROR_ON_MAIN ? a->L : a->co;
-        if (sched_is_killed_error(src, -1)) {
-            abnormal = 1;
-        } else if (lualib_is_exit(src, -1)) {
+        if (lualib_is_exit(src, -1)) {
             const char *reason = lualib_exit_reason(src);
             abnormal = reason != NULL;
             if (abnormal && root)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
+
 msg *msg_new(const void *data, size_t len)
 {
     msg *m = malloc(sizeof(msg) + len);
@@ -16,7 +18,12 @@ msg *msg_new(const void *data, size_t len)
     return m;
 }
 
-void msg_free(msg *m) { free(m); }
+void msg_free(msg *m)
+{
+    /* undelivered messages still hold the channel references they carry */
+    codec_release(m->data, m->len);
+    free(m);
+}
 
 static void mb_lock(mailbox *mb)
 {

@@ -25,6 +25,7 @@ typedef struct mailbox {
 } mailbox;
 
 msg *msg_new(const void *data, size_t len);
+/* Frees m; the channel references of an undelivered message are released. */
 void msg_free(msg *m);
 void mailbox_open(mailbox *mb, uint32_t gen);
 /* Appends m if the mailbox belongs to generation gen; returns 0, or -1 (m untouched) if

@@ -19,15 +19,18 @@ struct sched;
 struct smarm_runtime {
     smarm_config cfg;
     slot_table slots;
-    actor *actors; /* parallel to slots.slots, reserved, touched lazily */
-    runq *rq;
+    actor *actors;  /* parallel to slots.slots, reserved, touched lazily */
+    runq *rq;       /* woken and new actors */
+    runq *rq_yield; /* actors that used up their timeslice or yielded */
     park_set parks;
     stack_pool *stacks;
     timers tm;
     luavm_shared vm;
     struct sched *scheds;
     int nsched;
-    _Atomic int64_t live;   /* actors spawned and not yet finalized */
+    _Atomic int64_t live; /* actors spawned and not yet finalized */
+    pthread_t watchdog;   /* preempt.c */
+    _Atomic int wd_stop, wd_sleeping;
     _Atomic int spinning;   /* schedulers polling for work before they sleep */
     _Atomic int timekeeper; /* scheduler parked holding the earliest deadline, or -1 */
     _Atomic int root_done;

@@ -9,9 +9,10 @@
 #include <sanitizer/asan_interface.h>
 #define LUA_UNWOUND __attribute__((no_sanitize("address")))
 /* every function between these two lines is LUA_UNWOUND */
-#define LUA_UNWOUND_BEGIN                                                                 \
-    _Pragma("clang attribute push(__attribute__((no_sanitize(\"address\"))), apply_to = " \
-            "function)")
+/* clang-format off: _Pragma needs its string in one piece */
+// clang-format off
+#define LUA_UNWOUND_BEGIN _Pragma("clang attribute push(__attribute__((no_sanitize(\"address\"))), apply_to = function)")
+// clang-format on
 #define LUA_UNWOUND_END _Pragma("clang attribute pop")
 #define SANITIZE_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
 #else

@@ -13,7 +13,10 @@
 #include "context.h"
 #include "ljx.h"
 #include "luavm.h"
+#include "preempt.h"
 #include "sanitize.h"
+#include "timer_lua.h"
+#include "signal_diag.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -27,6 +30,8 @@
 
 /* how long an idle scheduler polls before it sleeps */
 #define SPIN_NS 20000
+/* one pick in this many prefers actors that used up their timeslice */
+#define YIELDED_SHARE 4
 /* how many actors in a row a scheduler takes from its runnext */
 #define RUNNEXT_STREAK 32
 
@@ -103,6 +108,19 @@ static void sanitizer_actor_started(void)
 #endif
 }
 
+/* A stopped actor is never resumed: whatever it was doing (a parked wait, a
+ * preempted trace, a pcall that would catch an error) is dropped with its
+ * frames, and its state is closed on a fresh context. The stop cannot be
+ * caught because nothing of the actor runs again. */
+LUA_UNWOUND static void actor_stop_entry(void *arg)
+{
+    actor *a = arg;
+    sanitizer_actor_started();
+    luavm_finish(a, LUAVM_KILLED);
+    luavm_close(a);
+    sched_leave(a, LEAVE_DONE);
+}
+
 /* ---- stacks: one warm spare per scheduler in front of the shared pool ---- */
 
 static stack *take_stack(sched *s, actor *a)
@@ -144,6 +162,17 @@ static void enqueue(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
+/* New actors and actors that used up their timeslice (or yielded) wait in a
+ * queue of their own, behind actors that were just woken: a woken actor
+ * usually runs briefly and parks again, so it answers within a timeslice even
+ * when every scheduler is full of actors that never block. next_runnable keeps
+ * the others from starving. */
+static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
+{
+    runq_push(rt->rq_yield, idx);
+    wake_for_work(rt);
+}
+
 /* An actor woken by the actor running on this scheduler runs next here: it is
  * likely to consume what the waker just sent while it is hot in this cache,
  * and no other scheduler has to be woken for it. The one it displaces goes to
@@ -151,7 +180,7 @@ static void enqueue(smarm_runtime *rt, uint32_t idx)
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
 {
     sched *s = sched_current();
-    if (s && s->rt == rt && s->cur) {
+    if (s && s->rt == rt && atomic_load_explicit(&s->cur, memory_order_relaxed)) {
         uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
         if (!prev)
             return;
@@ -169,14 +198,18 @@ void sched_wake(smarm_runtime *rt, uint64_t pid)
 
 void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline)
 {
-    if (timers_arm(&rt->tm, deadline, pid) == 1) {
-        /* a new earliest deadline: whoever sleeps on the old one must re-arm.
-         * seq_cst pairs with the fence after a scheduler claims the timekeeper role */
-        atomic_thread_fence(memory_order_seq_cst);
-        int tk = atomic_load_explicit(&rt->timekeeper, memory_order_relaxed);
-        if (tk < 0 || !park_set_wake(&rt->parks, tk))
-            park_set_wake_one(&rt->parks);
-    }
+    if (timers_arm(&rt->tm, deadline, pid) == 1)
+        sched_nudge_timekeeper(rt);
+}
+
+void sched_nudge_timekeeper(smarm_runtime *rt)
+{
+    /* a new earliest deadline: whoever sleeps on the old one must re-arm.
+     * seq_cst pairs with the fence after a scheduler claims the timekeeper role */
+    atomic_thread_fence(memory_order_seq_cst);
+    int tk = atomic_load_explicit(&rt->timekeeper, memory_order_relaxed);
+    if (tk < 0 || !park_set_wake(&rt->parks, tk))
+        park_set_wake_one(&rt->parks);
 }
 
 static void fire_due_timers(smarm_runtime *rt)
@@ -190,8 +223,12 @@ static void fire_due_timers(smarm_runtime *rt)
     timer_entry due[64];
     uint32_t n;
     while ((n = timers_due(&rt->tm, now, due, 64)) > 0) {
-        for (uint32_t i = 0; i < n; i++)
-            sched_wake(rt, due[i].pid);
+        for (uint32_t i = 0; i < n; i++) {
+            if (due[i].msg)
+                timer_fire_send(rt, &due[i]);
+            else
+                sched_wake(rt, due[i].pid);
+        }
         if (n < 64)
             break;
     }
@@ -223,19 +260,30 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, con
     a->cont = NULL;
     a->deadline = 0;
     atomic_store_explicit(&a->stop, 0, memory_order_relaxed);
+    a->stopping = 0;
     a->closing = 0;
     a->boot_kind = boot_kind;
     a->boot = payload;
     a->boot_len = len;
     a->mem = 0;
     a->parks = a->yields = a->msgs_in = 0;
+    a->slices = a->preempt_hook = a->preempt_jit = a->preempt_safe = 0;
+    a->migrations = 0;
+    a->last_sched = -1;
+    a->max_heap = opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap;
+    a->heap_exceeded = 0;
+    a->preempt_pending = 0;
+    a->pinned = 0;
+    a->cont = NULL;
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
     atomic_fetch_add_explicit(&rt->live, 1, memory_order_relaxed);
     *pid_out = a->pid;
     /* release (in the CAS): the actor's fields are visible to whoever claims it */
     slot_publish(sl, gen);
-    enqueue(rt, (uint32_t)idx);
+    /* a new actor queues behind woken ones: booting it is the costly part,
+     * and an actor woken by a message or a timer is waiting on time */
+    enqueue_yielded(rt, (uint32_t)idx);
     return 0;
 }
 
@@ -250,14 +298,23 @@ int sched_send(smarm_runtime *rt, uint64_t pid, msg *m)
     return 0;
 }
 
-void sched_stop(smarm_runtime *rt, uint64_t pid)
+void sched_stop(smarm_runtime *rt, uint64_t pid, int how)
 {
     actor *a = sched_actor(rt, pid);
     slot *sl = slot_of(&rt->slots, pid);
     if (!a || !sl || !slot_is_live(sl, pid_gen(pid)))
         return;
-    atomic_store_explicit(&a->stop, 1, memory_order_release);
+    int expected = 0;
+    /* the first stop decides the reason */
+    atomic_compare_exchange_strong_explicit(&a->stop, &expected, how, memory_order_acq_rel,
+                                            memory_order_acquire);
     sched_wake(rt, pid);
+    /* running: make it leave its scheduler now, whatever code it runs */
+    for (int i = 0; i < rt->nsched && rt->scheds; i++) {
+        sched *s = &rt->scheds[i];
+        if (atomic_load_explicit(&s->cur, memory_order_acquire) == a)
+            preempt_signal(s);
+    }
 }
 
 /* ---- the actor side ---- */
@@ -293,8 +350,6 @@ LUA_UNWOUND static int cont_trampoline(lua_State *L)
     return 0;
 }
 
-static const char killed_key = 'k';
-
 LUA_UNWOUND int sched_wait(lua_State *L, actor *a, actor_cont cont)
 {
     if (a->closing)
@@ -302,24 +357,16 @@ LUA_UNWOUND int sched_wait(lua_State *L, actor *a, actor_cont cont)
     a->parks++;
     if (L == a->co && ljx_can_yield(L)) {
         a->cont = cont;
-        a->leave = LEAVE_PARK_CO;
+        a->yield_leave = LEAVE_PARK_CO;
         return lua_yield(L, 0);
     }
     for (;;) {
+        /* a stopped actor is never switched back in here: see run_actor */
         sched_leave(a, LEAVE_PARK_STACK);
-        if (atomic_load_explicit(&a->stop, memory_order_acquire)) {
-            lua_pushlightuserdata(L, (void *)&killed_key);
-            return lua_error(L);
-        }
         int n = cont(a, L);
         if (n >= 0)
             return n;
     }
-}
-
-int sched_is_killed_error(lua_State *L, int idx)
-{
-    return lua_touserdata(L, idx) == (void *)&killed_key;
 }
 
 LUA_UNWOUND static void actor_entry(void *arg)
@@ -333,13 +380,6 @@ LUA_UNWOUND static void actor_entry(void *arg)
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
         }
-    } else if (atomic_load_explicit(&a->stop, memory_order_acquire)) {
-        /* a coroutine-parked actor being stopped is never resumed: its body
-         * cannot catch the stop, whatever pcalls it had open */
-        luavm_finish(a, LUAVM_KILLED);
-        luavm_close(a);
-        sched_leave(a, LEAVE_DONE);
-        return;
     } else {
         struct cont_call cc = {a, 0};
         if (lua_cpcall(a->L, cont_trampoline, &cc) != 0) {
@@ -354,9 +394,8 @@ LUA_UNWOUND static void actor_entry(void *arg)
     a->cont = NULL;
     int st = lua_resume(a->co, nargs);
     if (st == LUA_YIELD) {
-        if (a->cont) {
-            sched_leave(a, LEAVE_PARK_CO);
-        }
+        if (a->cont)
+            sched_leave(a, a->yield_leave);
         /* a bare coroutine.yield() at the body's top level */
         lua_settop(a->co, 0);
         lua_pushstring(a->co, "attempt to yield from outside a coroutine");
@@ -396,6 +435,32 @@ static void finalize(sched *s, actor *a)
         park_set_wake_all(&rt->parks); /* idle schedulers must look at the sweep */
 }
 
+/* An actor preempted inside a LuaJIT hook waits here for this thread. */
+static void pin(sched *s, actor *a)
+{
+    a->pin_next = NULL;
+    if (s->pinned_tail)
+        s->pinned_tail->pin_next = a;
+    else
+        s->pinned = a;
+    s->pinned_tail = a;
+    atomic_fetch_add_explicit(&s->npinned, 1, memory_order_relaxed);
+}
+
+static int unpin(sched *s, uint32_t *idx)
+{
+    actor *a = s->pinned;
+    if (!a)
+        return 0;
+    s->pinned = a->pin_next;
+    if (!s->pinned)
+        s->pinned_tail = NULL;
+    atomic_fetch_sub_explicit(&s->npinned, 1, memory_order_relaxed);
+    a->pinned = 0;
+    *idx = pid_index(a->pid);
+    return 1;
+}
+
 static void run_actor(sched *s, uint32_t idx)
 {
     smarm_runtime *rt = s->rt;
@@ -407,6 +472,20 @@ static void run_actor(sched *s, uint32_t idx)
     }
     actor *a = &rt->actors[idx];
     for (;;) {
+        if (atomic_load_explicit(&a->stop, memory_order_acquire) && !a->stopping) {
+            /* its own stack, if it holds one, is free to reuse: its frames are dropped */
+            a->stopping = 1;
+            if (a->stk) {
+                SANITIZE_UNPOISON(a->stk->base, a->stk->size);
+                a->sp = ctx_make(stack_top(a->stk), actor_stop_entry, a);
+            } else {
+                a->stk = take_stack(s, a);
+                if (!a->stk)
+                    abort();
+                SANITIZE_UNPOISON(a->stk->base, a->stk->size);
+                a->sp = ctx_make(stack_top(a->stk), actor_stop_entry, a);
+            }
+        }
         if (!a->stk) {
             a->stk = take_stack(s, a);
             if (!a->stk) {
@@ -418,13 +497,38 @@ static void run_actor(sched *s, uint32_t idx)
             SANITIZE_UNPOISON(a->stk->base, a->stk->size);
             a->sp = ctx_make(stack_top(a->stk), actor_entry, a);
         }
-        s->cur = a;
+        if (a->last_sched != s->id) {
+            a->migrations += a->slices != 0;
+            a->last_sched = s->id;
+        }
+        a->slices++;
+        /* relaxed: the watchdog only needs to see the counter move */
+        atomic_store_explicit(&s->switches, s->switches + 1, memory_order_relaxed);
+        atomic_store_explicit(&s->cur, a, memory_order_relaxed);
         switch_in(s, a);
-        s->cur = NULL;
+        atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+        a->preempt_pending = 0;
+        if (a->leave != LEAVE_DONE && atomic_load_explicit(&a->stop, memory_order_acquire)) {
+            /* stopped while it ran: end it now rather than queue it again */
+            if (a->leave == LEAVE_PARK_CO || a->leave == LEAVE_YIELD_CO) {
+                give_stack(s, a->stk);
+                a->stk = NULL;
+            }
+            continue;
+        }
         switch (a->leave) {
         case LEAVE_YIELD:
             slot_requeue(sl, gen);
-            enqueue(rt, idx);
+            if (a->pinned)
+                pin(s, a);
+            else
+                enqueue_yielded(rt, idx);
+            return;
+        case LEAVE_YIELD_CO:
+            give_stack(s, a->stk);
+            a->stk = NULL;
+            slot_requeue(sl, gen);
+            enqueue_yielded(rt, idx);
             return;
         case LEAVE_PARK_CO:
             give_stack(s, a->stk);
@@ -445,7 +549,7 @@ static void run_actor(sched *s, uint32_t idx)
     }
 }
 
-static void sweep(smarm_runtime *rt)
+void sched_sweep(smarm_runtime *rt)
 {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&rt->sweeping, &expected, 1))
@@ -457,7 +561,7 @@ static void sweep(smarm_runtime *rt)
         enum slot_state st = slot_word_state(w);
         if (st == SLOT_VACANT || st == SLOT_DONE)
             continue;
-        sched_stop(rt, pid_make(i, slot_word_gen(w)));
+        sched_stop(rt, pid_make(i, slot_word_gen(w)), STOP_KILL);
     }
     atomic_store(&rt->sweeping, 0);
 }
@@ -476,9 +580,15 @@ static int next_runnable(sched *s, uint32_t *idx)
         }
     }
     s->streak = 0;
-    if (runq_pop(rt->rq, idx)) {
+    /* pinned actors take turns with the shared queue */
+    if (s->pinned && (s->fair++ & 1) && unpin(s, idx))
+        return 1;
+    /* one pick in YIELDED_SHARE goes to the yielded queue first */
+    int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
+    if ((yielded_first && runq_pop(rt->rq_yield, idx)) || runq_pop(rt->rq, idx) ||
+        runq_pop(rt->rq_yield, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
-        if (runq_size_approx(rt->rq) > 0)
+        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_yield) > 0)
             wake_for_work(rt);
         return 1;
     }
@@ -487,7 +597,7 @@ static int next_runnable(sched *s, uint32_t *idx)
         *idx = n - 1;
         return 1;
     }
-    return 0;
+    return unpin(s, idx);
 }
 
 /* Before sleeping, an idle scheduler polls for a little while: work that shows
@@ -500,7 +610,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
     uint64_t until = park_now_ns() + SPIN_NS;
     int found = 0;
     for (int i = 0; !found; i++) {
-        if (runq_pop(rt->rq, idx)) {
+        if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_yield, idx)) {
             found = 1;
             break;
         }
@@ -532,6 +642,7 @@ static void *sched_main(void *arg)
     sched *s = arg;
     smarm_runtime *rt = s->rt;
     tls_sched = s;
+    s->altstack = signal_diag_thread_init();
 #if defined(SMARM_TSAN)
     s->fiber = __tsan_get_current_fiber();
 #endif
@@ -558,6 +669,7 @@ static void *sched_main(void *arg)
         park_set_idle_begin(&rt->parks, s->id);
         if (next_runnable(s, &idx)) {
             park_set_idle_cancel(&rt->parks, s->id);
+            preempt_busy(rt);
             run_actor(s, idx);
             continue;
         }
@@ -569,7 +681,7 @@ static void *sched_main(void *arg)
         if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
             /* the root has ended and nothing is runnable: stop what it left,
              * and look again shortly in case something caught the stop */
-            sweep(rt);
+            sched_sweep(rt);
             deadline = park_now_ns() + 1000000;
         }
         int keeper = 0, none = -1;
@@ -587,6 +699,7 @@ static void *sched_main(void *arg)
             park_set_idle_cancel(&rt->parks, s->id);
         else
             park_set_wait(&rt->parks, s->id, deadline);
+        preempt_busy(rt);
         if (keeper)
             atomic_store(&rt->timekeeper, -1);
     }
@@ -595,6 +708,7 @@ static void *sched_main(void *arg)
         stack_put(rt->stacks, s->spare);
         s->spare = NULL;
     }
+    signal_diag_thread_fini(s->altstack);
     tls_sched = NULL;
     return NULL;
 }
@@ -608,6 +722,8 @@ int sched_run(smarm_runtime *rt)
     atomic_store(&rt->timekeeper, -1);
     park_set_init(&rt->parks, n);
     int started = 0, err = 0;
+    preempt_install();
+    signal_diag_install();
     for (int i = 0; i < n; i++) {
         sched *s = &rt->scheds[i];
         s->rt = rt;
@@ -628,8 +744,11 @@ int sched_run(smarm_runtime *rt)
         /* the threads already started still finish the work */
         fprintf(stderr, "smarm: could only start %d of %d schedulers\n", started, n);
     }
+    int watchdog = started && preempt_start(rt) == 0;
     for (int i = 0; i < started; i++)
         pthread_join(rt->scheds[i].thread, NULL);
+    if (watchdog)
+        preempt_stop(rt);
     for (int i = 0; i < n; i++)
         codec_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);

@@ -13,20 +13,27 @@ typedef struct sched {
     smarm_runtime *rt;
     int id;
     pthread_t thread;
-    void *sp;                 /* the scheduler's own context while an actor runs */
-    actor *cur;               /* the actor running on this thread, if any */
-    _Atomic uint32_t runnext; /* slot index + 1 of the actor to run next here, 0 = none */
-    int streak;               /* actors taken from runnext in a row */
-    stack *spare;             /* one warm stack kept across coroutine parks */
-    codec_buf enc;            /* scratch buffer for encoding messages */
-    void *fiber;              /* TSan: the scheduler thread's own fiber */
-    void *stack_lo;           /* ASan: the scheduler thread's stack */
+    void *sp;                    /* the scheduler's own context while an actor runs */
+    _Atomic(actor *) cur;        /* the actor running on this thread, if any */
+    _Atomic uint64_t switches;   /* actors switched in so far (the watchdog's clock) */
+    _Atomic uint32_t runnext;    /* slot index + 1 of the actor to run next here, 0 = none */
+    int streak;                  /* actors taken from runnext in a row */
+    actor *pinned, *pinned_tail; /* preempted in a hook: they resume on this thread only */
+    _Atomic uint32_t npinned;
+    uint32_t fair;  /* alternates pinned actors with the shared queue */
+    uint32_t picks; /* shares picks between woken and yielded actors */
+    stack *spare;   /* one warm stack kept across coroutine parks */
+    codec_buf enc;  /* scratch buffer for encoding messages */
+    void *altstack; /* signal stack for the guard-page fault handler */
+    void *fiber;    /* TSan: the scheduler thread's own fiber */
+    void *stack_lo; /* ASan: the scheduler thread's stack */
     size_t stack_size;
 } sched;
 
 typedef struct spawn_opts {
     size_t stack_size;  /* 0 = runtime default */
     size_t stack_guard; /* 0 = runtime default */
+    size_t max_heap;    /* 0 = runtime default */
 } spawn_opts;
 
 /* The scheduler of the calling thread, or NULL off the runtime. Not inlined:
@@ -44,6 +51,8 @@ int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);
 void sched_wake(smarm_runtime *rt, uint64_t pid);
 /* Arms a wake of the calling actor at deadline (CLOCK_MONOTONIC ns). */
 void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline);
+/* After a timer became the earliest deadline: the parked timekeeper re-arms (or one wakes). */
+void sched_nudge_timekeeper(smarm_runtime *rt);
 /* Lets other actors run; the caller stays runnable. */
 void sched_yield_actor(actor *a);
 /* Blocks the calling actor from a C function called by Lua on coroutine L until
@@ -55,9 +64,9 @@ int sched_wait(lua_State *L, actor *a, actor_cont cont);
 /* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
 void sched_leave(actor *a, enum actor_leave how);
 /* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */
-void sched_stop(smarm_runtime *rt, uint64_t pid);
+void sched_stop(smarm_runtime *rt, uint64_t pid, int how);
 actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of range */
-/* Whether the error value at idx is the stop raised by sched_wait. */
-int sched_is_killed_error(lua_State *L, int idx);
+/* The root-exit sweep: stops every live actor. */
+void sched_sweep(smarm_runtime *rt);
 
 #endif

@@ -1,4 +1,5 @@
-/* Timers: deadlines of sleeps and receive timeouts, in a min-heap under one lock. */
+/* Timers: deadlines of sleeps and receive timeouts (wakes) and send_after deliveries, in a
+ * min-heap under one lock; send timers are cancellable by id, exactly once. */
 #ifndef SMARM_TIMER_H
 #define SMARM_TIMER_H
 
@@ -7,23 +8,38 @@
 
 typedef struct timer_entry {
     uint64_t deadline; /* CLOCK_MONOTONIC ns */
-    uint64_t pid;      /* actor to wake */
+    uint64_t pid;      /* actor to wake, or the destination of a send */
+    uint64_t id;       /* 0: a wake; else a send timer's id */
+    void *msg;         /* timers_due only: the message (struct msg) of a send that fired */
 } timer_entry;
 
 typedef struct timers {
     _Atomic uint32_t lock;
     timer_entry *heap;
     uint32_t len, cap;
+    /* armed send timers: id -> message, open addressing (key 0 = empty); an id leaves
+     * it exactly once, by firing or by cancelling, under the lock */
+    uint64_t *keys;
+    void **vals;
+    uint32_t mcap, mlen;
+    uint64_t next_id;
     /* earliest armed deadline (UINT64_MAX when none): one relaxed load tells a
      * busy scheduler whether a clock read is worth it */
     _Atomic uint64_t earliest;
 } timers;
 
 void timers_init(timers *t);
+/* Frees the heap and the messages of send timers that never fired. */
 void timers_destroy(timers *t);
 /* Arms a wake of pid at deadline; returns 1 if it became the earliest deadline. -1 on OOM. */
 int timers_arm(timers *t, uint64_t deadline, uint64_t pid);
-/* Pops every entry due at now into out (up to max); returns how many. */
+/* Arms the delivery of msg (taken over) to dest at deadline; *id gets the timer's id (never
+ * 0). Returns 1 if it became the earliest deadline, 0, or -1 on OOM (msg untouched). */
+int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id);
+/* Disarms send timer id: its message (for the caller to free) if it had not fired, else NULL. */
+void *timers_cancel(timers *t, uint64_t id);
+/* Pops every entry due at now into out (up to max); returns how many. Cancelled sends are
+ * skipped; a fired send's entry carries its message. */
 uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max);
 static inline uint64_t timers_earliest(timers *t)
 {

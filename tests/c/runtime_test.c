@@ -408,6 +408,49 @@ static void actor_erroring_after_a_recv_park_reports_its_crash(void **state)
     assert_int_equal(run_with(code, 1, 0), 0);
 }
 
+/* JIT-compiled and interpreted hogs on every scheduler: a responder still answers,
+ * the hogs are preempted (counters), and their sums come out exact. */
+static void hogs_are_preempted_and_their_results_stay_exact(void **state)
+{
+    (void)state;
+    const char *code =
+        "local s = require 'smarm'\n"
+        "local function hog(root, interp)\n"
+        "   local s = require 'smarm'\n"
+        "   if interp then jit.off() end\n"
+        "   local x, lcg = 0, 1\n"
+        "   while true do\n"
+        "      for i = 1, 2e6 do x = x + i; lcg = (lcg * 69069 + 1) % 4294967296 end\n"
+        "      if s.recv(0) then s.send(root, {x = x, lcg = lcg, info = s.info(s.self())}) return "
+        "end\n"
+        "   end\n"
+        "end\n"
+        "local resp = s.spawn(function()\n"
+        "   local s = require 'smarm'\n"
+        "   while true do local m = s.recv(); if m == 'stop' then return end; s.send(m, 'pong') "
+        "end\n"
+        "end)\n"
+        "local hogs = {}\n"
+        "for i = 1, 4 do hogs[i] = s.spawn(hog, s.self(), i % 2 == 0) end\n"
+        "s.sleep(0.02)\n"
+        "for _ = 1, 10 do s.send(resp, s.self()); assert(s.recv(30) == 'pong') end\n"
+        "s.send(resp, 'stop')\n"
+        "for i = 1, 4 do s.send(hogs[i], 'stop') end\n"
+        "local preempted = 0\n"
+        "for _ = 1, 4 do\n"
+        "   local m = assert(s.recv(60))\n"
+        "   local n = math.floor(m.x / 2e6 * 2 / (2e6 + 1) + 0.5)\n"
+        "   assert(m.x == n * (2e6 * (2e6 + 1) / 2), 'sum is exact')\n"
+        "   local l = 1\n"
+        "   for _ = 1, n * 2e6 do l = (l * 69069 + 1) % 4294967296 end\n"
+        "   assert(m.lcg == l, 'lcg is exact')\n"
+        "   local p = m.info.preemptions\n"
+        "   preempted = preempted + p.hook + p.jit + p.safe_point\n"
+        "end\n"
+        "assert(preempted > 0, 'hogs were preempted')\n";
+    assert_int_equal(run2(code), 0);
+}
+
 int main(void)
 {
     alarm(60);
@@ -421,6 +464,7 @@ int main(void)
         cmocka_unit_test(recv_timeout_returns_nil_timeout_and_an_earlier_message_wins),
         cmocka_unit_test(sleep_waits_at_least_its_duration),
         cmocka_unit_test(yield_loops_all_make_progress),
+        cmocka_unit_test(hogs_are_preempted_and_their_results_stay_exact),
         cmocka_unit_test(root_exit_sweeps_actors_parked_in_recv_forever),
         cmocka_unit_test(root_exit_sweeps_stack_parked_and_sleeping_actors),
         cmocka_unit_test(two_runtimes_run_one_after_the_other),

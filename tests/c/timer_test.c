@@ -1,5 +1,6 @@
 /* Tests of the timer heap: due entries in deadline order, nothing early, the
- * earliest-deadline snapshot, a million timers, and concurrent arming. */
+ * earliest-deadline snapshot, a million timers, concurrent arming, and send timers
+ * (cancel before / after the fire, and cancel racing the fire: exactly one wins). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mailbox.h"
 #include "timer.h"
 
 static uint64_t now_ns(void)
@@ -200,6 +202,133 @@ static void concurrent_arm_from_two_threads_loses_nothing(void **state)
     timers_destroy(&t);
 }
 
+static void cancel_before_fire_takes_the_message_back(void **state)
+{
+    (void)state;
+    timers t;
+    timers_init(&t);
+    uint64_t id1, id2;
+    msg *m1 = msg_new("a", 1), *m2 = msg_new("b", 1);
+    assert_true(timers_arm_send(&t, 100, 7, m1, &id1) >= 0);
+    assert_true(timers_arm_send(&t, 200, 8, m2, &id2) >= 0);
+    assert_true(id1 != 0 && id2 != 0 && id1 != id2);
+    assert_ptr_equal(timers_cancel(&t, id1), m1); /* before its fire: the message back */
+    msg_free(m1);
+    assert_null(timers_cancel(&t, id1)); /* only once */
+    timer_entry out[4];
+    /* the cancelled entry is skipped; the other fires with its message and destination */
+    assert_int_equal(timers_due(&t, 1000, out, 4), 1);
+    assert_int_equal(out[0].id, id2);
+    assert_int_equal(out[0].pid, 8);
+    assert_ptr_equal(out[0].msg, m2);
+    assert_null(timers_cancel(&t, id2)); /* after the fire */
+    msg_free(m2);
+    /* a pending send timer's message is freed with the timers */
+    uint64_t id3;
+    assert_true(timers_arm_send(&t, 5000, 9, msg_new("c", 1), &id3) >= 0);
+    timers_destroy(&t);
+}
+
+#define RACE_N 200000
+
+struct race {
+    timers *t;
+    uint64_t *ids;
+    _Atomic uint32_t armed;
+    _Atomic int done;
+    uint32_t fired;
+    uint8_t *outcome; /* per timer: 1 fired, 2 cancelled */
+};
+
+static void *race_firer(void *arg)
+{
+    struct race *r = arg;
+    timer_entry out[64];
+    for (;;) {
+        int done = atomic_load_explicit(&r->done, memory_order_acquire);
+        uint32_t n;
+        while ((n = timers_due(r->t, UINT64_MAX - 1, out, 64)) > 0) {
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t idx = out[i].pid; /* the test stores the timer's index as its dest */
+                assert_int_equal(r->outcome[idx], 0);
+                r->outcome[idx] = 1;
+                r->fired++;
+                msg_free(out[i].msg);
+            }
+        }
+        if (done)
+            return NULL;
+    }
+}
+
+static void cancel_racing_the_fire_wins_exactly_once(void **state)
+{
+    (void)state;
+    timers t;
+    timers_init(&t);
+    struct race r = {.t = &t};
+    r.ids = calloc(RACE_N, sizeof *r.ids);
+    r.outcome = calloc(RACE_N, 1);
+    pthread_t th;
+    pthread_create(&th, NULL, race_firer, &r);
+    uint32_t cancelled = 0;
+    for (uint32_t i = 0; i < RACE_N; i++) {
+        /* due at once: the firer is draining concurrently */
+        assert_true(timers_arm_send(&t, 1, i, msg_new("x", 1), &r.ids[i]) >= 0);
+        if (i >= 3) {
+            msg *m = timers_cancel(&t, r.ids[i - 3]);
+            if (m) {
+                /* the firer never saw this one (it would have been given the message) */
+                r.outcome[i - 3] = 2;
+                cancelled++;
+                msg_free(m);
+            }
+        }
+    }
+    atomic_store_explicit(&r.done, 1, memory_order_release);
+    pthread_join(th, NULL);
+    uint32_t none = 0;
+    for (uint32_t i = 0; i < RACE_N; i++)
+        none += r.outcome[i] == 0;
+    printf("[ info     ] race: %u fired, %u cancelled\n", r.fired, cancelled);
+    assert_int_equal(none, 0);
+    assert_int_equal(r.fired + cancelled, RACE_N);
+    assert_true(cancelled > 0 && r.fired > 0);
+    free(r.ids);
+    free(r.outcome);
+    timers_destroy(&t);
+}
+
+static void million_send_timers_arm_and_fire(void **state)
+{
+    (void)state;
+    enum { N = 1000000 };
+    timers t;
+    timers_init(&t);
+    uint64_t seed = 42, id;
+    uint64_t t0 = now_ns();
+    for (uint32_t i = 0; i < N; i++)
+        assert_true(timers_arm_send(&t, 1 + rnd(&seed) % 1000000000u, i, msg_new("m", 1), &id) >=
+                    0);
+    uint64_t t1 = now_ns();
+    timer_entry out[256];
+    uint32_t n, total = 0;
+    uint64_t last = 0;
+    while ((n = timers_due(&t, UINT64_MAX - 1, out, 256)) > 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            assert_true(out[i].deadline >= last);
+            last = out[i].deadline;
+            msg_free(out[i].msg);
+        }
+        total += n;
+    }
+    uint64_t t2 = now_ns();
+    assert_int_equal(total, N);
+    printf("[ info     ] 1e6 send timers: arm %.0f ns each, fire %.0f ns each\n",
+           (double)(t1 - t0) / N, (double)(t2 - t1) / N);
+    timers_destroy(&t);
+}
+
 int main(void)
 {
     alarm(60);
@@ -209,6 +338,9 @@ int main(void)
         cmocka_unit_test(earliest_snapshot_tracks_the_minimum),
         cmocka_unit_test(million_timers_drain_in_order),
         cmocka_unit_test(concurrent_arm_from_two_threads_loses_nothing),
+        cmocka_unit_test(cancel_before_fire_takes_the_message_back),
+        cmocka_unit_test(cancel_racing_the_fire_wins_exactly_once),
+        cmocka_unit_test(million_send_timers_arm_and_fire),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

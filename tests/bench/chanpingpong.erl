@@ -1,0 +1,41 @@
+%% chanpingpong: BEAM has no channels; its twin is the inbox ping-pong (as pingpong.erl).
+%% Twin of chanpingpong.lua.  Usage: erl -noshell -pa build/bench -run chanpingpong main [R]
+-module(chanpingpong).
+-export([main/0, main/1]).
+
+main() -> main([]).
+
+main(Args) ->
+    Rounds = bench_arg(Args, 1, 1000000),
+    Self = self(),
+    Pid = spawn(fun() -> ponger(Self) end),
+    T0 = erlang:monotonic_time(nanosecond),
+    rounds(Pid, 1, Rounds),
+    T1 = erlang:monotonic_time(nanosecond),
+    Pid ! #{n => -1},
+    receive #{n := -1} -> ok end,
+    io:format("RESULT ns_per_round_trip=~.1f~n", [(T1 - T0) / Rounds]),
+    erlang:halt(0).
+
+%% Echo every message back to the parent; a negative n ends the process.
+ponger(Parent) ->
+    receive
+        #{n := N} = M ->
+            Parent ! M,
+            if N < 0 -> ok; true -> ponger(Parent) end
+    end.
+
+rounds(_Pid, I, Rounds) when I > Rounds -> ok;
+rounds(Pid, I, Rounds) ->
+    Pid ! #{n => I},
+    receive #{n := I} -> rounds(Pid, I + 1, Rounds) end.
+
+bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
+bench_arg(_, _, Default) -> Default.
+
+%% Accepts "1000" and "1e6" like Lua's tonumber.
+to_int(S) ->
+    case string:to_integer(S) of
+        {I, ""} -> I;
+        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
+    end.

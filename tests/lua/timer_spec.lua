@@ -1,0 +1,202 @@
+-- Timers: recv timeouts, sleeps, send_after and cancel_timer (deadlines, precision,
+-- message-first resolution, stale timer entries, exactly-once cancel).
+local smarm = require "smarm"
+
+local function elapsed(t0) return smarm.now() - t0 end
+
+describe("timers", function()
+   it("deliver a queued message at once, even with a timeout", function()
+      smarm.send(smarm.self(), "now")
+      local t0 = smarm.now()
+      assert.are.equal("now", smarm.recv(5))
+      assert.is_true(elapsed(t0) < 0.5)
+   end)
+
+   it("time a recv out after its duration, not before", function()
+      local t0 = smarm.now()
+      local v, why = smarm.recv(0.05)
+      local dt = elapsed(t0)
+      assert.is_nil(v)
+      assert.are.equal("timeout", why)
+      assert.is_true(dt >= 0.05, "returned early: " .. dt)
+      assert.is_true(dt < 1.0, "returned late: " .. dt)
+   end)
+
+   it("poll with a zero timeout", function()
+      local t0 = smarm.now()
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0) })
+      assert.is_true(elapsed(t0) < 0.05)
+   end)
+
+   it("wake a timed recv promptly when a message comes", function()
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         s.sleep(0.02)
+         s.send(parent, "late")
+      end, smarm.self())
+      local t0 = smarm.now()
+      assert.are.equal("late", smarm.recv(5))
+      assert.is_true(elapsed(t0) < 1.0)
+   end)
+
+   it("sleep with sub-millisecond precision", function()
+      local t0 = smarm.now()
+      smarm.sleep(0.0003)
+      local dt = elapsed(t0)
+      assert.is_true(dt >= 0.0003, "short sleep: " .. dt)
+      assert.is_true(dt < 0.05, "sub-ms sleep took " .. dt)
+   end)
+
+   it("leave no stale deadline that shortens a later wait", function()
+      -- the recv wins by a message long before its deadline; its timer entry stays armed
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         s.send(parent, "early")
+      end, smarm.self())
+      assert.are.equal("early", smarm.recv(0.1))
+      -- the stale entry fires during this sleep, which must still last its full duration
+      local t0 = smarm.now()
+      smarm.sleep(0.2)
+      assert.is_true(elapsed(t0) >= 0.2, "sleep cut short: " .. elapsed(t0))
+      -- and a timed-out recv followed by a sleep
+      assert.is_nil(smarm.recv(0.01))
+      t0 = smarm.now()
+      smarm.sleep(0.05)
+      assert.is_true(elapsed(t0) >= 0.05)
+   end)
+
+   it("sort a mixed run of 24 actors into 12 fed and 12 timed out, exactly", function()
+      local pids = {}
+      for i = 1, 24 do
+         pids[i] = smarm.spawn(function(parent, i) -- luacheck: ignore 433
+            local s = require "smarm"
+            local t0 = s.now()
+            local m, why = s.recv(0.2)
+            s.send(parent, { i = i, got = m, why = why, dt = s.now() - t0 })
+         end, smarm.self(), i)
+      end
+      for i = 1, 24, 2 do
+         smarm.send(pids[i], "food")
+      end
+      local fed, timed = 0, 0
+      for _ = 1, 24 do
+         local r = assert(smarm.recv(10), "an actor never answered")
+         if r.i % 2 == 1 then
+            assert.are.equal("food", r.got)
+            fed = fed + 1
+         else
+            assert.are.equal("timeout", r.why)
+            assert.is_true(r.dt >= 0.2)
+            timed = timed + 1
+         end
+      end
+      assert.are.equal(12, fed)
+      assert.are.equal(12, timed)
+   end)
+
+   it("fire while every scheduler is busy", function()
+      local busy = {}
+      for i = 1, 16 do
+         busy[i] = smarm.spawn(function()
+            local s = require "smarm"
+            while s.recv(0) == nil do
+               s.yield()
+            end
+         end)
+      end
+      smarm.sleep(0.01)
+      local t0 = smarm.now()
+      smarm.sleep(0.01)
+      local dt = elapsed(t0)
+      for i = 1, #busy do
+         smarm.send(busy[i], "stop")
+      end
+      assert.is_true(dt >= 0.01)
+      assert.is_true(dt < 0.5, "sleep under saturation took " .. dt)
+   end)
+
+   it("wake 100k actors each sleeping 10 ms", function()
+      local N = 100000
+      local self = smarm.self()
+      for _ = 1, N do
+         smarm.spawn(function(parent)
+            local s = require "smarm"
+            s.sleep(0.01)
+            s.send(parent, 1)
+         end, self)
+      end
+      local got = 0
+      while got < N do
+         if not smarm.recv(30) then
+            break
+         end
+         got = got + 1
+      end
+      assert.are.equal(N, got)
+   end)
+end)
+
+describe("send_after", function()
+   it("delivers to a pid after the delay", function()
+      local t0 = smarm.now()
+      local t = smarm.send_after(0.03, smarm.self(), { hello = "later" })
+      assert.are.equal("number", type(t))
+      local m = assert(smarm.recv(5))
+      assert.are.equal("later", m.hello)
+      assert.is_true(elapsed(t0) >= 0.03)
+      assert.is_false(smarm.cancel_timer(t)) -- it fired
+   end)
+
+   it("drops a message for a dead pid silently", function()
+      local pid = smarm.spawn(function() end)
+      smarm.sleep(0.02)
+      smarm.send_after(0.005, pid, "lost")
+      smarm.sleep(0.03)
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0) })
+   end)
+
+   it("is cancelled before it fires: true, and nothing arrives", function()
+      local t = smarm.send_after(0.05, smarm.self(), "never")
+      assert.is_true(smarm.cancel_timer(t))
+      assert.is_false(smarm.cancel_timer(t))
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0.1) })
+   end)
+
+   it("races cancel against the fire: exactly one of delivered / cancelled", function()
+      local N, cancelled = 2000, 0
+      local pid = smarm.spawn(function(parent)
+         local s = require "smarm"
+         local got = 0
+         while true do
+            local m = s.recv(2)
+            if m == nil or m == "done" then
+               break
+            end
+            got = got + 1
+         end
+         s.send(parent, got)
+      end, smarm.self())
+      for i = 1, N do
+         local t = smarm.send_after(0.00002 * (i % 5), pid, i)
+         if i % 3 == 0 then
+            smarm.yield()
+         end
+         if smarm.cancel_timer(t) then
+            cancelled = cancelled + 1
+         end
+      end
+      smarm.sleep(0.05)
+      smarm.send(pid, "done")
+      local delivered = assert(smarm.recv(10))
+      assert.are.equal(N, delivered + cancelled)
+   end)
+
+   it("refuses an unsendable message at the call", function()
+      assert.has_error(function()
+         smarm.send_after(1, smarm.self(), { f = print })
+      end, "smarm.send_after: cannot send a function (at msg.f)")
+      assert.has_error(function()
+         smarm.send_after(-1, smarm.self(), 1)
+      end)
+   end)
+end)
