@@ -23,6 +23,10 @@ typedef struct smarm_actor_info {
     uint64_t preempt_jit;   /* preempted in JIT-compiled code (signal-driven switch) */
     uint64_t preempt_safe;  /* preempted at a runtime safe point */
     uint64_t max_heap;      /* 0 = unlimited */
+    uint32_t links;         /* linked actors */
+    uint32_t monitors;      /* monitors watching it */
+    int32_t trapping;       /* 1 if it traps exits */
+    char name[64];          /* its registered name, "" if none (truncated) */
 } smarm_actor_info;
 
 /* Fills out for a live pid of the caller's runtime; 0, or -1 if pid is not alive. */

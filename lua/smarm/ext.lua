@@ -36,6 +36,10 @@ function M.info(pid)
          safe_point = tonumber(out.preempt_safe),
       },
       max_heap = out.max_heap ~= 0 and tonumber(out.max_heap) or nil,
+      links = tonumber(out.links),
+      monitors = tonumber(out.monitors),
+      trapping = out.trapping ~= 0,
+      name = out.name[0] ~= 0 and ffi.string(out.name) or nil,
    }
 end
 

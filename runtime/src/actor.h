@@ -23,7 +23,15 @@ enum actor_leave {
 };
 
 /* Why an actor is stopped from outside; it never runs Lua code again. */
-enum stop_kind { STOP_KILL = 1, STOP_SHUTDOWN, STOP_SWEEP };
+enum stop_kind { STOP_KILL = 1, STOP_SHUTDOWN, STOP_SWEEP, STOP_LINKED };
+
+struct chan;
+
+/* A monitor on this actor: the down notice goes to the watcher's channel. */
+typedef struct monitor_ref {
+    uint64_t id;
+    struct chan *c; /* holds one tx reference */
+} monitor_ref;
 
 enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING };
 
@@ -63,6 +71,29 @@ typedef struct actor {
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
     struct actor *pin_next;       /* link in its scheduler's pinned list */
     void *fiber;                  /* TSan fiber */
+
+    /* exit.c: the "cold" part, under the cold lock (taken one actor at a time) */
+    _Atomic uint32_t cold;
+    int exited; /* finalized: new links and monitors get noproc */
+    uint64_t *links;
+    uint32_t nlinks, caplinks;
+    monitor_ref *monitors;
+    uint32_t nmonitors, capmonitors;
+    struct chan *trap;   /* trap_exit channel (one tx reference), or NULL */
+    char *exit_override; /* reason bytes a link death imposed (STOP_LINKED) */
+    size_t exit_override_len;
+    /* how it ended, filled in by luavm_finish: codec bytes of the reason */
+    char *reason;
+    size_t reason_len;
+    int reason_abnormal;
+    char *err_msg, *err_tb; /* for reason "error" */
+    /* the terminal record of the slot's last death (kept across tenancies) */
+    uint32_t terminal_gen;
+    char *terminal;
+    size_t terminal_len;
+    /* registry.c / pg.c */
+    char *name;
+    uint32_t pg_joins;
 } actor;
 
 #endif

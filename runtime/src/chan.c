@@ -10,9 +10,10 @@
 
 struct chan {
     _Atomic uint32_t lock;
-    uint32_t ntx, nrx; /* references: endpoint objects and encodings in flight */
-    int closed;        /* tx:close() was called */
-    uint64_t owner;    /* the receiving actor, 0 while rx travels */
+    uint32_t ntx, nrx;           /* references: endpoint objects and encodings in flight */
+    int closed;                  /* tx:close() was called */
+    uint64_t owner;              /* the receiving actor, 0 while rx travels */
+    uint64_t mon_target, mon_id; /* a monitor's channel: whom it watches (exit.c) */
     msg *head, *tail;
     smarm_runtime *rt;
 };
@@ -139,6 +140,36 @@ void chan_close(chan *c)
     c_unlock(c);
     if (owner)
         sched_wake(rt, owner);
+}
+
+void chan_set_monitor(chan *c, uint64_t target, uint64_t id)
+{
+    c_lock(c);
+    c->mon_target = target;
+    c->mon_id = id;
+    c_unlock(c);
+}
+
+int chan_get_monitor(chan *c, uint64_t *target, uint64_t *id)
+{
+    c_lock(c);
+    *target = c->mon_target;
+    *id = c->mon_id;
+    c_unlock(c);
+    return *id != 0;
+}
+
+void chan_drain(chan *c)
+{
+    c_lock(c);
+    msg *m = c->head;
+    c->head = c->tail = NULL;
+    c_unlock(c);
+    while (m) {
+        msg *next = m->next;
+        msg_free(m);
+        m = next;
+    }
 }
 
 void chan_set_owner(chan *c, uint64_t pid)

@@ -25,6 +25,11 @@ int chan_send(chan *c, msg *m);
 msg *chan_pop(chan *c, int *closed);
 /* tx:close(): no more sends; the receiver drains what is queued, then sees "closed". */
 void chan_close(chan *c);
+/* A monitor's channel records whom it watches and the registration id. */
+void chan_set_monitor(chan *c, uint64_t target, uint64_t id);
+int chan_get_monitor(chan *c, uint64_t *target, uint64_t *id); /* 0: not a monitor */
+/* Drops every queued message (demonitor discards a notice that already came). */
+void chan_drain(chan *c);
 /* The receiving actor (0 while rx travels inside a message). */
 void chan_set_owner(chan *c, uint64_t pid);
 

@@ -136,6 +136,48 @@ static inline void put_varint(codec_buf *b, uint64_t v)
     b->data[b->len++] = (char)v;
 }
 
+/* ---- values built from C (notices the runtime composes) ---- */
+
+int codec_put_table(codec_buf *b, unsigned narr, unsigned nhash)
+{
+    if (buf_reserve(b, 21) != 0)
+        return -1;
+    b->data[b->len++] = (char)T_TABLE;
+    put_varint(b, narr);
+    put_varint(b, nhash);
+    return 0;
+}
+
+int codec_put_string(codec_buf *b, const char *s, size_t n)
+{
+    if (n > CODEC_MAX_BYTES || buf_reserve(b, n + 11) != 0)
+        return -1;
+    if (n < 64) {
+        b->data[b->len++] = (char)(0x40 + n);
+    } else {
+        b->data[b->len++] = (char)T_STR;
+        put_varint(b, n);
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+int codec_put_number(codec_buf *b, double d)
+{
+    if (buf_reserve(b, 9) != 0)
+        return -1;
+    b->data[b->len++] = (char)T_DOUBLE;
+    memcpy(b->data + b->len, &d, 8);
+    b->len += 8;
+    return 0;
+}
+
+int codec_has_refs(const char *data, size_t len)
+{
+    return len > 0 && (unsigned char)data[0] == T_REFS;
+}
+
 static int varint_len(uint64_t v)
 {
     int n = 1;

@@ -23,6 +23,15 @@ void codec_buf_reset(codec_buf *b); /* len = 0, keeps the memory */
 /* Appends n bytes; 0, or -1 when out of memory. */
 int codec_buf_append(codec_buf *b, const void *p, size_t n);
 
+/* Values built from C, appended to b (0, or -1 when out of memory): a table header (then
+ * narr values and nhash key/value pairs must follow), a string, a number. A value encoded
+ * elsewhere may be appended as is with codec_buf_append. */
+int codec_put_table(codec_buf *b, unsigned narr, unsigned nhash);
+int codec_put_string(codec_buf *b, const char *s, size_t n);
+int codec_put_number(codec_buf *b, double d);
+/* Whether an encoded value carries channel references (it then cannot be copied bytewise). */
+int codec_has_refs(const char *data, size_t len);
+
 /* Append the encoding of the value at idx to out. Returns 0, or -1 with out unchanged and a
  * message in err naming where the unsendable value sits, rooted at `root` (e.g. "msg":
  * "cannot send a function (at msg.handler)"). Sendable: nil, booleans, numbers, strings,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "smarm_ffi.h"
+#include "registry.h"
 #include "runtime.h"
 #include "sched.h"
 
@@ -44,6 +45,10 @@ int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->preempt_jit = __atomic_load_n(&a->preempt_jit, __ATOMIC_RELAXED);
     out->preempt_safe = __atomic_load_n(&a->preempt_safe, __ATOMIC_RELAXED);
     out->max_heap = a->max_heap;
+    out->links = __atomic_load_n(&a->nlinks, __ATOMIC_RELAXED);
+    out->monitors = __atomic_load_n(&a->nmonitors, __ATOMIC_RELAXED);
+    out->trapping = __atomic_load_n(&a->trap, __ATOMIC_RELAXED) != NULL;
+    registry_name_of(rt, a, out->name, sizeof out->name);
     /* the tenancy may have ended while we read */
     w = atomic_load_explicit(&sl->word, memory_order_acquire);
     return slot_word_gen(w) == pid_gen(pid) ? 0 : -1;

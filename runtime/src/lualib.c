@@ -16,7 +16,10 @@
 #include "codec.h"
 #include "luavm.h"
 #include "runtime.h"
+#include "chan.h"
+#include "exit_lua.h"
 #include "preempt.h"
+#include "registry.h"
 #include "sanitize.h"
 #include "sched.h"
 
@@ -104,7 +107,7 @@ static void append_bytecode(lua_State *L, int fidx, codec_buf *b)
     lua_pop(L, 2);
 }
 
-static int do_spawn(lua_State *L, int fidx, const spawn_opts *o, int try_mode, const char *fname)
+static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
 {
     actor *a = luavm_actor(L);
     if (lua_type(L, fidx) != LUA_TFUNCTION)
@@ -127,10 +130,26 @@ static int do_spawn(lua_State *L, int fidx, const spawn_opts *o, int try_mode, c
         codec_buf_free(&b);
         return luaL_error(L, "%s: %s", fname, err);
     }
+    spawn_opts none = {0};
+    if (!o)
+        o = &none;
+    chan *mc = NULL;
+    if (o->want_monitor) {
+        /* the monitor object before the spawn: making it is what may raise */
+        mc = chan_new(a->rt, a->pid);
+        if (!mc) {
+            codec_buf_free(&b);
+            return luaL_error(L, "%s: out of memory", fname);
+        }
+        chan_lua_push(L, mc, CHAN_RX);
+        o->monitor = mc;
+    }
     uint64_t pid;
     /* the payload buffer is handed over */
     int rc = sched_spawn(a->rt, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
     if (rc == SMARM_ECAPACITY) {
+        if (mc)
+            chan_release(mc, CHAN_TX);
         if (try_mode) {
             lua_pushnil(L);
             lua_pushliteral(L, "at_capacity");
@@ -138,8 +157,26 @@ static int do_spawn(lua_State *L, int fidx, const spawn_opts *o, int try_mode, c
         }
         return luaL_error(L, "%s: at capacity (max_actors = %d)", fname, (int)a->rt->slots.max);
     }
+    if (mc)
+        chan_set_monitor(mc, pid, o->monitor_id);
+    if (o->name && registry_register(a->rt, o->name, pid) != REG_OK) {
+        /* the name is the contract: an actor that cannot have it does not run */
+        sched_stop(a->rt, pid, STOP_KILL);
+        lua_pushnil(L);
+        lua_pushliteral(L, "taken");
+        return 2;
+    }
     push_pid(L, pid);
+    if (mc) {
+        lua_pushvalue(L, -2);
+        return 2;
+    }
     return 1;
+}
+
+int lualib_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
+{
+    return do_spawn(L, fidx, o, try_mode, fname);
 }
 
 static int l_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 0, "smarm.spawn"); }
@@ -167,15 +204,38 @@ static int l_spawn_opt(lua_State *L)
     o.max_heap = opt_size(L, "max_heap");
     if (o.stack_size && o.stack_size < 16384)
         return luaL_error(L, "smarm.spawn_opt: stack must be at least 16384 bytes");
+    lua_getfield(L, 1, "link");
+    o.link = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "monitor");
+    o.want_monitor = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "name");
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING || lua_objlen(L, -1) == 0)
+            return luaL_error(L, "smarm.spawn_opt: name must be a non-empty string");
+        /* the options table keeps the string alive */
+        o.name = lua_tostring(L, -1);
+    }
+    lua_pop(L, 3);
     return do_spawn(L, 2, &o, 0, "smarm.spawn_opt");
 }
 
 /* ---- send and receive ---- */
 
-static int l_send(lua_State *L)
+int lualib_send(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = check_pid(L, 1, "smarm.send");
+    uint64_t pid;
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        /* a registered name resolves at the send */
+        pid = registry_whereis(a->rt, lua_tostring(L, 1));
+        if (!pid) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "unresolved");
+            return 2;
+        }
+    } else {
+        pid = check_pid(L, 1, "smarm.send");
+    }
     luaL_checkany(L, 2);
     codec_buf *b = &sched_current()->enc;
     b->len = 0;
@@ -300,6 +360,12 @@ static int l_exit(lua_State *L)
 
 int lualib_is_exit(lua_State *L, int idx) { return lua_touserdata(L, idx) == (void *)&exit_key; }
 
+void lualib_push_exit_value(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+}
+
 const char *lualib_exit_reason(lua_State *L)
 {
     lua_pushlightuserdata(L, (void *)&exit_key);
@@ -322,6 +388,19 @@ const char *lualib_exit_reason(lua_State *L)
 /* Unknown fields load the Lua half of the library (lua/smarm/ext.lua) once. */
 int lualib_index(lua_State *L)
 {
+    /* the C half first: exits, names and groups */
+    lua_pushliteral(L, "kill");
+    lua_rawget(L, 1);
+    int missing = lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (missing) {
+        exit_lua_register(L, 1);
+        lua_pushvalue(L, 2);
+        lua_rawget(L, 1);
+        if (!lua_isnil(L, -1))
+            return 1;
+        lua_pop(L, 1);
+    }
     lua_getfield(L, LUA_GLOBALSINDEX, "require");
     lua_pushliteral(L, "smarm.ext");
     lua_call(L, 1, 1);
@@ -349,7 +428,7 @@ static const luaL_Reg smarm_funcs[] = {
     {"try_spawn", l_try_spawn},
     {"spawn_opt", l_spawn_opt},
     {"self", l_self},
-    {"send", l_send},
+    {"send", lualib_send},
     {"recv", l_recv},
     {"yield", l_yield},
     {"sleep", l_sleep},

@@ -5,12 +5,21 @@
 
 typedef struct lua_State lua_State;
 
+struct spawn_opts;
+
+/* smarm.spawn with options (fn at fidx, its arguments above it); returns what
+ * the Lua function returns. */
+int lualib_spawn(lua_State *L, int fidx, struct spawn_opts *o, int try_mode, const char *fname);
+/* smarm.send(dest, msg) on the stack. */
+int lualib_send(lua_State *L);
 /* Pushes the state's smarm table, building it on first use. */
 void lualib_push(lua_State *L);
 /* The smarm table's __index: loads the Lua half of the library (smarm.ext) on a miss. */
 int lualib_index(lua_State *L);
 /* Whether the error value at idx is the one smarm.exit raises. */
 int lualib_is_exit(lua_State *L, int idx);
+/* Pushes the value given to smarm.exit (nil if none). */
+void lualib_push_exit_value(lua_State *L);
 /* The reason given to smarm.exit as a string, or NULL for "normal". */
 const char *lualib_exit_reason(lua_State *L);
 

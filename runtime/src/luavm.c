@@ -16,6 +16,7 @@
 
 #include "actor.h"
 #include "codec.h"
+#include "exit.h"
 #include "ljx.h"
 #include "lualib.h"
 #include "runtime.h"
@@ -445,6 +446,7 @@ int luavm_boot(actor *a)
     lua_State *L = lua_newstate(actor_alloc, a);
     if (!L) {
         report(a, "could not start", "out of memory");
+        exit_set_error(a, "out of memory", NULL);
         return -1;
     }
     a->L = L;
@@ -460,6 +462,7 @@ int luavm_boot(actor *a)
     a->boot = NULL;
     if (st != 0) {
         report(a, "could not start", lua_tostring(L, -1));
+        exit_set_error(a, lua_tostring(L, -1), NULL);
         if (a->pid == a->rt->root_pid)
             a->rt->root_status = 1;
         return -1;
@@ -469,44 +472,81 @@ int luavm_boot(actor *a)
 
 /* ---- ending ---- */
 
+/* The reason smarm.exit was given, as codec bytes (a string if it cannot be sent). */
+static void exit_value_reason(actor *a, lua_State *src)
+{
+    lualib_push_exit_value(src);
+    if (lua_isnil(src, -1) ||
+        (lua_type(src, -1) == LUA_TSTRING && strcmp(lua_tostring(src, -1), "normal") == 0)) {
+        lua_pop(src, 1);
+        exit_set_reason(a, "normal", 0);
+        return;
+    }
+    codec_buf b;
+    codec_buf_init(&b);
+    char err[128];
+    if (codec_encode(src, -1, &b, "reason", err, sizeof err) == 0 &&
+        !codec_has_refs(b.data, b.len)) {
+        exit_set_reason_bytes(a, b.data, b.len, 1);
+    } else {
+        if (b.len)
+            codec_release(b.data, b.len);
+        codec_buf_free(&b);
+        exit_set_reason(a, luaL_typename(src, -1), 1);
+    }
+    lua_pop(src, 1);
+}
+
 void luavm_finish(actor *a, int status)
 {
     smarm_runtime *rt = a->rt;
-    int root = a->pid == rt->root_pid;
-    int abnormal = 0;
     if (status == 0) {
-        abnormal = 0;
+        exit_set_reason(a, "normal", 0);
     } else if (a->heap_exceeded) {
-        abnormal = 1;
         char detail[96];
         snprintf(detail, sizeof detail, "its Lua heap would exceed max_heap (%zu bytes)",
                  a->max_heap);
         report(a, "stopped (memory)", detail);
+        exit_set_reason(a, "memory", 1);
     } else if (status == LUAVM_KILLED) {
-        abnormal = 1;
+        int how = atomic_load_explicit(&a->stop, memory_order_acquire);
+        if (how == STOP_LINKED && a->exit_override) {
+            /* a linked actor died: this one dies with the same reason */
+            char *copy = malloc(a->exit_override_len);
+            if (copy)
+                memcpy(copy, a->exit_override, a->exit_override_len);
+            exit_set_reason_bytes(a, copy, copy ? a->exit_override_len : 0, 1);
+        } else {
+            exit_set_reason(a, how == STOP_SHUTDOWN || how == STOP_SWEEP ? "shutdown" : "killed",
+                            1);
+        }
     } else {
         lua_State *src = status == LUAVM_ERROR_ON_MAIN ? a->L : a->co;
         if (lualib_is_exit(src, -1)) {
-            const char *reason = lualib_exit_reason(src);
-            abnormal = reason != NULL;
-            if (abnormal && root)
-                report(a, "exited", reason);
+            exit_value_reason(a, src);
+            if (a->reason_abnormal && a->pid == rt->root_pid) {
+                const char *r = lualib_exit_reason(src);
+                report(a, "exited", r ? r : "abnormal");
+            }
         } else {
-            abnormal = 1;
             const char *msg = lua_tostring(src, -1);
             if (!msg)
                 msg = lua_type(src, -1) == LUA_TNIL ? "nil" : luaL_typename(src, -1);
             if (status == LUAVM_ERROR_ON_MAIN) {
                 report(a, "crashed", msg);
+                exit_set_error(a, msg, NULL);
             } else {
-                luaL_traceback(a->L, a->co, msg, 0);
+                luaL_traceback(a->L, a->co, NULL, 0);
+                const char *tb = lua_tostring(a->L, -1);
+                lua_pushfstring(a->L, "%s\n%s", msg, tb);
                 report(a, "crashed", lua_tostring(a->L, -1));
-                lua_pop(a->L, 1);
+                exit_set_error(a, msg, tb);
+                lua_pop(a->L, 2);
             }
         }
     }
-    if (root)
-        rt->root_status = abnormal;
+    if (a->pid == rt->root_pid)
+        rt->root_status = a->reason_abnormal;
 }
 
 void luavm_close(actor *a)

@@ -7,6 +7,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "exit.h"
+#include "pg.h"
+#include "registry.h"
 #include "sched.h"
 
 #define DEFAULT_MAX_ACTORS (1u << 20)
@@ -65,11 +68,17 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     if (!rt->stacks)
         goto fail_stacks;
     err = luavm_shared_init(&rt->vm, rt->cfg.app_dir);
+    if (err == 0)
+        err = registry_init(rt);
+    if (err == 0)
+        err = pg_init(rt);
     if (err != 0)
         goto fail_vm;
     *out = rt;
     return 0;
 fail_vm:
+    pg_free(rt);
+    registry_free(rt);
     luavm_shared_free(&rt->vm);
     stack_pool_free(rt->stacks);
 fail_stacks:
@@ -89,6 +98,9 @@ void smarm_runtime_free(smarm_runtime *rt)
 {
     if (!rt)
         return;
+    exit_free_records(rt);
+    pg_free(rt);
+    registry_free(rt);
     luavm_shared_free(&rt->vm);
     stack_pool_free(rt->stacks);
     runq_free(rt->rq);

@@ -31,8 +31,11 @@ struct smarm_runtime {
     _Atomic int64_t live; /* actors spawned and not yet finalized */
     pthread_t watchdog;   /* preempt.c */
     _Atomic int wd_stop, wd_sleeping;
-    _Atomic int spinning;   /* schedulers polling for work before they sleep */
-    _Atomic int timekeeper; /* scheduler parked holding the earliest deadline, or -1 */
+    _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
+    struct registry *registry;     /* registry.c: names */
+    struct pg *pg;                 /* pg.c: process groups */
+    _Atomic int spinning;          /* schedulers polling for work before they sleep */
+    _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */
     _Atomic int root_done;
     _Atomic int sweeping;
     uint64_t root_pid;

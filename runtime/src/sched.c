@@ -12,7 +12,10 @@
 
 #include "context.h"
 #include "ljx.h"
+#include "exit.h"
 #include "luavm.h"
+#include "pg.h"
+#include "registry.h"
 #include "preempt.h"
 #include "sanitize.h"
 #include "timer_lua.h"
@@ -236,7 +239,7 @@ static void fire_due_timers(smarm_runtime *rt)
 
 /* ---- spawn and send ---- */
 
-int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, const spawn_opts *opts,
+int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out)
 {
     int64_t idx = slot_claim(&rt->slots);
@@ -248,7 +251,7 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, con
     uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
     actor *a = &rt->actors[idx];
     a->rt = rt;
-    a->pid = pid_make((uint32_t)idx, gen);
+    exit_reset(a, pid_make((uint32_t)idx, gen));
     a->parent = parent;
     a->L = NULL;
     a->co = NULL;
@@ -277,6 +280,12 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, con
     a->cont = NULL;
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
+    /* links and monitors asked for at spawn are in place before it can run or
+     * die, so none of them can see "noproc" */
+    if (opts && opts->link && exit_link_child(rt, sched_actor(rt, parent), a) != 0)
+        opts->link = -1;
+    if (opts && opts->monitor)
+        opts->monitor_id = exit_monitor(rt, a->pid, opts->monitor);
     atomic_fetch_add_explicit(&rt->live, 1, memory_order_relaxed);
     *pid_out = a->pid;
     /* release (in the CAS): the actor's fields are visible to whoever claims it */
@@ -413,6 +422,9 @@ static void finalize(sched *s, actor *a)
     smarm_runtime *rt = s->rt;
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
+    exit_finalize(rt, a);
+    registry_finalize(rt, a);
+    pg_finalize(rt, a);
     mailbox_close(&a->inbox);
     free(a->boot);
     a->boot = NULL;

@@ -31,9 +31,15 @@ typedef struct sched {
 } sched;
 
 typedef struct spawn_opts {
-    size_t stack_size;  /* 0 = runtime default */
-    size_t stack_guard; /* 0 = runtime default */
-    size_t max_heap;    /* 0 = runtime default */
+    size_t stack_size;    /* 0 = runtime default */
+    size_t stack_guard;   /* 0 = runtime default */
+    size_t max_heap;      /* 0 = runtime default */
+    int link;             /* link the new actor with its parent before it can run */
+    int want_monitor;     /* lualib: make a monitor channel for it (then `monitor` is set) */
+    const char *name;     /* lualib: register it under this name */
+    struct chan *monitor; /* register this channel (one tx reference handed over) for its down
+                             notice before it can run; the id comes back in monitor_id */
+    uint64_t monitor_id;
 } spawn_opts;
 
 /* The scheduler of the calling thread, or NULL off the runtime. Not inlined:
@@ -43,7 +49,7 @@ sched *sched_current(void);
 int sched_run(smarm_runtime *rt);
 /* Claims a slot and queues a new actor that boots from payload (taken over,
  * freed once booted). Returns 0 and the pid, or SMARM_ECAPACITY (payload freed). */
-int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, const spawn_opts *opts,
+int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out);
 /* Delivers m to pid's inbox and wakes it. 0, or -1 if pid is dead (m freed). */
 int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);

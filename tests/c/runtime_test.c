@@ -451,6 +451,81 @@ static void hogs_are_preempted_and_their_results_stay_exact(void **state)
     assert_int_equal(run2(code), 0);
 }
 
+/* Two actors race try_spawn for the last free slots of a small slab: together
+ * they get exactly the free count, and every refusal is a clean at_capacity. */
+static void try_spawn_race_claims_exactly_the_free_slots(void **state)
+{
+    (void)state;
+    const char *code = "local s = require 'smarm'\n"
+                       "local function racer(root)\n"
+                       "   local s = require 'smarm'\n"
+                       "   local got = 0\n"
+                       "   while true do\n"
+                       "      local p, err = s.try_spawn(function() require('smarm').recv() end)\n"
+                       "      if not p then assert(err == 'at_capacity', err) break end\n"
+                       "      got = got + 1\n"
+                       "   end\n"
+                       "   s.send(root, got)\n"
+                       "   s.recv()\n"
+                       "end\n"
+                       "s.spawn(racer, s.self())\n"
+                       "s.spawn(racer, s.self())\n"
+                       "local total = s.recv(30) + s.recv(30)\n"
+                       "assert(total == 64 - 3, 'claimed ' .. total)\n";
+    assert_int_equal(run_with(code, 2, 64), 0);
+}
+
+/* Random spawn / link / monitor / kill / register / send churn on two
+ * schedulers, seeded: run under the tsan flavour it checks the exit paths for
+ * races; every monitor must get exactly one notice. */
+static void exit_churn_keeps_every_monitor_notified(void **state)
+{
+    (void)state;
+    const char *code = "local s = require 'smarm'\n"
+                       "math.randomseed(12345)\n"
+                       "local function worker(k)\n"
+                       "   local s = require 'smarm'\n"
+                       "   while true do\n"
+                       "      local m = s.recv()\n"
+                       "      if m == 'crash' then error('churn crash ' .. k) end\n"
+                       "      if m == 'exit' then return end\n"
+                       "      if type(m) == 'number' then pcall(s.link, m) end\n"
+                       "   end\n"
+                       "end\n"
+                       "local live, mons, downs = {}, {}, 0\n"
+                       "for round = 1, 400 do\n"
+                       "   local r = math.random(6)\n"
+                       "   if r <= 2 or #live < 4 then\n"
+                       "      local p, m = s.spawn_monitor(worker, round)\n"
+                       "      live[#live + 1] = p\n"
+                       "      mons[#mons + 1] = m\n"
+                       "      if math.random(2) == 1 then s.register('churn' .. round, p) end\n"
+                       "   else\n"
+                       "      local i = math.random(#live)\n"
+                       "      local p = live[i]\n"
+                       "      local act = math.random(5)\n"
+                       "      if act == 1 then s.kill(p)\n"
+                       "      elseif act == 2 then s.send(p, 'crash')\n"
+                       "      elseif act == 3 then s.send(p, 'exit')\n"
+                       "      elseif act == 4 then s.send(p, live[math.random(#live)])\n"
+                       "      else s.shutdown(p) end\n"
+                       "      if act ~= 4 then table.remove(live, i) end\n"
+                       "   end\n"
+                       "   if round % 50 == 0 then s.yield() end\n"
+                       "end\n"
+                       "for _, p in ipairs(live) do s.kill(p) end\n"
+                       "for _, m in ipairs(mons) do\n"
+                       "   local d = m:recv(30)\n"
+                       "   assert(d and d.reason, 'every monitor hears once')\n"
+                       "   downs = downs + 1\n"
+                       "   local again, why = m:recv(5)\n"
+                       "   assert(again == nil and why == 'closed', 'only once')\n"
+                       "end\n"
+                       "assert(downs == #mons)\n";
+    fprintf(stderr, "(expected crash reports follow)\n");
+    assert_int_equal(run2(code), 0);
+}
+
 int main(void)
 {
     alarm(60);
@@ -464,6 +539,8 @@ int main(void)
         cmocka_unit_test(recv_timeout_returns_nil_timeout_and_an_earlier_message_wins),
         cmocka_unit_test(sleep_waits_at_least_its_duration),
         cmocka_unit_test(yield_loops_all_make_progress),
+        cmocka_unit_test(try_spawn_race_claims_exactly_the_free_slots),
+        cmocka_unit_test(exit_churn_keeps_every_monitor_notified),
         cmocka_unit_test(hogs_are_preempted_and_their_results_stay_exact),
         cmocka_unit_test(root_exit_sweeps_actors_parked_in_recv_forever),
         cmocka_unit_test(root_exit_sweeps_stack_parked_and_sleeping_actors),
