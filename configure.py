@@ -41,6 +41,15 @@ FLAVOURS = {
         "cflags": ["-O1", "-fsanitize=thread", "-DSMARM_TSAN"],
         "ldflags": ["-fsanitize=thread"],
     },
+    # libFuzzer targets (tests/fuzz/*_fuzz.c) over ASan+UBSan runtime objects; the
+    # default target is `fuzz` (the fuzzers alone).
+    "fuzz": {
+        "cc": "clang",
+        "cflags": ["-O1", "-fsanitize=fuzzer-no-link,address,undefined",
+                   "-fno-sanitize-recover=undefined", "-DSMARM_ASAN"],
+        "ldflags": ["-fsanitize=address,undefined"],
+        "fuzz": True,
+    },
 }
 
 LIBS = ["-lm", "-ldl", "-lpthread"]
@@ -212,11 +221,25 @@ def generate(flavour, cc, regen_path):
                 variables=[("extra_libs", "$test_libs")])
     w.line()
 
+    fuzzers = []
+    if conf.get("fuzz"):
+        w.line("# libFuzzer targets: one executable per tests/fuzz/*_fuzz.c.")
+        for src in sorted_glob("tests/fuzz/*_fuzz.c"):
+            o = obj(builddir, src)
+            w.build([o], "cc", [src], order_only=order)
+            t = "%s/tests/fuzz/%s" % (builddir, stem(src))
+            fuzzers.append(t)
+            w.build([t], "link_exe", [o] + runtime_objs, implicit=[LUAJIT_A],
+                    variables=[("extra_libs", "-fsanitize=fuzzer $libs")])
+        w.line()
+
     w.build([regen_path], "configure", implicit=["configure.py"])
     w.build(["tests"], "phony", tests)
+    if fuzzers:
+        w.build(["fuzz"], "phony", fuzzers)
     w.build(["all"], "phony", [exe, builddir + "/libsmarm.a", builddir + "/libsmarm.so"]
-            + tests)
-    w.line("default all")
+            + tests + fuzzers)
+    w.line("default " + ("fuzz" if fuzzers else "all"))
     return w.text()
 
 

@@ -36,4 +36,46 @@ uint32_t smarm_ffi_pids(uint64_t *out, uint32_t max);
 /* Live actors of the caller's runtime. */
 int64_t smarm_ffi_actor_count(void);
 
+/* ---- supervisors (runtime/src/supervisor.c) ----
+ * The bookkeeping of one supervisor: its children in start order, restart
+ * decisions and the restart-intensity cap. Owned by the supervisor's own state
+ * (one thread at a time); children are named by keys > 0 that are never reused. */
+typedef struct smarm_sup smarm_sup;
+
+/* strategy: 0 one_for_one, 1 one_for_all, 2 rest_for_one. More than intensity
+ * restarts within period seconds trip the cap. NULL if out of memory. */
+smarm_sup *smarm_ffi_sup_new(int32_t strategy, int32_t intensity, double period);
+void smarm_ffi_sup_free(smarm_sup *s);
+/* Appends a child at the end of the start order; restart: 0 permanent,
+ * 1 transient, 2 temporary; shutdown: seconds, -1 brutal_kill, -2 infinity.
+ * Returns its key, or -1 if out of memory. */
+int32_t smarm_ffi_sup_add_child(smarm_sup *s, int32_t restart, double shutdown, int32_t is_sup);
+/* Removes a child that is not running: 0, -1 unknown key, -2 running. */
+int32_t smarm_ffi_sup_delete_child(smarm_sup *s, int32_t key);
+/* Records key's new pid (0 = not running). 0, or -1 for an unknown key. */
+int32_t smarm_ffi_sup_set_pid(smarm_sup *s, int32_t key, uint64_t pid);
+/* The key of the child running as pid, or 0. */
+int32_t smarm_ffi_sup_key_of(smarm_sup *s, uint64_t pid);
+/* A child's pid (0 if not running), restart type, shutdown and kind. */
+uint64_t smarm_ffi_sup_pid(smarm_sup *s, int32_t key);
+int32_t smarm_ffi_sup_restart_type(smarm_sup *s, int32_t key);
+double smarm_ffi_sup_shutdown(smarm_sup *s, int32_t key);
+int32_t smarm_ffi_sup_is_sup(smarm_sup *s, int32_t key);
+/* pid, a child, exited (abnormal: reason other than normal and shutdown). Its
+ * pid is cleared; a temporary child is removed. Writes into out (room for max)
+ * the keys to restart in start order — the failed child alone (one_for_one),
+ * every child (one_for_all), or it and those started after it (rest_for_one) —
+ * and returns how many: 0 if its restart type says no restart, -1 if pid is
+ * not a child. The caller stops the running ones in reverse order first. */
+int32_t smarm_ffi_sup_child_exited(smarm_sup *s, uint64_t pid, int32_t abnormal, int32_t *out,
+                                   int32_t max);
+/* Records a restart at time now (seconds); 1 if allowed, 0 if it exceeds the
+ * intensity within the period (the supervisor must give up). O(1). */
+int32_t smarm_ffi_sup_restart_allowed(smarm_sup *s, double now);
+/* Writes up to max keys into out in start order (reverse: 1 for reverse
+ * order); returns the number of children. */
+int32_t smarm_ffi_sup_children(smarm_sup *s, int32_t *out, int32_t max, int32_t reverse);
+/* out[0..3] = specs, active (running), supervisors, workers. */
+void smarm_ffi_sup_count(smarm_sup *s, int32_t *out);
+
 #endif

@@ -31,6 +31,7 @@ typedef struct smarm_config {
     size_t stack_guard;  /* PROT_NONE guard below each stack; 0 = 64 KiB */
     double timeslice_ms; /* longest run of one actor while others wait; 0 = 2 ms */
     size_t max_heap;     /* default cap on an actor's Lua heap in bytes; 0 = none */
+    int handle_signals;  /* 1: SIGINT/SIGTERM shut the root down politely, a second stops all */
     const char *app_dir; /* put first on every actor's package.path; NULL = none */
 } smarm_config;
 
@@ -46,6 +47,8 @@ void smarm_runtime_free(smarm_runtime *rt);
  * actor it left is swept. *exit_status gets 0 (root ended normally) or 1
  * (root crashed; the reason and a traceback went to stderr). */
 int smarm_run_file(smarm_runtime *rt, const char *path, int argc, char **argv, int *exit_status);
+/* After a run: the signal that started its shutdown (handle_signals), or 0. */
+int smarm_runtime_signal(const smarm_runtime *rt);
 /* Same for a chunk of source (chunkname "=(command line)"). */
 int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv, int *exit_status);
 

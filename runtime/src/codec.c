@@ -854,7 +854,9 @@ static int dec_table(dec *d, int depth)
         return -1;
     /* Each array value takes >= 1 byte, each pair >= 2, and the enclosing tables still need
      * `pending` bytes: so preallocation stays below the message size. */
-    size_t room = dec_left(d) - d->pending;
+    size_t left = dec_left(d);
+    /* pending may exceed what is left in a truncated message: no room then, not a wrap */
+    size_t room = left > d->pending ? left - d->pending : 0;
     if (narr > room || nhash > (room - narr) / 2)
         return dec_fail(d, "table larger than the message (at byte %zu)", at);
     if (!lua_checkstack(L, 4))

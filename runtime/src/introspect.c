@@ -7,6 +7,7 @@
 #include "smarm_ffi.h"
 #include "registry.h"
 #include "runtime.h"
+#include "sanitize.h"
 #include "sched.h"
 
 static smarm_runtime *current_runtime(void)
@@ -15,7 +16,7 @@ static smarm_runtime *current_runtime(void)
     return s ? s->rt : NULL;
 }
 
-int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
+RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
 {
     smarm_runtime *rt = current_runtime();
     slot *sl = rt ? slot_of(&rt->slots, pid) : NULL;
@@ -28,26 +29,25 @@ int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     actor *a = &rt->actors[pid_index(pid)];
     memset(out, 0, sizeof *out);
     out->pid = pid;
+    /* plain reads, each of a word the actor writes while it runs (see RACY_READS) */
     out->parent = a->parent;
     out->state = st == SLOT_QUEUED ? 1 : st == SLOT_RUNNING ? 2 : st == SLOT_NOTIFIED ? 3 : 4;
     out->mailbox = atomic_load_explicit(&a->inbox.depth, memory_order_relaxed);
-    out->memory = __atomic_load_n(&a->mem, __ATOMIC_RELAXED);
-    out->parks = __atomic_load_n(&a->parks, __ATOMIC_RELAXED);
-    out->yields = __atomic_load_n(&a->yields, __ATOMIC_RELAXED);
-    out->messages_in = __atomic_load_n(&a->msgs_in, __ATOMIC_RELAXED);
-    stack *stk = __atomic_load_n(&a->stk, __ATOMIC_RELAXED);
+    out->memory = a->mem;
+    out->parks = a->parks;
+    out->yields = a->yields;
+    out->messages_in = a->msgs_in;
     out->stack_reserve = a->stack_size ? a->stack_size : rt->cfg.stack_size;
     out->stack_guard = a->stack_guard ? a->stack_guard : rt->cfg.stack_guard;
-    (void)stk;
-    out->timeslices = __atomic_load_n(&a->slices, __ATOMIC_RELAXED);
-    out->migrations = __atomic_load_n(&a->migrations, __ATOMIC_RELAXED);
-    out->preempt_hook = __atomic_load_n(&a->preempt_hook, __ATOMIC_RELAXED);
-    out->preempt_jit = __atomic_load_n(&a->preempt_jit, __ATOMIC_RELAXED);
-    out->preempt_safe = __atomic_load_n(&a->preempt_safe, __ATOMIC_RELAXED);
+    out->timeslices = a->slices;
+    out->migrations = a->migrations;
+    out->preempt_hook = a->preempt_hook;
+    out->preempt_jit = a->preempt_jit;
+    out->preempt_safe = a->preempt_safe;
     out->max_heap = a->max_heap;
-    out->links = __atomic_load_n(&a->nlinks, __ATOMIC_RELAXED);
-    out->monitors = __atomic_load_n(&a->nmonitors, __ATOMIC_RELAXED);
-    out->trapping = __atomic_load_n(&a->trap, __ATOMIC_RELAXED) != NULL;
+    out->links = a->nlinks;
+    out->monitors = a->nmonitors;
+    out->trapping = a->trap != NULL;
     registry_name_of(rt, a, out->name, sizeof out->name);
     /* the tenancy may have ended while we read */
     w = atomic_load_explicit(&sl->word, memory_order_acquire);

@@ -148,6 +148,10 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
     /* the payload buffer is handed over */
     int rc = sched_spawn(a->rt, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
     if (rc == SMARM_ECAPACITY) {
+        /* the arguments may hold channel references: they go with the payload */
+        size_t args_at = 4 + *(uint32_t *)b.data;
+        codec_release(b.data + args_at, b.len - args_at);
+        codec_buf_free(&b);
         if (mc)
             chan_release(mc, CHAN_TX);
         if (try_mode) {

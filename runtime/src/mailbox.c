@@ -14,6 +14,7 @@ msg *msg_new(const void *data, size_t len)
         return NULL;
     m->next = NULL;
     m->len = (uint32_t)len;
+    m->extra = 0;
     memcpy(m->data, data, len);
     return m;
 }

@@ -8,8 +8,9 @@
 
 typedef struct msg {
     struct msg *next;
-    uint32_t len;
-    char data[]; /* codec bytes */
+    uint32_t len;   /* codec bytes */
+    uint32_t extra; /* bytes after them that are not the message (a send_after's name) */
+    char data[];
 } msg;
 
 /* Producers append under a short spinlock that also guards the owner's

@@ -49,6 +49,7 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     }
     rt->nsched = rt->cfg.schedulers;
     pthread_mutex_init(&rt->err_lock, NULL);
+    heap_init(&rt->heap);
     timers_init(&rt->tm);
     int err = SMARM_ENOMEM;
     if (slot_table_init(&rt->slots, rt->cfg.max_actors) != 0)
@@ -90,6 +91,7 @@ fail_actors:
     slot_table_destroy(&rt->slots);
 fail_slots:
     timers_destroy(&rt->tm);
+    heap_destroy(&rt->heap);
     free(rt);
     return err;
 }
@@ -109,6 +111,7 @@ void smarm_runtime_free(smarm_runtime *rt)
     slot_table_destroy(&rt->slots);
     timers_destroy(&rt->tm);
     pthread_mutex_destroy(&rt->err_lock);
+    heap_destroy(&rt->heap);
     free(rt);
 }
 
@@ -147,8 +150,10 @@ static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, cha
     rt->root_status = 0;
     uint64_t pid;
     int rc = sched_spawn(rt, kind, payload, len, NULL, 0, &pid);
-    if (rc != 0)
+    if (rc != 0) {
+        free(payload);
         return rc;
+    }
     rt->root_pid = pid;
     rc = sched_run(rt);
     if (exit_status)
@@ -169,6 +174,8 @@ int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv,
         return SMARM_EINVAL;
     return run_root(rt, BOOT_STRING, code, argc, argv, exit_status);
 }
+
+int smarm_runtime_signal(const smarm_runtime *rt) { return rt ? atomic_load(&rt->sig_caught) : 0; }
 
 const char *smarm_strerror(int err)
 {

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "actor.h"
+#include "heap.h"
 #include "luavm.h"
 #include "park.h"
 #include "runq.h"
@@ -26,10 +27,13 @@ struct smarm_runtime {
     stack_pool *stacks;
     timers tm;
     luavm_shared vm;
+    heap heap; /* actor states\' memory */
     struct sched *scheds;
     int nsched;
     _Atomic int64_t live; /* actors spawned and not yet finalized */
     pthread_t watchdog;   /* preempt.c */
+    pthread_t sig_thread; /* signal.c: SIGINT/SIGTERM waiter */
+    _Atomic int sig_stop, sig_caught;
     _Atomic int wd_stop, wd_sleeping;
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
     struct registry *registry;     /* registry.c: names */

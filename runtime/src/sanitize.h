@@ -5,6 +5,14 @@
 #ifndef SMARM_SANITIZE_H
 #define SMARM_SANITIZE_H
 
+/* Introspection reads another actor's fields while it runs, on purpose (like
+ * ps: each field is true at some instant); TSan is told not to watch those reads. */
+#if defined(SMARM_TSAN)
+#define RACY_READS __attribute__((no_sanitize("thread")))
+#else
+#define RACY_READS
+#endif
+
 #if defined(SMARM_ASAN)
 #include <sanitizer/asan_interface.h>
 #define LUA_UNWOUND __attribute__((no_sanitize("address")))

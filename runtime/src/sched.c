@@ -243,10 +243,8 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
                 uint64_t parent, uint64_t *pid_out)
 {
     int64_t idx = slot_claim(&rt->slots);
-    if (idx < 0) {
-        free(payload);
-        return SMARM_ECAPACITY;
-    }
+    if (idx < 0)
+        return SMARM_ECAPACITY; /* the payload stays the caller's */
     slot *sl = slot_at(&rt->slots, (uint32_t)idx);
     uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
     actor *a = &rt->actors[idx];
@@ -422,10 +420,14 @@ static void finalize(sched *s, actor *a)
     smarm_runtime *rt = s->rt;
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
-    exit_finalize(rt, a);
+    /* the order matters to whoever a notice wakes: by the time a monitor or a
+     * link hears of the death, sends to the pid fail, its name and groups are
+     * free and the slot reads DONE; the slot is reused only after all of it */
+    mailbox_close(&a->inbox);
     registry_finalize(rt, a);
     pg_finalize(rt, a);
-    mailbox_close(&a->inbox);
+    slot_set_done(sl, gen);
+    exit_finalize(rt, a);
     free(a->boot);
     a->boot = NULL;
 #if defined(SMARM_TSAN)
@@ -434,7 +436,6 @@ static void finalize(sched *s, actor *a)
         a->fiber = NULL;
     }
 #endif
-    slot_set_done(sl, gen);
     int was_root = a->pid == rt->root_pid;
     slot_release(&rt->slots, idx);
     if (was_root)
@@ -721,6 +722,7 @@ static void *sched_main(void *arg)
         s->spare = NULL;
     }
     signal_diag_thread_fini(s->altstack);
+    heap_cache_flush(&rt->heap, &s->heap_cache);
     tls_sched = NULL;
     return NULL;
 }
@@ -736,6 +738,8 @@ int sched_run(smarm_runtime *rt)
     int started = 0, err = 0;
     preempt_install();
     signal_diag_install();
+    sigset_t saved;
+    int sigs = rt->cfg.handle_signals && signal_shutdown_start(rt, &saved) == 0;
     for (int i = 0; i < n; i++) {
         sched *s = &rt->scheds[i];
         s->rt = rt;
@@ -761,6 +765,8 @@ int sched_run(smarm_runtime *rt)
         pthread_join(rt->scheds[i].thread, NULL);
     if (watchdog)
         preempt_stop(rt);
+    if (sigs)
+        signal_shutdown_stop(rt, &saved);
     for (int i = 0; i < n; i++)
         codec_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);

@@ -7,6 +7,7 @@
 
 #include "actor.h"
 #include "codec.h"
+#include "heap.h"
 #include "runtime.h"
 
 typedef struct sched {
@@ -20,13 +21,14 @@ typedef struct sched {
     int streak;                  /* actors taken from runnext in a row */
     actor *pinned, *pinned_tail; /* preempted in a hook: they resume on this thread only */
     _Atomic uint32_t npinned;
-    uint32_t fair;  /* alternates pinned actors with the shared queue */
-    uint32_t picks; /* shares picks between woken and yielded actors */
-    stack *spare;   /* one warm stack kept across coroutine parks */
-    codec_buf enc;  /* scratch buffer for encoding messages */
-    void *altstack; /* signal stack for the guard-page fault handler */
-    void *fiber;    /* TSan: the scheduler thread's own fiber */
-    void *stack_lo; /* ASan: the scheduler thread's stack */
+    uint32_t fair;         /* alternates pinned actors with the shared queue */
+    uint32_t picks;        /* shares picks between woken and yielded actors */
+    stack *spare;          /* one warm stack kept across coroutine parks */
+    codec_buf enc;         /* scratch buffer for encoding messages */
+    heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
+    void *altstack;        /* signal stack for the guard-page fault handler */
+    void *fiber;           /* TSan: the scheduler thread's own fiber */
+    void *stack_lo;        /* ASan: the scheduler thread's stack */
     size_t stack_size;
 } sched;
 
@@ -48,7 +50,8 @@ sched *sched_current(void);
 /* Starts the schedulers and blocks until every actor has ended. */
 int sched_run(smarm_runtime *rt);
 /* Claims a slot and queues a new actor that boots from payload (taken over,
- * freed once booted). Returns 0 and the pid, or SMARM_ECAPACITY (payload freed). */
+ * freed once booted). Returns 0 and the pid, or SMARM_ECAPACITY (the payload
+ * is still the caller's). */
 int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out);
 /* Delivers m to pid's inbox and wakes it. 0, or -1 if pid is dead (m freed). */

@@ -2,7 +2,8 @@
  * stack (a guard hit leaves no stack to run on) and does only async-signal-safe
  * work: plain loads, a fixed buffer, one write(2). Then it restores the default
  * action and returns, so the fault repeats and the process dies with the
- * fault's normal status (and a core, where enabled). */
+ * fault's normal status (and a core, where enabled). Also the polite shutdown on
+ * SIGINT/SIGTERM, when the runtime is asked to handle those. */
 #include "signal_diag.h"
 
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "exit.h"
 #include "runtime.h"
 #include "sched.h"
 
@@ -103,4 +105,58 @@ void signal_diag_thread_fini(void *altstack)
     stack_t ss = {.ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE};
     sigaltstack(&ss, NULL);
     munmap(altstack, ALTSTACK_SIZE);
+}
+
+/* ---- SIGINT / SIGTERM: polite shutdown of the root, then a hard stop ---- */
+
+static void *shutdown_waiter(void *arg)
+{
+    smarm_runtime *rt = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    struct timespec tick = {0, 50 * 1000 * 1000};
+    int seen = 0;
+    while (!atomic_load_explicit(&rt->sig_stop, memory_order_acquire)) {
+        int sig = sigtimedwait(&set, NULL, &tick);
+        if (sig <= 0)
+            continue;
+        if (!seen++) {
+            atomic_store(&rt->sig_caught, sig);
+            /* the root hears it as smarm.shutdown: a supervisor stops its tree
+             * top-down with each child's grace; anything else just stops */
+            exit_shutdown(rt, 0, rt->root_pid);
+        } else {
+            /* a second signal: everything stops now */
+            atomic_store(&rt->root_done, 1);
+            sched_sweep(rt);
+        }
+    }
+    return NULL;
+}
+
+int signal_shutdown_start(smarm_runtime *rt, sigset_t *saved)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    /* blocked here before any runtime thread starts: they inherit the mask,
+     * so only the waiter takes these signals */
+    pthread_sigmask(SIG_BLOCK, &set, saved);
+    atomic_store(&rt->sig_stop, 0);
+    atomic_store(&rt->sig_caught, 0);
+    if (pthread_create(&rt->sig_thread, NULL, shutdown_waiter, rt) != 0) {
+        pthread_sigmask(SIG_SETMASK, saved, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+void signal_shutdown_stop(smarm_runtime *rt, const sigset_t *saved)
+{
+    atomic_store_explicit(&rt->sig_stop, 1, memory_order_release);
+    pthread_join(rt->sig_thread, NULL);
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
 }

@@ -11,4 +11,12 @@ void signal_diag_install(void);
 void *signal_diag_thread_init(void);
 void signal_diag_thread_fini(void *altstack);
 
+#include <signal.h>
+struct smarm_runtime;
+/* SIGINT/SIGTERM while the runtime runs: the first shuts the root down politely
+ * (it is told as by smarm.shutdown), a second stops every actor at once. Blocks
+ * both in the calling thread (restored by signal_shutdown_stop). */
+int signal_shutdown_start(struct smarm_runtime *rt, sigset_t *saved);
+void signal_shutdown_stop(struct smarm_runtime *rt, const sigset_t *saved);
+
 #endif

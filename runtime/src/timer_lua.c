@@ -3,6 +3,8 @@
 #include "timer_lua.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -12,6 +14,7 @@
 #include "luavm.h"
 #include "runtime.h"
 #include "sanitize.h"
+#include "registry.h"
 #include "sched.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -21,6 +24,8 @@ LUA_UNWOUND_BEGIN
  * here too (and resolved in timer_fire_send), so that it is looked up when the timer fires. */
 static uint64_t check_dest(lua_State *L, int idx, const char *fname)
 {
+    if (lua_type(L, idx) == LUA_TSTRING)
+        return 0; /* a name: it travels after the message (see timer_fire_send) */
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "%s: bad destination (a pid expected, got %s)", fname, luaL_typename(L, idx));
     double d = lua_tonumber(L, idx);
@@ -53,10 +58,18 @@ int timer_lua_send_after(lua_State *L)
     char err[256];
     if (codec_encode(L, 3, b, "msg", err, sizeof err) != 0)
         return luaL_error(L, "smarm.send_after: %s", err);
-    msg *m = msg_new(b->data, b->len);
+    size_t namelen = dest ? 0 : lua_objlen(L, 2) + 1;
+    msg *m = namelen ? malloc(sizeof(msg) + b->len + namelen) : msg_new(b->data, b->len);
     if (!m) {
         codec_release(b->data, b->len);
         return luaL_error(L, "smarm.send_after: out of memory");
+    }
+    if (namelen) {
+        m->next = NULL;
+        m->len = (uint32_t)b->len;
+        m->extra = (uint32_t)namelen;
+        memcpy(m->data, b->data, b->len);
+        memcpy(m->data + b->len, lua_tostring(L, 2), namelen);
     }
     uint64_t id, deadline = park_now_ns() + (uint64_t)(s * 1e9);
     int r = timers_arm_send(&a->rt->tm, deadline, dest, m, &id);
@@ -94,7 +107,16 @@ LUA_UNWOUND_END
 
 void timer_fire_send(smarm_runtime *rt, timer_entry *e)
 {
-    /* resolve: e->pid is a pid; a name lookup goes here once names exist */
+    /* resolved now, not when armed: a name follows whoever holds it at the fire */
+    msg *m = e->msg;
     uint64_t pid = e->pid;
-    sched_send(rt, pid, e->msg); /* a dead pid frees the message: dropped */
+    if (m->extra) {
+        pid = registry_whereis(rt, m->data + m->len);
+        m->extra = 0;
+        if (!pid) {
+            msg_free(m); /* nobody holds the name: dropped */
+            return;
+        }
+    }
+    sched_send(rt, pid, m); /* a dead pid frees the message: dropped */
 }

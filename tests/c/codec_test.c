@@ -452,6 +452,38 @@ static void trailing_bytes_and_bad_tags_are_rejected(void **state)
     }
 }
 
+typedef struct protected_decode {
+    const char *bytes;
+    size_t len;
+    int rc;
+    char err[256];
+} protected_decode;
+
+static int decode_in_pcall(lua_State *L)
+{
+    protected_decode *d = lua_touserdata(L, 1);
+    lua_settop(L, 0);
+    d->rc = codec_decode(L, d->bytes, d->len, d->err, sizeof d->err);
+    return 0;
+}
+
+/* Found by tests/fuzz/decode_fuzz: a table header met when the enclosing tables still need
+ * more bytes than are left (a truncated message) made the size check's `room` wrap around,
+ * so any count passed and lua_createtable raised "table overflow" (or preallocated it). */
+static void table_count_inside_a_truncated_table_is_rejected(void **state)
+{
+    fixture *f = *state;
+    /* {[<table of 2^28-1 array values>] = <missing>}: the key is the message's last bytes */
+    protected_decode d = {"\x0a\x00\x01\x0a\xff\xff\xff\x7f\x00", 9, 0, ""};
+    int top = lua_gettop(f->dst);
+    if (lua_cpcall(f->dst, decode_in_pcall, &d) != 0)
+        fail_msg("codec_decode raised: %s", lua_tostring(f->dst, -1));
+    assert_int_equal(d.rc, -1);
+    if (strstr(d.err, "table larger than the message") == NULL)
+        fail_msg("got '%s'", d.err);
+    assert_int_equal(lua_gettop(f->dst), top);
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rng(void) /* xorshift64*: seeded, reproducible */
@@ -632,6 +664,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(every_truncation_is_rejected_cleanly, setup, teardown),
         cmocka_unit_test_setup_teardown(trailing_bytes_and_bad_tags_are_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(table_count_inside_a_truncated_table_is_rejected, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(random_bytes_never_crash_the_decoder, setup, teardown),
         cmocka_unit_test_setup_teardown(messages_append_to_one_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(spawn_arguments_round_trip_and_name_the_bad_one, setup,

