@@ -291,6 +291,8 @@ end
 -- An exit signal: "stop" if it asks this supervisor to shut down.
 local function on_signal(st, sig)
    local from = sig.from
+   -- smarm.shutdown(sup), or the runtime's SIGINT/SIGTERM shutdown of the root
+   if sig.request and sig.reason == "shutdown" then return "stop" end
    if from == st.parent then
       if sig.reason == "shutdown" then return "stop" end
       terminate(st, sig.reason)

@@ -163,6 +163,14 @@ int codec_put_string(codec_buf *b, const char *s, size_t n)
     return 0;
 }
 
+int codec_put_boolean(codec_buf *b, int v)
+{
+    if (buf_reserve(b, 1) != 0)
+        return -1;
+    b->data[b->len++] = (char)(v ? T_TRUE : T_FALSE);
+    return 0;
+}
+
 int codec_put_number(codec_buf *b, double d)
 {
     if (buf_reserve(b, 9) != 0)

@@ -29,6 +29,7 @@ int codec_buf_append(codec_buf *b, const void *p, size_t n);
 int codec_put_table(codec_buf *b, unsigned narr, unsigned nhash);
 int codec_put_string(codec_buf *b, const char *s, size_t n);
 int codec_put_number(codec_buf *b, double d);
+int codec_put_boolean(codec_buf *b, int v);
 /* Whether an encoded value carries channel references (it then cannot be copied bytewise). */
 int codec_has_refs(const char *data, size_t len);
 

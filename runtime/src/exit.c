@@ -109,16 +109,21 @@ void exit_set_error(actor *a, const char *msg, const char *traceback)
     a->err_tb = traceback ? strdup(traceback) : NULL;
 }
 
-/* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit signals */
-static msg *notice(actor *a, uint64_t pid, int exit_signal)
+/* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
+ * signals, plus request = true for a shutdown asked of the receiver (exit_shutdown:
+ * not a death, so a supervisor can tell it from a linked actor that ended so) */
+static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
 {
     codec_buf b;
     codec_buf_init(&b);
-    unsigned n = 2 + (a->err_msg != NULL) + (a->err_tb != NULL) + (exit_signal != 0);
+    unsigned n =
+        2 + (a->err_msg != NULL) + (a->err_tb != NULL) + (exit_signal != 0) + (request != 0);
     int bad = codec_put_table(&b, 0, n);
     bad |= codec_put_string(&b, "pid", 3) | codec_put_number(&b, (double)pid);
     if (exit_signal)
         bad |= codec_put_string(&b, "from", 4) | codec_put_number(&b, (double)pid);
+    if (request)
+        bad |= codec_put_string(&b, "request", 7) | codec_put_boolean(&b, 1);
     bad |= codec_put_string(&b, "reason", 6);
     if (a->reason)
         bad |= codec_buf_append(&b, a->reason, a->reason_len);
@@ -133,6 +138,11 @@ static msg *notice(actor *a, uint64_t pid, int exit_signal)
     msg *m = bad ? NULL : msg_new(b.data, b.len);
     codec_buf_free(&b);
     return m;
+}
+
+static msg *notice(actor *a, uint64_t pid, int exit_signal)
+{
+    return notice_req(a, pid, exit_signal, 0);
 }
 
 /* A notice about pid that says only its reason (noproc, shutdown). */
@@ -406,7 +416,7 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
     actor tmp;
     memset(&tmp, 0, sizeof tmp);
     exit_set_reason(&tmp, "shutdown", 1);
-    send_or_drop(trap, notice(&tmp, from, 1));
+    send_or_drop(trap, notice_req(&tmp, from, 1, 1));
     clear_reason(&tmp);
     chan_release(trap, CHAN_TX);
 }

@@ -61,6 +61,34 @@ start_and_signal() {
    err=$(cat "$TMP/err")
 }
 
+mkdir -p "$TMP/app"
+cat >"$TMP/app/app.lua" <<'LUA'
+local supervisor = require "smarm.supervisor"
+print("ready")
+io.stdout:flush()
+supervisor.run({ strategy = "one_for_one", children = {
+   { id = "worker", start = { "worker", "main" }, shutdown = 1 },
+} })
+print("tree stopped")
+LUA
+cat >"$TMP/app/worker.lua" <<'LUA'
+local M = {}
+function M.main()
+   local s = require "smarm"
+   local rx = s.trap_exit(true)
+   local sig = rx:recv()
+   print("worker heard " .. tostring(sig.reason))
+   io.stdout:flush()
+end
+return M
+LUA
+
+start_and_signal "$TMP/app/app.lua" TERM
+expect_status 143 "a supervised application stops on SIGTERM with 128+15"
+expect_out "worker heard shutdown" "the supervisor shut its child down politely"
+expect_out "tree stopped" "supervisor.run returned once the tree was down"
+[ -z "$err" ] || fail "a polite shutdown prints nothing on stderr"
+
 start_and_signal "$TMP/polite.lua" TERM
 expect_status 143 "SIGTERM gives 128+15"
 expect_out "root shut down: shutdown" "a trapping root hears the shutdown and finishes"
