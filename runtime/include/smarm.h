@@ -20,6 +20,7 @@ enum {
     SMARM_ECAPACITY = -3, /* the actor slab is full */
     SMARM_ETHREAD = -4,   /* a scheduler thread could not be started */
     SMARM_ELOAD = -5,     /* the root chunk failed to load (syntax error, missing file) */
+    SMARM_ETAKEN = -6,    /* the name asked for is held by a live actor */
 };
 
 typedef struct smarm_runtime smarm_runtime;

@@ -51,11 +51,13 @@ typedef struct actor {
     mailbox inbox;
     enum actor_leave leave;
     actor_cont cont;
-    enum actor_leave yield_leave; /* how to leave when its coroutine yields to the entry */
-    uint64_t deadline;            /* of the current wait, 0 = none */
-    _Atomic int stop;             /* a stop was requested: STOP_* (0 = none) */
-    int stopping;                 /* its stop entry has been set up */
-    int closing;                  /* the state is being closed: no more waiting */
+    int cont_ref;                  /* registry ref of the continuation trampoline */
+    struct heap_cache *heap_cache; /* its state allocates from this thread\'s cache */
+    enum actor_leave yield_leave;  /* how to leave when its coroutine yields to the entry */
+    uint64_t deadline;             /* of the current wait, 0 = none */
+    _Atomic int stop;              /* a stop was requested: STOP_* (0 = none) */
+    int stopping;                  /* its stop entry has been set up */
+    int closing;                   /* the state is being closed: no more waiting */
     int boot_kind;
     char *boot; /* spawn payload, freed once booted */
     size_t boot_len;
@@ -74,7 +76,8 @@ typedef struct actor {
 
     /* exit.c: the "cold" part, under the cold lock (taken one actor at a time) */
     _Atomic uint32_t cold;
-    int exited; /* finalized: new links and monitors get noproc */
+    int exited;     /* finalized: new links and monitors get noproc */
+    uint64_t owner; /* spawned owned: dies with this actor even if it traps */
     uint64_t *links;
     uint32_t nlinks, caplinks;
     monitor_ref *monitors;

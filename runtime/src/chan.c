@@ -93,7 +93,9 @@ void chan_release(chan *c, enum chan_kind kind)
         free(c);
 }
 
-int chan_send(chan *c, msg *m)
+int chan_send(chan *c, msg *m) { return chan_send_ex(c, m, 0); }
+
+int chan_send_ex(chan *c, msg *m, int last)
 {
     m->next = NULL;
     c_lock(c);
@@ -106,6 +108,9 @@ int chan_send(chan *c, msg *m)
     else
         c->head = m;
     c->tail = m;
+    /* the last message: closed in the same step, so a reader that got it sees the end */
+    if (last)
+        c->closed = 1;
     uint64_t owner = c->owner;
     smarm_runtime *rt = c->rt;
     c_unlock(c);

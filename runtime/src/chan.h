@@ -21,6 +21,8 @@ void chan_retain(chan *c, enum chan_kind kind);
 void chan_release(chan *c, enum chan_kind kind);
 /* Queues m and wakes the owner: 0, or -1 if the channel is closed (m untouched). */
 int chan_send(chan *c, msg *m);
+/* Same; with last, the channel closes with this message (a monitor's one notice). */
+int chan_send_ex(chan *c, msg *m, int last);
 /* The oldest message, or NULL; then *closed says whether more can ever come. */
 msg *chan_pop(chan *c, int *closed);
 /* tx:close(): no more sends; the receiver drains what is queued, then sees "closed". */

@@ -162,13 +162,22 @@ static void send_or_drop(chan *c, msg *m)
         msg_free(m);
 }
 
+/* A monitor's notice is its channel's last message. A demonitor that raced
+ * the death closed the channel first, and then the notice is dropped. */
+static void send_last_or_drop(chan *c, msg *m)
+{
+    if (m && chan_send_ex(c, m, 1) != 0)
+        msg_free(m);
+}
+
 /* ---- lifecycle ---- */
 
-void exit_reset(actor *a, uint64_t pid)
+void exit_reset(actor *a, uint64_t pid, uint64_t owner)
 {
     cold_lock(a);
     /* the pid is written under the lock: lock_live reads it under the lock */
     a->pid = pid;
+    a->owner = owner;
     a->exited = 0;
     a->nlinks = 0;
     a->nmonitors = 0;
@@ -219,11 +228,6 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     a->exit_override_len = 0;
     cold_unlock(a);
 
-    for (uint32_t i = 0; i < nmons; i++) {
-        send_or_drop(mons[i].c, notice(a, pid, 0));
-        chan_release(mons[i].c, CHAN_TX);
-    }
-    free(mons);
     for (uint32_t i = 0; i < nlinks; i++) {
         uint64_t peer_pid = links[i];
         actor *p = lock_live(rt, peer_pid);
@@ -236,7 +240,9 @@ void exit_finalize(smarm_runtime *rt, actor *a)
                 break;
             }
         }
-        chan *ptrap = p->trap;
+        /* an owned child (a supervisor's) dies with its owner even if it traps:
+         * nothing of a killed owner runs again to stop it (the spec's drop guard) */
+        chan *ptrap = p->owner == pid ? NULL : p->trap;
         if (ptrap)
             chan_retain(ptrap, CHAN_TX);
         cold_unlock(p);
@@ -250,6 +256,13 @@ void exit_finalize(smarm_runtime *rt, actor *a)
             chan_release(ptrap, CHAN_TX);
     }
     free(links);
+    /* monitors after links: whoever watches and is linked sees the link's
+     * effect (a stop, or an exit signal queued) done by the time the notice comes */
+    for (uint32_t i = 0; i < nmons; i++) {
+        send_last_or_drop(mons[i].c, notice(a, pid, 0));
+        chan_release(mons[i].c, CHAN_TX);
+    }
+    free(mons);
     if (trap)
         chan_release(trap, CHAN_TX);
     clear_reason(a);
@@ -362,7 +375,7 @@ uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
         cold_unlock(t);
         return id;
     }
-    send_or_drop(c, simple_notice(pid, "noproc", 0));
+    send_last_or_drop(c, simple_notice(pid, "noproc", 0));
     chan_release(c, CHAN_TX);
     return id;
 }
@@ -436,6 +449,13 @@ int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)
     }
     cold_unlock(a);
     return rc;
+}
+
+void exit_retire_unborn(actor *a)
+{
+    cold_lock(a);
+    a->exited = 1;
+    cold_unlock(a);
 }
 
 void exit_free_records(smarm_runtime *rt)

@@ -17,10 +17,12 @@ void exit_set_error(struct actor *a, const char *msg, const char *traceback);
 /* At death, on the scheduler: down notices to monitors, exit signals or stops to
  * links, the terminal record; later links and monitors see noproc. */
 void exit_finalize(struct smarm_runtime *rt, struct actor *a);
+/* An actor whose spawn was refused before it was published: it never lived. */
+void exit_retire_unborn(struct actor *a);
 /* Frees what dead actors' slots still hold (the runtime is being freed). */
 void exit_free_records(struct smarm_runtime *rt);
 /* Called at spawn: a fresh tenancy has no links, monitors or trap. */
-void exit_reset(struct actor *a, uint64_t pid);
+void exit_reset(struct actor *a, uint64_t pid, uint64_t owner);
 
 /* Links between the calling actor self and pid. 0, or -1 if pid is not alive
  * (the caller then gets noproc: exit_noproc). */

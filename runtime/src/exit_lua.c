@@ -99,7 +99,9 @@ static int l_demonitor(lua_State *L)
         !chan_get_monitor(c, &target, &id))
         return luaL_error(L, "smarm.demonitor: a monitor expected, got %s", luaL_typename(L, 1));
     int removed = exit_demonitor(a->rt, target, id);
-    /* a notice that already arrived is discarded with the registration */
+    /* closed first: a death already under way cannot deliver after this returns;
+     * then a notice that already arrived is discarded */
+    chan_close(c);
     chan_drain(c);
     lua_pushboolean(L, removed);
     return 1;

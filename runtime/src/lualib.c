@@ -147,13 +147,20 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
     uint64_t pid;
     /* the payload buffer is handed over */
     int rc = sched_spawn(a->rt, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
-    if (rc == SMARM_ECAPACITY) {
+    if (rc != 0) {
         /* the arguments may hold channel references: they go with the payload */
         size_t args_at = 4 + *(uint32_t *)b.data;
         codec_release(b.data + args_at, b.len - args_at);
         codec_buf_free(&b);
         if (mc)
             chan_release(mc, CHAN_TX);
+        if (rc == SMARM_ETAKEN) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "taken");
+            return 2;
+        }
+        if (rc == SMARM_ENOMEM)
+            return luaL_error(L, "%s: out of memory", fname);
         if (try_mode) {
             lua_pushnil(L);
             lua_pushliteral(L, "at_capacity");
@@ -163,13 +170,6 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
     }
     if (mc)
         chan_set_monitor(mc, pid, o->monitor_id);
-    if (o->name && registry_register(a->rt, o->name, pid) != REG_OK) {
-        /* the name is the contract: an actor that cannot have it does not run */
-        sched_stop(a->rt, pid, STOP_KILL);
-        lua_pushnil(L);
-        lua_pushliteral(L, "taken");
-        return 2;
-    }
     push_pid(L, pid);
     if (mc) {
         lua_pushvalue(L, -2);
@@ -210,6 +210,11 @@ static int l_spawn_opt(lua_State *L)
         return luaL_error(L, "smarm.spawn_opt: stack must be at least 16384 bytes");
     lua_getfield(L, 1, "link");
     o.link = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "owned");
+    o.owned = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (o.owned && !o.link)
+        return luaL_error(L, "smarm.spawn_opt: owned needs link = true");
     lua_getfield(L, 1, "monitor");
     o.want_monitor = lua_toboolean(L, -1);
     lua_getfield(L, 1, "name");

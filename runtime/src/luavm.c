@@ -33,8 +33,7 @@ LUA_UNWOUND_BEGIN
 static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     actor *a = ud;
-    sched *s = sched_current();
-    heap_cache *cache = s && s->rt == a->rt ? &s->heap_cache : NULL;
+    heap_cache *cache = a->heap_cache;
     if (nsize == 0) {
         heap_realloc(&a->rt->heap, cache, ptr, osize, 0);
         a->mem -= osize;
@@ -435,6 +434,8 @@ static int boot_protected(lua_State *L)
     a->co = co;
     /* the coroutine stays reachable from the registry for the actor's life */
     luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushcfunction(L, sched_cont_trampoline);
+    a->cont_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     int n = a->boot_kind == BOOT_FUNC ? boot_func(L, a) : boot_chunk(L, a);
     if (n < 0)
         return lua_error(L);
@@ -523,6 +524,12 @@ void luavm_finish(actor *a, int status)
             exit_set_reason(a, how == STOP_SHUTDOWN || how == STOP_SWEEP ? "shutdown" : "killed",
                             1);
         }
+        /* the root never ends silently: a run that ends with status 1 says why */
+        if (a->pid == rt->root_pid && how != STOP_SWEEP)
+            report(a, "stopped",
+                   how == STOP_LINKED     ? "a linked actor exited abnormally"
+                   : how == STOP_SHUTDOWN ? "shutdown"
+                                          : "killed");
     } else {
         lua_State *src = status == LUAVM_ERROR_ON_MAIN ? a->L : a->co;
         if (lualib_is_exit(src, -1)) {

@@ -156,6 +156,43 @@ int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
     return rc;
 }
 
+int registry_register_spawning(struct smarm_runtime *rt, const char *name, actor *a)
+{
+    /* a is being spawned: not published yet, so not "alive" by its slot, but
+     * nobody can reach it before this returns */
+    struct registry *r = rt->registry;
+    uint32_t h = hash_str(name);
+    pthread_mutex_lock(&r->lock);
+    binding **p = find(r, name, h);
+    int rc = REG_OK;
+    if (*p && alive(rt, (*p)->pid)) {
+        rc = REG_TAKEN;
+    } else {
+        if (*p)
+            drop(rt, r, p);
+        size_t n = strlen(name) + 1;
+        binding *b = malloc(sizeof *b + n);
+        char *own = strdup(name);
+        if (!b || !own) {
+            free(b);
+            free(own);
+            rc = REG_NOMEM;
+        } else {
+            memcpy(b->name, name, n);
+            b->pid = a->pid;
+            b->hash = h;
+            p = &r->buckets[h & r->mask];
+            b->next = *p;
+            *p = b;
+            a->name = own;
+            if (++r->count > (r->mask + 1) * 2)
+                grow(r);
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
 int registry_unregister(struct smarm_runtime *rt, const char *name)
 {
     struct registry *r = rt->registry;

@@ -14,6 +14,9 @@ void registry_free(struct smarm_runtime *rt);
 /* Binds name to live pid: REG_OK (also when already so bound), REG_TAKEN (another
  * live actor holds it), REG_DEAD (pid is not alive), REG_NAMED (pid has another name). */
 int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid);
+/* Binds name to a, an actor being spawned (before it can run): REG_OK,
+ * REG_TAKEN or REG_NOMEM. */
+int registry_register_spawning(struct smarm_runtime *rt, const char *name, struct actor *a);
 /* Frees name; 1 if it was bound. */
 int registry_unregister(struct smarm_runtime *rt, const char *name);
 /* The live actor holding name, or 0 (a binding to a dead actor is dropped on contact). */

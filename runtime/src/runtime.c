@@ -192,6 +192,8 @@ const char *smarm_strerror(int err)
         return "could not start a scheduler thread";
     case SMARM_ELOAD:
         return "could not load the root chunk";
+    case SMARM_ETAKEN:
+        return "the name is taken";
     }
     return "unknown error";
 }

@@ -249,7 +249,7 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
     uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
     actor *a = &rt->actors[idx];
     a->rt = rt;
-    exit_reset(a, pid_make((uint32_t)idx, gen));
+    exit_reset(a, pid_make((uint32_t)idx, gen), opts && opts->owned ? parent : 0);
     a->parent = parent;
     a->L = NULL;
     a->co = NULL;
@@ -278,6 +278,17 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
     a->cont = NULL;
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
+    if (opts && opts->name) {
+        /* the name is the contract: it is held before the actor can run, and an
+         * actor that cannot have it never runs (nothing links or watches it yet) */
+        int rc = registry_register_spawning(rt, opts->name, a);
+        if (rc != REG_OK) {
+            mailbox_close(&a->inbox);
+            exit_retire_unborn(a);
+            slot_release(&rt->slots, (uint32_t)idx);
+            return rc == REG_TAKEN ? SMARM_ETAKEN : SMARM_ENOMEM;
+        }
+    }
     /* links and monitors asked for at spawn are in place before it can run or
      * die, so none of them can see "noproc" */
     if (opts && opts->link && exit_link_child(rt, sched_actor(rt, parent), a) != 0)
@@ -345,7 +356,7 @@ struct cont_call {
     int nres;
 };
 
-LUA_UNWOUND static int cont_trampoline(lua_State *L)
+LUA_UNWOUND int sched_cont_trampoline(lua_State *L)
 {
     struct cont_call *cc = lua_touserdata(L, 1);
     lua_pop(L, 1);
@@ -389,7 +400,11 @@ LUA_UNWOUND static void actor_entry(void *arg)
         }
     } else {
         struct cont_call cc = {a, 0};
-        if (lua_cpcall(a->L, cont_trampoline, &cc) != 0) {
+        /* the trampoline is made once per state (lua_cpcall would allocate a
+         * closure on every resume) */
+        lua_rawgeti(a->L, LUA_REGISTRYINDEX, a->cont_ref);
+        lua_pushlightuserdata(a->L, &cc);
+        if (lua_pcall(a->L, 1, 0, 0) != 0) {
             luavm_finish(a, LUAVM_ERROR_ON_MAIN);
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
@@ -515,6 +530,8 @@ static void run_actor(sched *s, uint32_t idx)
             a->last_sched = s->id;
         }
         a->slices++;
+        /* the actor allocates only while it runs, and only on this thread */
+        a->heap_cache = &s->heap_cache;
         /* relaxed: the watchdog only needs to see the counter move */
         atomic_store_explicit(&s->switches, s->switches + 1, memory_order_relaxed);
         atomic_store_explicit(&s->cur, a, memory_order_relaxed);

@@ -37,6 +37,7 @@ typedef struct spawn_opts {
     size_t stack_guard;   /* 0 = runtime default */
     size_t max_heap;      /* 0 = runtime default */
     int link;             /* link the new actor with its parent before it can run */
+    int owned;            /* with link: it dies with its parent even if it traps exits */
     int want_monitor;     /* lualib: make a monitor channel for it (then `monitor` is set) */
     const char *name;     /* lualib: register it under this name */
     struct chan *monitor; /* register this channel (one tx reference handed over) for its down
@@ -70,6 +71,8 @@ void sched_yield_actor(actor *a);
  * (the actor then holds no C stack), a stack park otherwise. cont returns -1
  * to keep waiting. Raises "killed" in the stack-park case if a stop arrives. */
 int sched_wait(lua_State *L, actor *a, actor_cont cont);
+/* Runs a parked actor's continuation (protected, on its main state). */
+int sched_cont_trampoline(lua_State *L);
 /* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
 void sched_leave(actor *a, enum actor_leave how);
 /* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */

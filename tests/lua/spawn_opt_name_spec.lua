@@ -1,0 +1,53 @@
+-- spawn_opt{name = ...}: the name is the contract. Found by tests/stress/exits.lua: these
+-- specs fail against lualib.c's do_spawn, which registers the name only after
+-- sched_spawn has made the actor runnable (and links it first), then kills it if the name
+-- is taken.
+local smarm = require "smarm"
+
+local function idler()
+   local s = require "smarm"
+   while true do s.recv() end
+end
+
+describe("spawn_opt with a name", function()
+   it("holds the name before the actor runs", function()
+      local late = 0
+      for i = 1, 500 do
+         smarm.spawn_opt({ name = "spawn_opt_name_spec.y" .. i }, function(parent, n)
+            local s = require "smarm"
+            s.send(parent, s.whereis(n) == s.self())
+         end, smarm.self(), "spawn_opt_name_spec.y" .. i)
+         if not smarm.recv(5) then late = late + 1 end
+      end
+      assert.are.equal(0, late) -- fails: some actors run before their name is registered
+   end)
+
+   it("never runs an actor refused a taken name", function()
+      local holder = smarm.spawn(idler)
+      assert.is_true(smarm.register("spawn_opt_name_spec.x", holder))
+      for _ = 1, 500 do
+         assert.are.same({ nil, "taken" }, { smarm.spawn_opt({ name = "spawn_opt_name_spec.x" },
+            function(parent) require("smarm").send(parent, "ran") end, smarm.self()) })
+      end
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0.1) }) -- fails: some ran
+      smarm.kill(holder)
+   end)
+
+   it("with link, refused a taken name, leaves the caller alive and unsignalled", function()
+      local holder = smarm.spawn(idler)
+      assert.is_true(smarm.register("spawn_opt_name_spec.z", holder))
+      local _, mon = smarm.spawn_monitor(function()
+         local s = require "smarm"
+         assert(not s.spawn_opt({ name = "spawn_opt_name_spec.z", link = true },
+            function() require("smarm").recv() end))
+         s.sleep(0.05)
+         s.exit("survived")
+      end)
+      assert.are.equal("survived", assert(mon:recv(5)).reason) -- fails: "killed"
+      local rx = smarm.trap_exit(true)
+      assert.is_nil(smarm.spawn_opt({ name = "spawn_opt_name_spec.z", link = true }, idler))
+      assert.are.same({ nil, "timeout" }, { rx:recv(0.05) }) -- fails: an exit signal "killed"
+      smarm.trap_exit(false)
+      smarm.kill(holder)
+   end)
+end)
