@@ -33,10 +33,16 @@ static uint32_t hash_str(const char *s)
     return h;
 }
 
+/* A holder is alive from the claim of its slot (a name given at spawn is bound
+ * before the actor is published, while the slot still reads VACANT with the
+ * new generation) until its death marks the slot DONE. */
 static int alive(struct smarm_runtime *rt, uint64_t pid)
 {
     slot *sl = slot_of(&rt->slots, pid);
-    return sl && slot_is_live(sl, pid_gen(pid));
+    if (!sl)
+        return 0;
+    uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+    return slot_word_gen(w) == pid_gen(pid) && slot_word_state(w) != SLOT_DONE;
 }
 
 int registry_init(struct smarm_runtime *rt)

@@ -50,4 +50,33 @@ describe("spawn_opt with a name", function()
       smarm.trap_exit(false)
       smarm.kill(holder)
    end)
+
+   it("keeps the name from a whereis that runs while the actor is being spawned", function()
+      -- registry_register_spawning binds the name before the slot is published; a
+      -- whereis (or register) in that window sees a holder that is not alive and drops
+      -- the binding, so the actor starts without its name. A busy poller on the other
+      -- scheduler hits the window; rounds, since it may land on the spawner's.
+      local lost = 0
+      for _ = 1, 60 do
+         local poller = smarm.spawn(function()
+            local s = require "smarm"
+            while s.recv(0) == nil do
+               s.whereis("spawn_opt_name_spec.w")
+            end
+         end)
+         for _ = 1, 500 do
+            local p, mon = smarm.spawn_opt({ name = "spawn_opt_name_spec.w", monitor = true },
+               function(parent)
+                  local s = require "smarm"
+                  s.send(parent, s.whereis("spawn_opt_name_spec.w") == s.self())
+               end, smarm.self())
+            assert.is_number(p)
+            if not smarm.recv(5) then lost = lost + 1 end
+            mon:recv(5)
+         end
+         smarm.send(poller, "stop")
+         if lost > 0 then break end
+      end
+      assert.are.equal(0, lost)
+   end)
 end)

@@ -7,7 +7,7 @@ local smarm = require "smarm"
 local minutes = tonumber((...)) or 60
 local names = { select(2, ...) }
 if #names == 0 then
-   names = { "churn", "messages", "crash" }
+   names = { "churn", "messages", "crash", "exits", "timers_channels" }
 end
 local runs = {}
 for i, name in ipairs(names) do
