@@ -150,27 +150,6 @@ void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
 
 /* ---- waiting ---- */
 
-/* Deadline in ns for a timeout argument at idx: 0 = forever; sets *poll for 0. */
-static uint64_t check_timeout(lua_State *L, int idx, const char *fname, int *poll)
-{
-    *poll = 0;
-    if (lua_isnoneornil(L, idx))
-        return 0;
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
-                   luaL_typename(L, idx));
-    double t = lua_tonumber(L, idx);
-    if (!(t >= 0))
-        luaL_error(L, "%s: timeout must not be negative", fname);
-    if (t == 0) {
-        *poll = 1;
-        return 0;
-    }
-    if (t > 1e9)
-        return 0; /* effectively forever */
-    return park_now_ns() + (uint64_t)(t * 1e9);
-}
-
 /* What a parked wait scans on each wake (an rx, or select's arms table) is anchored in the
  * registry: a continuation runs on whichever thread of the state resumes it. */
 static void set_anchor(lua_State *L, int idx)
@@ -257,7 +236,7 @@ static int l_rx_recv(lua_State *L)
     actor *a = luavm_actor(L);
     chan_ep *ep = check_ep(L, 1, CHAN_RX, "rx:recv");
     int poll;
-    uint64_t deadline = check_timeout(L, 2, "rx:recv", &poll);
+    uint64_t deadline = lualib_check_timeout(L, 2, "rx:recv", &poll);
     int n = try_rx(L, ep->c, "rx:recv");
     if (n >= 0)
         return n;
@@ -415,7 +394,7 @@ static int l_select(lua_State *L)
     actor *a = luavm_actor(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     int poll;
-    uint64_t deadline = check_timeout(L, 2, "smarm.select", &poll);
+    uint64_t deadline = lualib_check_timeout(L, 2, "smarm.select", &poll);
     lua_settop(L, 1);
     int n = (int)lua_objlen(L, 1);
     if (n == 0)

@@ -29,16 +29,6 @@ LUA_UNWOUND_BEGIN
 
 static const char trap_key = 't';
 
-static uint64_t check_pid(lua_State *L, int idx, const char *fname)
-{
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
-    double d = lua_tonumber(L, idx);
-    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
-        luaL_error(L, "%s: bad pid (%f is not a pid)", fname, d);
-    return (uint64_t)d;
-}
-
 static const char *check_name(lua_State *L, int idx, const char *fname)
 {
     if (lua_type(L, idx) != LUA_TSTRING)
@@ -55,7 +45,7 @@ static const char *check_name(lua_State *L, int idx, const char *fname)
 static int l_link(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = check_pid(L, 1, "smarm.link");
+    uint64_t pid = lualib_check_pid(L, 1, "smarm.link");
     int rc = exit_link(a->rt, a, pid);
     if (rc == -2)
         return luaL_error(L, "smarm.link: out of memory");
@@ -68,7 +58,7 @@ static int l_link(lua_State *L)
 static int l_unlink(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    exit_unlink(a->rt, a, check_pid(L, 1, "smarm.unlink"));
+    exit_unlink(a->rt, a, lualib_check_pid(L, 1, "smarm.unlink"));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -78,7 +68,7 @@ static int l_unlink(lua_State *L)
 static int l_monitor(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = check_pid(L, 1, "smarm.monitor");
+    uint64_t pid = lualib_check_pid(L, 1, "smarm.monitor");
     chan *c = chan_new(a->rt, a->pid);
     if (!c)
         return luaL_error(L, "smarm.monitor: out of memory");
@@ -152,7 +142,7 @@ static int l_trap_exit(lua_State *L)
 static int l_kill(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = check_pid(L, 1, "smarm.kill");
+    uint64_t pid = lualib_check_pid(L, 1, "smarm.kill");
     sched_stop(a->rt, pid, STOP_KILL);
     lua_pushboolean(L, 1);
     return 1;
@@ -161,7 +151,7 @@ static int l_kill(lua_State *L)
 static int l_shutdown(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    exit_shutdown(a->rt, a->pid, check_pid(L, 1, "smarm.shutdown"));
+    exit_shutdown(a->rt, a->pid, lualib_check_pid(L, 1, "smarm.shutdown"));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -169,7 +159,7 @@ static int l_shutdown(lua_State *L)
 static int l_terminal_reason(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = check_pid(L, 1, "smarm.terminal_reason");
+    uint64_t pid = lualib_check_pid(L, 1, "smarm.terminal_reason");
     char *bytes;
     size_t len;
     if (exit_terminal(a->rt, pid, &bytes, &len) != 0)
@@ -188,7 +178,7 @@ static int l_register(lua_State *L)
 {
     actor *a = luavm_actor(L);
     const char *name = check_name(L, 1, "smarm.register");
-    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : check_pid(L, 2, "smarm.register");
+    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lualib_check_pid(L, 2, "smarm.register");
     switch (registry_register(a->rt, name, pid)) {
     case REG_OK:
         lua_pushboolean(L, 1);
@@ -232,7 +222,7 @@ static int l_pg_join(lua_State *L)
 {
     actor *a = luavm_actor(L);
     const char *g = check_name(L, 1, "smarm.pg.join");
-    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : check_pid(L, 2, "smarm.pg.join");
+    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lualib_check_pid(L, 2, "smarm.pg.join");
     int rc = pg_join(a->rt, g, pid);
     if (rc == -2)
         return luaL_error(L, "smarm.pg.join: out of memory");
@@ -249,7 +239,7 @@ static int l_pg_leave(lua_State *L)
 {
     actor *a = luavm_actor(L);
     const char *g = check_name(L, 1, "smarm.pg.leave");
-    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : check_pid(L, 2, "smarm.pg.leave");
+    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lualib_check_pid(L, 2, "smarm.pg.leave");
     lua_pushboolean(L, pg_leave(a->rt, g, pid));
     return 1;
 }

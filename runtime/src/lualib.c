@@ -30,7 +30,7 @@ static const char smarm_key = 's', exit_key = 'e', dump_cache_key = 'd';
 
 /* ---- pids ---- */
 
-static uint64_t check_pid(lua_State *L, int idx, const char *fname)
+uint64_t lualib_check_pid(lua_State *L, int idx, const char *fname)
 {
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
@@ -50,7 +50,7 @@ static int l_self(lua_State *L)
 
 static int l_pid_tostring(lua_State *L)
 {
-    uint64_t pid = check_pid(L, 1, "smarm.pid_tostring");
+    uint64_t pid = lualib_check_pid(L, 1, "smarm.pid_tostring");
     lua_pushfstring(L, "<0.%d.%d>", (int)pid_index(pid), (int)pid_gen(pid));
     return 1;
 }
@@ -243,7 +243,7 @@ int lualib_send(lua_State *L)
             return 2;
         }
     } else {
-        pid = check_pid(L, 1, "smarm.send");
+        pid = lualib_check_pid(L, 1, "smarm.send");
     }
     luaL_checkany(L, 2);
     codec_buf *b = &sched_current()->enc;
@@ -293,7 +293,7 @@ static int recv_cont(actor *a, lua_State *L)
 }
 
 /* Deadline in ns for a timeout argument at idx: 0 = forever; sets *poll for 0. */
-static uint64_t check_timeout(lua_State *L, int idx, const char *fname, int *poll)
+uint64_t lualib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
 {
     *poll = 0;
     if (lua_isnoneornil(L, idx))
@@ -321,7 +321,7 @@ static int l_recv(lua_State *L)
         return 1;
     }
     int poll;
-    uint64_t deadline = check_timeout(L, 1, "smarm.recv", &poll);
+    uint64_t deadline = lualib_check_timeout(L, 1, "smarm.recv", &poll);
     if (poll) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");

@@ -3,6 +3,8 @@
 #ifndef SMARM_LUALIB_H
 #define SMARM_LUALIB_H
 
+#include <stdint.h>
+
 typedef struct lua_State lua_State;
 
 struct spawn_opts;
@@ -10,6 +12,11 @@ struct spawn_opts;
 /* smarm.spawn with options (fn at fidx, its arguments above it); returns what
  * the Lua function returns. */
 int lualib_spawn(lua_State *L, int fidx, struct spawn_opts *o, int try_mode, const char *fname);
+/* The pid at idx, or a Lua error naming fname. */
+uint64_t lualib_check_pid(lua_State *L, int idx, const char *fname);
+/* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever;
+ * *poll is set for a zero timeout. Raises on a bad timeout. */
+uint64_t lualib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
 /* smarm.send(dest, msg) on the stack. */
 int lualib_send(lua_State *L);
 /* Pushes the state's smarm table, building it on first use. */

@@ -120,6 +120,29 @@ static void drop(struct smarm_runtime *rt, struct registry *r, binding **p)
     free(b);
 }
 
+/* Binds name (hash h, known free) to pid, held by a. Lock held. */
+static int bind(struct registry *r, const char *name, uint32_t h, actor *a, uint64_t pid)
+{
+    size_t n = strlen(name) + 1;
+    binding *b = malloc(sizeof *b + n);
+    char *own = strdup(name);
+    if (!b || !own) {
+        free(b);
+        free(own);
+        return REG_NOMEM;
+    }
+    memcpy(b->name, name, n);
+    b->pid = pid;
+    b->hash = h;
+    binding **p = &r->buckets[h & r->mask];
+    b->next = *p;
+    *p = b;
+    a->name = own;
+    if (++r->count > (r->mask + 1) * 2)
+        grow(r);
+    return REG_OK;
+}
+
 int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
 {
     struct registry *r = rt->registry;
@@ -139,24 +162,7 @@ int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
     } else {
         if (*p)
             drop(rt, r, p); /* the last holder died: the name heals */
-        size_t n = strlen(name) + 1;
-        binding *b = malloc(sizeof *b + n);
-        char *own = strdup(name);
-        if (!b || !own) {
-            free(b);
-            free(own);
-            rc = REG_NOMEM;
-        } else {
-            memcpy(b->name, name, n);
-            b->pid = pid;
-            b->hash = h;
-            p = &r->buckets[h & r->mask];
-            b->next = *p;
-            *p = b;
-            a->name = own;
-            if (++r->count > (r->mask + 1) * 2)
-                grow(r);
-        }
+        rc = bind(r, name, h, a, pid);
     }
     pthread_mutex_unlock(&r->lock);
     return rc;
@@ -176,24 +182,7 @@ int registry_register_spawning(struct smarm_runtime *rt, const char *name, actor
     } else {
         if (*p)
             drop(rt, r, p);
-        size_t n = strlen(name) + 1;
-        binding *b = malloc(sizeof *b + n);
-        char *own = strdup(name);
-        if (!b || !own) {
-            free(b);
-            free(own);
-            rc = REG_NOMEM;
-        } else {
-            memcpy(b->name, name, n);
-            b->pid = a->pid;
-            b->hash = h;
-            p = &r->buckets[h & r->mask];
-            b->next = *p;
-            *p = b;
-            a->name = own;
-            if (++r->count > (r->mask + 1) * 2)
-                grow(r);
-        }
+        rc = bind(r, name, h, a, a->pid);
     }
     pthread_mutex_unlock(&r->lock);
     return rc;
