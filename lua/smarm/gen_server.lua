@@ -44,23 +44,27 @@ local function do_call(dest, request, timeout, fname, tag)
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
    if pid == smarm.self() then error(fname .. ": a server cannot call itself", 3) end
-   -- The monitor tells a dead server from a slow one: the reply channel alone cannot,
-   -- because this actor's own tx keeps it open until collected.
-   local mon = smarm.monitor(pid)
    local tx, rx = smarm.channel()
    if not smarm.send(pid, { smarm = tag or "call", req = request, from = tx }) then
-      smarm.demonitor(mon)
       return nil, "noproc"
    end
-   local i, v = smarm.select({ rx, mon }, wait)
-   smarm.demonitor(mon)
-   if i == 1 then
-      if v then return v[1] end
-      return nil, "server_down"
-   elseif i == 2 then
-      return nil, v.reason == "noproc" and "noproc" or "server_down"
+   -- Only the request's copy of tx keeps the channel open now: when the server dies its
+   -- state is closed, that copy goes, and rx says "closed" at once (no monitor needed).
+   tx:release()
+   local t0 = smarm.now()
+   local v, err = rx:recv(wait)
+   if v then return v[1] end
+   if err == "timeout" then
+      -- dropping rx discards the late reply (it lands in a channel nobody reads)
+      return nil, "timeout"
    end
-   -- timed out: dropping rx discards the late reply (it lands in a channel nobody reads)
+   -- "closed": the server died, or it is alive and dropped the reply handle (then no reply
+   -- can come and the call times out, as in OTP). A monitor tells which.
+   local left = wait and math.max(0, wait - (smarm.now() - t0))
+   local mon = smarm.monitor(pid)
+   local down = mon:recv(left)
+   smarm.demonitor(mon)
+   if down then return nil, "server_down" end
    return nil, "timeout"
 end
 

@@ -191,8 +191,8 @@ end
 local function start(st, key)
    local c = st.specs[key]
    local s = c.start
-   local pid, mon = smarm.spawn_opt({ link = true, owned = true, monitor = true }, child_main, smarm.self(),
-      c.init_ack, s[1], s[2], unpack(s, 3, #s))
+   local pid, mon = smarm.spawn_opt({ link = true, owned = true, monitor = true }, child_main,
+      smarm.self(), c.init_ack, s[1], s[2], unpack(s, 3, #s))
    local ok, why = proc.await(pid, mon, st.start_timeout)
    if not ok and why ~= "timeout" and acked(pid) then
       -- started, then died: await took the down notice, a new monitor says noproc

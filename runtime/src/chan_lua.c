@@ -72,7 +72,11 @@ static chan_ep *check_ep(lua_State *L, int idx, int kind, const char *fname)
         luaL_error(L, "%s: a channel %s expected, got %s", fname, kind_name(kind),
                    ep ? "a channel tx" : luaL_typename(L, idx));
     if (!ep->c)
-        luaL_error(L, "%s: this rx was sent to another actor and can no longer receive", fname);
+        luaL_error(L,
+                   kind == CHAN_RX
+                       ? "%s: this rx was sent to another actor and can no longer receive"
+                       : "%s: this tx was released",
+                   fname);
     return ep;
 }
 
@@ -99,6 +103,7 @@ static int l_ep_tostring(lua_State *L)
 
 static int l_tx_send(lua_State *L);
 static int l_tx_close(lua_State *L);
+static int l_tx_release(lua_State *L);
 static int l_rx_recv(lua_State *L);
 
 /* Pushes the metatable of kind's objects, creating it on the state's first use. */
@@ -117,6 +122,8 @@ static void push_mt(lua_State *L, int kind)
         lua_setfield(L, -2, "send");
         lua_pushcfunction(L, l_tx_close);
         lua_setfield(L, -2, "close");
+        lua_pushcfunction(L, l_tx_release);
+        lua_setfield(L, -2, "release");
     } else {
         lua_pushcfunction(L, l_rx_recv);
         lua_setfield(L, -2, "recv");
@@ -286,6 +293,18 @@ static int l_tx_send(lua_State *L)
  * Closes the channel for every sender: later sends return nil, "closed"; the receiver
  * takes what is queued, then gets nil, "closed".
  */
+/* tx:release(): this object lets go of the channel without closing it for the other
+ * senders (copies sent in messages keep it open); the object is dead afterwards. A caller
+ * that released its own tx sees "closed" once every copy it sent is gone. */
+static int l_tx_release(lua_State *L)
+{
+    chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:release");
+    chan *c = ep->c;
+    ep->c = NULL;
+    chan_release(c, CHAN_TX);
+    return 0;
+}
+
 static int l_tx_close(lua_State *L)
 {
     chan_close(check_ep(L, 1, CHAN_TX, "tx:close")->c);

@@ -338,7 +338,7 @@ static void bench_pingpong_switch_ns(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     pool = stack_pool_new(0, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trips_pass_values_both_ways),

@@ -208,7 +208,7 @@ static void two_producers_one_consumer_deliver_each_once_in_order(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_producer_pops_in_fifo_order),
         cmocka_unit_test(push_to_closed_or_stale_generation_fails_and_leaves_msg),

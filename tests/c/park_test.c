@@ -231,7 +231,7 @@ static void bench_park_unpark_round_trip(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unpark_before_park_returns_at_once),
         cmocka_unit_test(deadline_park_returns_after_the_deadline),

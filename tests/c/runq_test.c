@@ -175,7 +175,7 @@ static void bench_push_pop_ns(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pops_in_fifo_order),
         cmocka_unit_test(wraps_around_many_laps),

@@ -528,7 +528,7 @@ static void exit_churn_keeps_every_monitor_notified(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(root_error_gives_status_one),
         cmocka_unit_test(spawn_send_recv_round_trip),

@@ -356,7 +356,7 @@ static void racing_claims_take_exactly_the_free_slots(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_release_cycles_reuse_slots_lifo),
         cmocka_unit_test(first_claim_has_generation_one),

@@ -140,7 +140,7 @@ static void pool_is_thread_safe(void **state)
 
 int main(void)
 {
-    alarm(60);
+    alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pool_returns_the_warmest_stack_first),
         cmocka_unit_test(custom_sizes_are_rounded_and_not_pooled),
