@@ -247,16 +247,9 @@ static int l_rx_recv(lua_State *L)
     int n = try_rx(L, ep->c, "rx:recv");
     if (n >= 0)
         return n;
-    if (poll) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
-    set_anchor(L, 1);
-    a->deadline = deadline;
-    if (deadline)
-        sched_wake_at(a->rt, a->pid, deadline);
-    return sched_wait(L, a, rx_cont);
+    if (!poll)
+        set_anchor(L, 1);
+    return lualib_wait(L, a, deadline, poll, rx_cont);
 }
 
 /**
@@ -437,16 +430,9 @@ static int l_select(lua_State *L)
     int r = select_scan(a, L, 1);
     if (r >= 0)
         return r;
-    if (poll) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
-    set_anchor(L, 1);
-    a->deadline = deadline;
-    if (deadline)
-        sched_wake_at(a->rt, a->pid, deadline);
-    return sched_wait(L, a, select_cont);
+    if (!poll)
+        set_anchor(L, 1);
+    return lualib_wait(L, a, deadline, poll, select_cont);
 }
 
 /* ---- registration ---- */

@@ -322,6 +322,11 @@ static int l_recv(lua_State *L)
     }
     int poll;
     uint64_t deadline = lualib_check_timeout(L, 1, "smarm.recv", &poll);
+    return lualib_wait(L, a, deadline, poll, recv_cont);
+}
+
+int lualib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont)
+{
     if (poll) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");
@@ -330,7 +335,7 @@ static int l_recv(lua_State *L)
     a->deadline = deadline;
     if (deadline)
         sched_wake_at(a->rt, a->pid, deadline);
-    return sched_wait(L, a, recv_cont);
+    return sched_wait(L, a, cont);
 }
 
 static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->deadline ? 0 : -1; }

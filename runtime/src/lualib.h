@@ -17,6 +17,11 @@ uint64_t lualib_check_pid(lua_State *L, int idx, const char *fname);
 /* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever;
  * *poll is set for a zero timeout. Raises on a bad timeout. */
 uint64_t lualib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
+/* The tail of every blocking receive: nil, "timeout" for a poll, else arm the
+ * deadline (0 = none) and wait with cont (see sched_wait). */
+struct actor;
+int lualib_wait(lua_State *L, struct actor *a, uint64_t deadline, int poll,
+                int (*cont)(struct actor *, lua_State *));
 /* smarm.send(dest, msg) on the stack. */
 int lualib_send(lua_State *L);
 /* Pushes the state's smarm table, building it on first use. */
