@@ -452,7 +452,9 @@ static void hogs_are_preempted_and_their_results_stay_exact(void **state)
 }
 
 /* Two actors race try_spawn for the last free slots of a small slab: together
- * they get exactly the free count, and every refusal is a clean at_capacity. */
+ * they get exactly the free count, and every refusal is a clean at_capacity.
+ * Both are spawned before either starts racing: a racer let loose at once can
+ * fill the slab before the root spawns the second. */
 static void try_spawn_race_claims_exactly_the_free_slots(void **state)
 {
     (void)state;
@@ -460,6 +462,7 @@ static void try_spawn_race_claims_exactly_the_free_slots(void **state)
                        "local function racer(root)\n"
                        "   local s = require 'smarm'\n"
                        "   local got = 0\n"
+                       "   assert(s.recv(30) == 'go')\n"
                        "   while true do\n"
                        "      local p, err = s.try_spawn(function() require('smarm').recv() end)\n"
                        "      if not p then assert(err == 'at_capacity', err) break end\n"
@@ -468,8 +471,10 @@ static void try_spawn_race_claims_exactly_the_free_slots(void **state)
                        "   s.send(root, got)\n"
                        "   s.recv()\n"
                        "end\n"
-                       "s.spawn(racer, s.self())\n"
-                       "s.spawn(racer, s.self())\n"
+                       "local a = s.spawn(racer, s.self())\n"
+                       "local b = s.spawn(racer, s.self())\n"
+                       "s.send(a, 'go')\n"
+                       "s.send(b, 'go')\n"
                        "local total = s.recv(30) + s.recv(30)\n"
                        "assert(total == 64 - 3, 'claimed ' .. total)\n";
     assert_int_equal(run_with(code, 2, 64), 0);
