@@ -1,0 +1,196 @@
+/* Tests of the actor heap allocator: class boundaries and alignment, realloc
+ * keeping contents, magazines moving between threads through the depot
+ * without fresh memory, callers without a cache, and two threads churning
+ * at once (run under the tsan and asan flavours too). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heap.h"
+
+static void *alloc(heap *h, heap_cache *c, size_t n) { return heap_realloc(h, c, NULL, 0, n); }
+static void release(heap *h, heap_cache *c, void *p, size_t n) { heap_realloc(h, c, p, n, 0); }
+
+static void blocks_are_aligned_distinct_and_reused_last_freed_first(void **state)
+{
+    (void)state;
+    heap h;
+    heap_cache c = {0};
+    heap_init(&h);
+    static const size_t sizes[] = {1, 15, 16, 17, 255, 256, 257, 1024, 1025, 4095, 4096};
+    void *p[sizeof sizes / sizeof *sizes];
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        p[i] = alloc(&h, &c, sizes[i]);
+        assert_non_null(p[i]);
+        assert_int_equal((uintptr_t)p[i] % 16, 0);
+        memset(p[i], (int)i, sizes[i]); /* the whole size is usable */
+    }
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (size_t j = 0; j < sizes[i]; j++)
+            assert_int_equal(((unsigned char *)p[i])[j], i);
+    release(&h, &c, p[3], 17);
+    assert_ptr_equal(alloc(&h, &c, 30), p[3]); /* same class (17..32) */
+    heap_cache_flush(&h, &c);
+    heap_destroy(&h);
+}
+
+static void realloc_keeps_contents_across_classes_and_to_malloc(void **state)
+{
+    (void)state;
+    heap h;
+    heap_cache c = {0};
+    heap_init(&h);
+    char *p = alloc(&h, &c, 20);
+    memcpy(p, "0123456789abcdefghi", 20);
+    assert_ptr_equal(heap_realloc(&h, &c, p, 20, 32), p); /* same class: in place */
+    char *q = heap_realloc(&h, &c, p, 32, 3000);
+    assert_string_equal(q, "0123456789abcdefghi");
+    char *r = heap_realloc(&h, &c, q, 3000, 100000); /* past the classes: malloc */
+    assert_string_equal(r, "0123456789abcdefghi");
+    char *s = heap_realloc(&h, &c, r, 100000, 10); /* and back */
+    assert_memory_equal(s, "0123456789", 10);
+    release(&h, &c, s, 10);
+    heap_cache_flush(&h, &c);
+    heap_destroy(&h);
+}
+
+/* What one thread frees past its two magazines goes to the depot, and another
+ * thread's allocations take it from there instead of fresh memory. */
+static void freed_magazines_reach_another_cache_without_fresh_memory(void **state)
+{
+    (void)state;
+    heap h;
+    heap_cache a = {0}, b = {0};
+    heap_init(&h);
+    enum { N = 2000, SZ = 48 };
+    void **p = malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++)
+        p[i] = alloc(&h, &a, SZ);
+    size_t reserved = heap_reserved(&h);
+    for (int i = 0; i < N; i++)
+        release(&h, &a, p[i], SZ);
+    assert_int_equal(heap_reserved(&h), reserved);
+    /* a keeps at most two magazines; b gets the rest from the depot */
+    uint32_t kept = 2 * heap_magazine_blocks(SZ);
+    assert_true(kept < N);
+    for (int i = 0; i < N - (int)kept; i++)
+        p[i] = alloc(&h, &b, SZ);
+    assert_int_equal(heap_reserved(&h), reserved);
+    /* every block b got is distinct */
+    for (int i = 0; i < N - (int)kept; i++)
+        *(int *)p[i] = i;
+    for (int i = 0; i < N - (int)kept; i++)
+        assert_int_equal(*(int *)p[i], i);
+    for (int i = 0; i < N - (int)kept; i++)
+        release(&h, &b, p[i], SZ);
+    free(p);
+    heap_cache_flush(&h, &a);
+    heap_cache_flush(&h, &b);
+    heap_destroy(&h);
+}
+
+/* Off the schedulers (no cache) blocks go to and come from the depot one at a
+ * time, and a flushed cache's blocks are found there too. */
+static void callers_without_a_cache_use_the_depot(void **state)
+{
+    (void)state;
+    heap h;
+    heap_cache a = {0};
+    heap_init(&h);
+    void *x = alloc(&h, NULL, 100);
+    release(&h, NULL, x, 100);
+    assert_ptr_equal(alloc(&h, NULL, 100), x);
+    release(&h, NULL, x, 100);
+    enum { N = 500 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = alloc(&h, &a, 64);
+    for (int i = 0; i < N; i++)
+        release(&h, &a, p[i], 64);
+    heap_cache_flush(&h, &a);
+    size_t reserved = heap_reserved(&h);
+    for (int i = 0; i < N; i++) {
+        p[i] = alloc(&h, NULL, 64);
+        *(int *)p[i] = i;
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(*(int *)p[i], i);
+    assert_int_equal(heap_reserved(&h), reserved);
+    for (int i = 0; i < N; i++)
+        release(&h, NULL, p[i], 64);
+    heap_destroy(&h);
+}
+
+struct churn {
+    heap *h;
+    unsigned seed;
+    int ok;
+};
+
+/* Random sizes allocated, stamped, checked and freed, 200k times. */
+static void *churn_thread(void *arg)
+{
+    struct churn *ch = arg;
+    heap_cache c = {0};
+    enum { LIVE = 512 };
+    struct {
+        unsigned char *p;
+        size_t n;
+        unsigned char stamp;
+    } live[LIVE] = {{0}};
+    unsigned s = ch->seed;
+    ch->ok = 1;
+    for (int i = 0; i < 200000; i++) {
+        s = s * 1103515245u + 12345u;
+        int k = (int)((s >> 8) % LIVE);
+        if (live[k].p) {
+            for (size_t j = 0; j < live[k].n; j += 7)
+                if (live[k].p[j] != live[k].stamp)
+                    ch->ok = 0;
+            release(ch->h, &c, live[k].p, live[k].n);
+        }
+        live[k].n = 1 + (s >> 16) % 4096;
+        live[k].p = alloc(ch->h, &c, live[k].n);
+        live[k].stamp = (unsigned char)(s >> 3);
+        memset(live[k].p, live[k].stamp, live[k].n);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k].p)
+            release(ch->h, &c, live[k].p, live[k].n);
+    heap_cache_flush(ch->h, &c);
+    return NULL;
+}
+
+static void two_threads_churning_never_share_a_block(void **state)
+{
+    (void)state;
+    heap h;
+    heap_init(&h);
+    struct churn a = {&h, 1, 0}, b = {&h, 2, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, churn_thread, &a);
+    pthread_create(&tb, NULL, churn_thread, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_true(a.ok);
+    assert_true(b.ok);
+    heap_destroy(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(blocks_are_aligned_distinct_and_reused_last_freed_first),
+        cmocka_unit_test(realloc_keeps_contents_across_classes_and_to_malloc),
+        cmocka_unit_test(freed_magazines_reach_another_cache_without_fresh_memory),
+        cmocka_unit_test(callers_without_a_cache_use_the_depot),
+        cmocka_unit_test(two_threads_churning_never_share_a_block),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
