@@ -35,6 +35,8 @@ int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out);
 uint32_t smarm_ffi_pids(uint64_t *out, uint32_t max);
 /* Live actors of the caller's runtime. */
 int64_t smarm_ffi_actor_count(void);
+/* Entries in the caller's runtime's timer heap (armed wakes and sends). */
+int64_t smarm_ffi_timers_pending(void);
 
 /* ---- supervisors (runtime/src/supervisor.c) ----
  * The bookkeeping of one supervisor: its children in start order, restart

@@ -55,9 +55,11 @@ typedef struct actor {
     struct heap_cache *heap_cache; /* its state allocates from this thread\'s cache */
     enum actor_leave yield_leave;  /* how to leave when its coroutine yields to the entry */
     uint64_t deadline;             /* of the current wait, 0 = none */
-    _Atomic int stop;              /* a stop was requested: STOP_* (0 = none) */
-    int stopping;                  /* its stop entry has been set up */
-    int closing;                   /* the state is being closed: no more waiting */
+    _Atomic uint64_t
+        wake_armed;   /* its earliest wake in the timer heap, 0 = none (sched_arm_wake) */
+    _Atomic int stop; /* a stop was requested: STOP_* (0 = none) */
+    int stopping;     /* its stop entry has been set up */
+    int closing;      /* the state is being closed: no more waiting */
     int boot_kind;
     char *boot; /* spawn payload, freed once booted */
     size_t boot_len;

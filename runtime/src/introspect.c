@@ -74,3 +74,9 @@ int64_t smarm_ffi_actor_count(void)
     smarm_runtime *rt = current_runtime();
     return rt ? atomic_load_explicit(&rt->live, memory_order_relaxed) : 0;
 }
+
+int64_t smarm_ffi_timers_pending(void)
+{
+    smarm_runtime *rt = current_runtime();
+    return rt ? timers_pending(&rt->tm) : 0;
+}

@@ -334,7 +334,7 @@ int lualib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont 
     }
     a->deadline = deadline;
     if (deadline)
-        sched_wake_at(a->rt, a->pid, deadline);
+        sched_arm_wake(a, deadline);
     return sched_wait(L, a, cont);
 }
 
@@ -349,7 +349,7 @@ static int l_sleep(lua_State *L)
     if (t > 1e9)
         t = 1e9;
     a->deadline = park_now_ns() + (uint64_t)(t * 1e9);
-    sched_wake_at(a->rt, a->pid, a->deadline);
+    sched_arm_wake(a, a->deadline);
     return sched_wait(L, a, sleep_cont);
 }
 

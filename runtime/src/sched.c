@@ -199,10 +199,31 @@ void sched_wake(smarm_runtime *rt, uint64_t pid)
         make_runnable(rt, pid_index(pid));
 }
 
-void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline)
+void sched_arm_wake(actor *a, uint64_t deadline)
 {
-    if (timers_arm(&rt->tm, deadline, pid) == 1)
-        sched_nudge_timekeeper(rt);
+    uint64_t armed = atomic_load_explicit(&a->wake_armed, memory_order_acquire);
+    /* an armed wake no later than this one is in the heap or firing: its wake
+     * comes in time, and the wait re-checks and re-arms after it (wait_rearm) */
+    if (armed && armed <= deadline)
+        return;
+    /* published before the entry exists, so a fire that pops it at once finds
+     * its deadline here and clears it */
+    atomic_store_explicit(&a->wake_armed, deadline, memory_order_seq_cst);
+    int r = timers_arm(&a->rt->tm, deadline, a->pid);
+    if (r < 0) {
+        uint64_t d = deadline;
+        atomic_compare_exchange_strong(&a->wake_armed, &d, 0);
+    } else if (r == 1) {
+        sched_nudge_timekeeper(a->rt);
+    }
+}
+
+/* A wait woken before it was satisfied parks again: the wake may have been its
+ * armed timer firing early for it (an earlier wait's deadline), so arm anew. */
+static inline void wait_rearm(actor *a)
+{
+    if (a->deadline)
+        sched_arm_wake(a, a->deadline);
 }
 
 void sched_nudge_timekeeper(smarm_runtime *rt)
@@ -213,6 +234,18 @@ void sched_nudge_timekeeper(smarm_runtime *rt)
     int tk = atomic_load_explicit(&rt->timekeeper, memory_order_relaxed);
     if (tk < 0 || !park_set_wake(&rt->parks, tk))
         park_set_wake_one(&rt->parks);
+}
+
+/* A wake timer fired: the actor's armed deadline, if it is this one, is no
+ * longer in the heap (cleared before the wake, which the woken wait follows by
+ * re-arming); an entry of an earlier tenant of the slot clears nothing that
+ * matters (at worst the tenant arms once more). */
+static void fire_wake(smarm_runtime *rt, timer_entry *e)
+{
+    actor *a = &rt->actors[pid_index(e->pid)];
+    uint64_t d = e->deadline;
+    atomic_compare_exchange_strong(&a->wake_armed, &d, 0);
+    sched_wake(rt, e->pid);
 }
 
 static void fire_due_timers(smarm_runtime *rt)
@@ -230,7 +263,7 @@ static void fire_due_timers(smarm_runtime *rt)
             if (due[i].msg)
                 timer_fire_send(rt, &due[i]);
             else
-                sched_wake(rt, due[i].pid);
+                fire_wake(rt, &due[i]);
         }
         if (n < 64)
             break;
@@ -260,6 +293,7 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
     a->leave = 0;
     a->cont = NULL;
     a->deadline = 0;
+    atomic_store_explicit(&a->wake_armed, 0, memory_order_relaxed);
     atomic_store_explicit(&a->stop, 0, memory_order_relaxed);
     a->stopping = 0;
     a->closing = 0;
@@ -384,6 +418,7 @@ LUA_UNWOUND int sched_wait(lua_State *L, actor *a, actor_cont cont)
         int n = cont(a, L);
         if (n >= 0)
             return n;
+        wait_rearm(a);
     }
 }
 
@@ -409,8 +444,10 @@ LUA_UNWOUND static void actor_entry(void *arg)
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
         }
-        if (cc.nres < 0)
+        if (cc.nres < 0) {
+            wait_rearm(a);
             sched_leave(a, LEAVE_PARK_CO);
+        }
         nargs = cc.nres;
     }
     a->cont = NULL;

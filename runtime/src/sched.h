@@ -59,8 +59,13 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
 int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);
 /* Wakes pid if it is parked (enqueues it); a stale or running pid is left alone. */
 void sched_wake(smarm_runtime *rt, uint64_t pid);
-/* Arms a wake of the calling actor at deadline (CLOCK_MONOTONIC ns). */
-void sched_wake_at(smarm_runtime *rt, uint64_t pid, uint64_t deadline);
+/* Makes sure the calling actor a is woken by deadline (CLOCK_MONOTONIC ns). An
+ * actor keeps at most one wake it relies on in the timer heap (a->wake_armed): a
+ * wait whose deadline is no earlier than that one arms nothing, and when that
+ * wake fires first the wait re-checks and arms again. So a loop of waits with a
+ * timeout that messages end early (recv(5), a gen_server call) leaves about one
+ * entry per actor in the heap, not one per wait until each falls due. */
+void sched_arm_wake(actor *a, uint64_t deadline);
 /* After a timer became the earliest deadline: the parked timekeeper re-arms (or one wakes). */
 void sched_nudge_timekeeper(smarm_runtime *rt);
 /* Lets other actors run; the caller stays runnable. */

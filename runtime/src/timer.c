@@ -1,7 +1,9 @@
 /* Timers: a binary min-heap of (deadline, pid, id) entries. A wake that finds its actor
  * no longer waiting is harmless: every wait re-checks its own condition. A send timer's
  * message sits in an id map until it fires or is cancelled, whichever takes it first;
- * a cancelled send's heap entry stays until its deadline and is skipped then. */
+ * a cancelled send's heap entry is skipped when it falls due, or dropped earlier when
+ * cancelled entries make up half the heap (one O(n) rebuild per n/2 cancels), so a
+ * pattern of long timers cancelled early (gen_statem timeouts) keeps the heap small. */
 #include "timer.h"
 
 #include <sched.h>
@@ -33,6 +35,7 @@ void timers_init(timers *t)
     t->vals = NULL;
     t->mcap = t->mlen = 0;
     t->next_id = 1;
+    t->cancelled = 0;
     atomic_store(&t->earliest, UINT64_MAX);
 }
 
@@ -177,18 +180,19 @@ int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint
     return r;
 }
 
-void *timers_cancel(timers *t, uint64_t id)
+static int map_has(const timers *t, uint64_t id)
 {
-    t_lock(t);
-    void *m = map_take(t, id);
-    t_unlock(t);
-    return m;
+    if (!t->mcap)
+        return 0;
+    for (uint32_t i = slot_for(t, id); t->keys[i]; i = (i + 1) & (t->mcap - 1))
+        if (t->keys[i] == id)
+            return 1;
+    return 0;
 }
 
-static void sift_down(timers *t)
+/* Puts x at i or below, the heap under i being ordered; lock held. */
+static void sift_down_from(timers *t, uint32_t i, timer_entry x)
 {
-    timer_entry x = t->heap[t->len];
-    uint32_t i = 0;
     for (;;) {
         uint32_t c = 2 * i + 1;
         if (c >= t->len)
@@ -203,6 +207,40 @@ static void sift_down(timers *t)
     t->heap[i] = x;
 }
 
+static void sift_down(timers *t) { sift_down_from(t, 0, t->heap[t->len]); }
+
+/* Drops the entries of cancelled sends and re-heapifies; lock held. */
+static void compact(timers *t)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->len; i++)
+        if (!t->heap[i].id || map_has(t, t->heap[i].id))
+            t->heap[n++] = t->heap[i];
+    t->len = n;
+    t->cancelled = 0;
+    for (uint32_t i = n / 2; i-- > 0;)
+        sift_down_from(t, i, t->heap[i]);
+    publish_earliest(t);
+}
+
+void *timers_cancel(timers *t, uint64_t id)
+{
+    t_lock(t);
+    void *m = map_take(t, id);
+    if (m && ++t->cancelled > 64 && t->cancelled * 2 > t->len)
+        compact(t);
+    t_unlock(t);
+    return m;
+}
+
+uint32_t timers_pending(timers *t)
+{
+    t_lock(t);
+    uint32_t n = t->len;
+    t_unlock(t);
+    return n;
+}
+
 uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max)
 {
     if (timers_earliest(t) > now)
@@ -215,8 +253,10 @@ uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max)
         if (t->len)
             sift_down(t);
         /* a send fires only if no cancel took its message first */
-        if (e.id && !(e.msg = map_take(t, e.id)))
+        if (e.id && !(e.msg = map_take(t, e.id))) {
+            t->cancelled--;
             continue;
+        }
         out[n++] = e;
     }
     publish_earliest(t);

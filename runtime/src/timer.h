@@ -22,6 +22,7 @@ typedef struct timers {
     uint64_t *keys;
     void **vals;
     uint32_t mcap, mlen;
+    uint32_t cancelled; /* heap entries of sends cancelled before their deadline */
     uint64_t next_id;
     /* earliest armed deadline (UINT64_MAX when none): one relaxed load tells a
      * busy scheduler whether a clock read is worth it */
@@ -41,6 +42,8 @@ void *timers_cancel(timers *t, uint64_t id);
 /* Pops every entry due at now into out (up to max); returns how many. Cancelled sends are
  * skipped; a fired send's entry carries its message. */
 uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max);
+/* Entries in the heap (wakes, armed sends, cancelled sends not yet dropped). */
+uint32_t timers_pending(timers *t);
 static inline uint64_t timers_earliest(timers *t)
 {
     return atomic_load_explicit(&t->earliest, memory_order_relaxed);

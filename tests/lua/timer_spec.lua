@@ -65,6 +65,35 @@ describe("timers", function()
       assert.is_true(elapsed(t0) >= 0.05)
    end)
 
+   local function pending()
+      return tonumber(require("smarm.ffi").smarm_ffi_timers_pending())
+   end
+
+   it("keep one timer entry, not one per wait, for waits messages end early", function()
+      local before = pending()
+      local tx, rx = smarm.channel()
+      for i = 1, 20000 do
+         smarm.send(smarm.self(), i)
+         assert.are.equal(i, smarm.recv(60))
+         tx:send(i)
+         assert.are.equal(i, rx:recv(60))
+      end
+      assert.is_true(pending() - before < 10, "timer entries left: " .. pending() - before)
+      -- an earlier deadline than the armed one still times out on time
+      local t0 = smarm.now()
+      assert.is_nil(smarm.recv(0.05))
+      assert.is_true(elapsed(t0) >= 0.05 and elapsed(t0) < 2, "recv(0.05) took " .. elapsed(t0))
+   end)
+
+   it("re-arm a wait whose armed wake was an earlier wait's and fired first", function()
+      smarm.send(smarm.self(), "early")
+      assert.are.equal("early", smarm.recv(0.05)) -- arms a wake at +0.05
+      local t0 = smarm.now()
+      -- arms nothing (the +0.05 wake comes first); woken by it, the wait arms its own
+      assert.is_nil(smarm.recv(0.3))
+      assert.is_true(elapsed(t0) >= 0.3 and elapsed(t0) < 2, "recv(0.3) took " .. elapsed(t0))
+   end)
+
    it("sort a mixed run of 24 actors into 12 fed and 12 timed out, exactly", function()
       local pids = {}
       for i = 1, 24 do
@@ -160,6 +189,16 @@ describe("send_after", function()
       assert.is_true(smarm.cancel_timer(t))
       assert.is_false(smarm.cancel_timer(t))
       assert.are.same({ nil, "timeout" }, { smarm.recv(0.1) })
+   end)
+
+   it("drops cancelled timers from the heap long before they would fire", function()
+      local before = tonumber(require("smarm.ffi").smarm_ffi_timers_pending())
+      for i = 1, 10000 do
+         assert.is_true(smarm.cancel_timer(smarm.send_after(3600, smarm.self(), i)))
+      end
+      local left = tonumber(require("smarm.ffi").smarm_ffi_timers_pending()) - before
+      assert.is_true(left < 200, "cancelled timers left in the heap: " .. left)
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0) })
    end)
 
    it("races cancel against the fire: exactly one of delivered / cancelled", function()
