@@ -243,17 +243,18 @@ void exit_finalize(smarm_runtime *rt, actor *a)
         /* an owned child (a supervisor's) dies with its owner even if it traps:
          * nothing of a killed owner runs again to stop it (the spec's drop guard) */
         chan *ptrap = p->owner == pid ? NULL : p->trap;
-        if (ptrap)
-            chan_retain(ptrap, CHAN_TX);
-        cold_unlock(p);
-        if (a->reason_abnormal) {
-            if (ptrap)
+        if (ptrap) {
+            /* queued under p's lock (cold -> channel): a trap_exit(false) that
+             * takes the lock finds the signal queued or not sent at all, so the
+             * receiver it hands back reads closed once drained, never "timeout" */
+            if (a->reason_abnormal)
                 send_or_drop(ptrap, notice(a, pid, 1));
-            else
+            cold_unlock(p);
+        } else {
+            cold_unlock(p);
+            if (a->reason_abnormal)
                 stop_linked(rt, peer_pid, a);
         }
-        if (ptrap)
-            chan_release(ptrap, CHAN_TX);
     }
     free(links);
     /* monitors after links: whoever watches and is linked sees the link's
@@ -418,20 +419,19 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
     if (!t)
         return;
     chan *trap = t->trap;
-    if (trap)
-        chan_retain(trap, CHAN_TX);
-    cold_unlock(t);
     if (!trap) {
+        cold_unlock(t);
         sched_stop(rt, pid, STOP_SHUTDOWN);
         return;
     }
-    /* a trapping target hears about it and decides */
+    /* a trapping target hears about it and decides; queued under its lock, as
+     * exit signals of links are (see exit_finalize) */
     actor tmp;
     memset(&tmp, 0, sizeof tmp);
     exit_set_reason(&tmp, "shutdown", 1);
     send_or_drop(trap, notice_req(&tmp, from, 1, 1));
     clear_reason(&tmp);
-    chan_release(trap, CHAN_TX);
+    cold_unlock(t);
 }
 
 int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)

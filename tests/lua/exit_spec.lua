@@ -114,6 +114,47 @@ describe("links", function()
       smarm.trap_exit(false)
    end)
 
+   it("leave trap_exit(false) a receiver that reads closed once drained, signals in flight", function()
+      -- linked actors die while their peer stops trapping: each exit signal is
+      -- queued before the switch (read, then "closed") or not sent at all (the
+      -- peer then dies of it); a poll of the old receiver never says "timeout"
+      local reports = 0
+      for _ = 1, 2000 do
+         local w, mon = smarm.spawn_monitor(function(root)
+            local s = require "smarm"
+            s.trap_exit(true)
+            for k = 1, 8 do -- their exits spread around the switch
+               s.spawn_link(function(n)
+                  local s2 = require "smarm"
+                  for _ = 1, n do
+                     s2.yield()
+                  end
+                  s2.exit("boom")
+               end, k)
+            end
+            for _ = 1, 4 do
+               s.yield()
+            end
+            local old = s.trap_exit(false)
+            local v, why = old:recv(0)
+            while v ~= nil do
+               v, why = old:recv(0)
+            end
+            s.send(root, why)
+            s.recv()
+         end, smarm.self())
+         local i, v = smarm.select({ smarm.inbox, mon }, 10)
+         assert.is_number(i)
+         if i == 1 then
+            assert.are.equal("closed", v)
+            reports = reports + 1
+            smarm.kill(w)
+            assert(mon:recv(5))
+         end
+      end
+      assert.is_true(reports > 0)
+   end)
+
    it("never propagate a normal exit", function()
       local rx = smarm.trap_exit(true)
       local child = smarm.spawn_link(function() end)
