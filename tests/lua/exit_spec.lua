@@ -114,7 +114,7 @@ describe("links", function()
       smarm.trap_exit(false)
    end)
 
-   it("leave trap_exit(false) a receiver that reads closed once drained, signals in flight", function()
+   it("leave trap_exit(false) a receiver reading closed once drained, signals in flight", function()
       -- linked actors die while their peer stops trapping: each exit signal is
       -- queued before the switch (read, then "closed") or not sent at all (the
       -- peer then dies of it); a poll of the old receiver never says "timeout"
