@@ -25,15 +25,7 @@
 #define MAG_MIN 16              /* ... but never fewer blocks than this */
 #define MAG_MAX 128             /* or more than this */
 
-/* 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 4096 */
-static inline unsigned class_of(size_t n)
-{
-    if (n <= 256)
-        return (unsigned)((n - 1) >> 4);
-    if (n <= 1024)
-        return 16 + (unsigned)((n - 257) >> 6);
-    return 28 + (unsigned)((n - 1025) >> 8);
-}
+static inline unsigned class_of(size_t n) { return heap_class_of(n); }
 
 static inline size_t class_size(unsigned c)
 {
@@ -44,13 +36,21 @@ static inline size_t class_size(unsigned c)
     return 1024 + (size_t)(c - 27) * 256;
 }
 
-static inline uint32_t mag_blocks(unsigned c)
-{
-    size_t n = MAG_BYTES / class_size(c);
-    return n < MAG_MIN ? MAG_MIN : n > MAG_MAX ? MAG_MAX : (uint32_t)n;
-}
+/* MAG_BYTES / size within [MAG_MIN, MAG_MAX], as a constant expression */
+#define MAGN(sz) \
+    (MAG_BYTES / (sz) < MAG_MIN ? MAG_MIN : MAG_BYTES / (sz) > MAG_MAX ? MAG_MAX : MAG_BYTES / (sz))
+#define SMALL(c) MAGN(((c) + 1) * 16)
+#define MID(c) MAGN(256 + ((c)-15) * 64)
+#define BIG(c) MAGN(1024 + ((c)-27) * 256)
+const uint8_t heap_mag_blocks[HEAP_CLASSES] = {
+    SMALL(0), SMALL(1), SMALL(2),  SMALL(3),  SMALL(4),  SMALL(5),  SMALL(6),  SMALL(7),
+    SMALL(8), SMALL(9), SMALL(10), SMALL(11), SMALL(12), SMALL(13), SMALL(14), SMALL(15),
+    MID(16),  MID(17),  MID(18),   MID(19),   MID(20),   MID(21),   MID(22),   MID(23),
+    MID(24),  MID(25),  MID(26),   MID(27),   BIG(28),   BIG(29),   BIG(30),   BIG(31),
+    BIG(32),  BIG(33),  BIG(34),   BIG(35),   BIG(36),   BIG(37),   BIG(38),   BIG(39),
+};
 
-uint32_t heap_magazine_blocks(size_t n) { return mag_blocks(class_of(n)); }
+static inline uint32_t mag_blocks(unsigned c) { return heap_mag_blocks[c]; }
 
 /* A block's first word links it in its list; the first block of a full
  * magazine in the depot links the next magazine with its second word (every
@@ -171,8 +171,11 @@ static void depot_put_one(heap *h, unsigned c, void *b)
     }
 }
 
-static void *alloc_slow(heap *h, heap_cache *cache, unsigned c)
+void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
 {
+    if (size > HEAP_MAX_SMALL)
+        return malloc(size);
+    unsigned c = class_of(size);
     if (!cache) {
         /* one block: a loose one, else one of a full magazine whose rest
          * becomes the (empty until now) loose list */
@@ -193,6 +196,15 @@ static void *alloc_slow(heap *h, heap_cache *cache, unsigned c)
         return b;
     }
     heap_mags *m = &cache->mag[c];
+    if (m->nprev) {
+        /* the current magazine is empty and the previous one full: swap them */
+        void *b = m->prev;
+        m->prev = NULL;
+        m->cur = next_of(b);
+        m->ncur = m->nprev - 1;
+        m->nprev = 0;
+        return b;
+    }
     if (depot_maybe(h, c)) {
         pthread_mutex_lock(&h->lock);
         uint32_t n;
@@ -207,34 +219,7 @@ static void *alloc_slow(heap *h, heap_cache *cache, unsigned c)
     return bump(h, &cache->bump, &cache->bump_end, class_size(c), 0);
 }
 
-static inline void *heap_alloc(heap *h, heap_cache *cache, size_t n)
-{
-    if (n > HEAP_MAX_SMALL)
-        return malloc(n);
-    unsigned c = class_of(n);
-    if (cache) {
-        heap_mags *m = &cache->mag[c];
-        if (!m->ncur && m->nprev) {
-            void *t = m->cur;
-            m->cur = m->prev;
-            m->prev = t;
-            m->ncur = m->nprev;
-            m->nprev = 0;
-        }
-        if (m->ncur) {
-            void *b = m->cur;
-            m->cur = next_of(b);
-            m->ncur--;
-            /* the next block is likely cold (a GC sweep freed it a while ago):
-             * start loading it now rather than stall on it at the next pop */
-            __builtin_prefetch(m->cur, 1);
-            return b;
-        }
-    }
-    return alloc_slow(h, cache, c);
-}
-
-static inline void heap_free(heap *h, heap_cache *cache, void *p, size_t n)
+void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n)
 {
     if (n > HEAP_MAX_SMALL) {
         free(p);
@@ -247,21 +232,19 @@ static inline void heap_free(heap *h, heap_cache *cache, void *p, size_t n)
         pthread_mutex_unlock(&h->lock);
         return;
     }
+    /* the current magazine is full: it becomes the previous one, and a full
+     * previous one goes to the depot */
     heap_mags *m = &cache->mag[c];
-    if (m->ncur == mag_blocks(c)) {
-        if (m->nprev) {
-            pthread_mutex_lock(&h->lock);
-            depot_put_full(h, c, m->prev);
-            pthread_mutex_unlock(&h->lock);
-        }
-        m->prev = m->cur;
-        m->nprev = m->ncur;
-        m->cur = NULL;
-        m->ncur = 0;
+    if (m->nprev) {
+        pthread_mutex_lock(&h->lock);
+        depot_put_full(h, c, m->prev);
+        pthread_mutex_unlock(&h->lock);
     }
-    set_next(p, m->cur);
+    m->prev = m->cur;
+    m->nprev = m->ncur;
+    set_next(p, NULL);
     m->cur = p;
-    m->ncur++;
+    m->ncur = 1;
 }
 
 void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t nsize)

@@ -33,6 +33,57 @@ typedef struct heap {
     size_t reserved;       /* bytes of chunks taken so far */
 } heap;
 
+/* Blocks per magazine of each class (about 16 KiB of blocks, 16 to 128). */
+extern const uint8_t heap_mag_blocks[HEAP_CLASSES];
+
+/* 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 4096 */
+static inline unsigned heap_class_of(size_t n)
+{
+    if (n <= 256)
+        return (unsigned)((n - 1) >> 4);
+    if (n <= 1024)
+        return 16 + (unsigned)((n - 257) >> 6);
+    return 28 + (unsigned)((n - 1025) >> 8);
+}
+
+void *heap_alloc_slow(heap *h, heap_cache *cache, size_t n);
+void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n);
+
+/* A block of n > 0 bytes; cache as for heap_realloc. Inline: a Lua state
+ * allocates and frees hundreds of blocks per spawn and per GC cycle. */
+static inline void *heap_alloc(heap *h, heap_cache *cache, size_t n)
+{
+    if (n <= HEAP_MAX_SMALL && cache) {
+        heap_mags *m = &cache->mag[heap_class_of(n)];
+        void *b = m->cur;
+        if (b) {
+            m->cur = *(void **)b;
+            m->ncur--;
+            /* the next block is likely cold (a GC sweep freed it a while ago):
+             * start loading it now rather than stall on it at the next pop */
+            __builtin_prefetch(m->cur, 1);
+            return b;
+        }
+    }
+    return heap_alloc_slow(h, cache, n);
+}
+
+/* Frees p, a block of n bytes from heap_alloc or heap_realloc. */
+static inline void heap_free(heap *h, heap_cache *cache, void *p, size_t n)
+{
+    if (n <= HEAP_MAX_SMALL && cache) {
+        unsigned c = heap_class_of(n);
+        heap_mags *m = &cache->mag[c];
+        if (m->ncur < heap_mag_blocks[c]) {
+            *(void **)p = m->cur;
+            m->cur = p;
+            m->ncur++;
+            return;
+        }
+    }
+    heap_free_slow(h, cache, p, n);
+}
+
 void heap_init(heap *h);
 void heap_destroy(heap *h); /* frees every chunk: all states must be closed */
 /* lua_Alloc semantics: realloc ptr (osize bytes) to nsize bytes; nsize 0 frees.
@@ -41,7 +92,7 @@ void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t n
 /* Gives everything a thread's cache holds back to the depot (the thread ends). */
 void heap_cache_flush(heap *h, heap_cache *cache);
 /* Blocks per magazine of the class serving n bytes (n <= HEAP_MAX_SMALL). */
-uint32_t heap_magazine_blocks(size_t n);
+static inline uint32_t heap_magazine_blocks(size_t n) { return heap_mag_blocks[heap_class_of(n)]; }
 /* Bytes of chunks the heap has taken from malloc (they are reused, never returned). */
 size_t heap_reserved(heap *h);
 

@@ -33,21 +33,24 @@ LUA_UNWOUND_BEGIN
 static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     actor *a = ud;
-    heap_cache *cache = a->heap_cache;
+    heap *h = &a->rt->heap;
     if (nsize == 0) {
-        heap_realloc(&a->rt->heap, cache, ptr, osize, 0);
-        a->mem -= osize;
+        if (ptr) {
+            heap_free(h, a->heap_cache, ptr, osize);
+            a->mem -= osize;
+        }
         return NULL;
     }
-    size_t grow = nsize - (ptr ? osize : 0);
-    if (a->max_heap && nsize > osize && a->mem + grow > a->max_heap) {
+    size_t old = ptr ? osize : 0;
+    if (a->max_heap && nsize > old && a->mem + (nsize - old) > a->max_heap) {
         /* LuaJIT raises "not enough memory"; the actor ends with reason "memory" */
         a->heap_exceeded = 1;
         return NULL;
     }
-    void *p = heap_realloc(&a->rt->heap, cache, ptr, ptr ? osize : 0, nsize);
+    void *p = ptr ? heap_realloc(h, a->heap_cache, ptr, osize, nsize)
+                  : heap_alloc(h, a->heap_cache, nsize);
     if (p)
-        a->mem += nsize - (ptr ? osize : 0);
+        a->mem += nsize - old;
     return p;
 }
 
