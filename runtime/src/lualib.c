@@ -399,6 +399,36 @@ const char *lualib_exit_reason(lua_State *L)
 
 /* ---- the table ---- */
 
+static const luaL_Reg smarm_funcs[] = {
+    {"spawn", l_spawn},
+    {"try_spawn", l_try_spawn},
+    {"spawn_opt", l_spawn_opt},
+    {"self", l_self},
+    {"send", lualib_send},
+    {"recv", l_recv},
+    {"yield", l_yield},
+    {"sleep", l_sleep},
+    {"now", l_now},
+    {"exit", l_exit},
+    {"pid_tostring", l_pid_tostring},
+    {NULL, NULL},
+};
+
+/* Puts the core functions not yet read into the smarm table at t. */
+static void lualib_fill_core(lua_State *L, int t)
+{
+    for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
+        lua_pushstring(L, r->name);
+        lua_rawget(L, t);
+        int missing = lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (missing) {
+            lua_pushcfunction(L, r->func);
+            lua_setfield(L, t, r->name);
+        }
+    }
+}
+
 /* Unknown fields load the Lua half of the library (lua/smarm/ext.lua) once. */
 int lualib_index(lua_State *L)
 {
@@ -428,6 +458,8 @@ int lualib_index(lua_State *L)
         lua_rawset(L, 1);
     }
     lua_pop(L, 1);
+    /* with no __index left, every core function must be in the table */
+    lualib_fill_core(L, 1);
     lua_getmetatable(L, 1);
     lua_pushnil(L);
     lua_setfield(L, -2, "__index");
@@ -437,20 +469,25 @@ int lualib_index(lua_State *L)
     return 1;
 }
 
-static const luaL_Reg smarm_funcs[] = {
-    {"spawn", l_spawn},
-    {"try_spawn", l_try_spawn},
-    {"spawn_opt", l_spawn_opt},
-    {"self", l_self},
-    {"send", lualib_send},
-    {"recv", l_recv},
-    {"yield", l_yield},
-    {"sleep", l_sleep},
-    {"now", l_now},
-    {"exit", l_exit},
-    {"pid_tostring", l_pid_tostring},
-    {NULL, NULL},
-};
+/* The core functions are put in the table one by one, as they are first read:
+ * a typical actor uses two or three of them, and every field made at spawn
+ * costs a closure and an interned name in each new state. */
+static int core_index(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        const char *k = lua_tostring(L, 2);
+        for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
+            if (strcmp(k, r->name) == 0) {
+                lua_pushcfunction(L, r->func);
+                lua_pushvalue(L, 2);
+                lua_pushvalue(L, -2);
+                lua_rawset(L, 1);
+                return 1;
+            }
+        }
+    }
+    return chan_lua_index(L); /* channel functions, then lualib_index */
+}
 
 void lualib_push(lua_State *L)
 {
@@ -459,13 +496,9 @@ void lualib_push(lua_State *L)
     if (!lua_isnil(L, -1))
         return;
     lua_pop(L, 1);
-    lua_createtable(L, 0, 16);
-    for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
-        lua_pushcfunction(L, r->func);
-        lua_setfield(L, -2, r->name);
-    }
+    lua_createtable(L, 0, 4);
     lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, chan_lua_index); /* channel functions, then lualib_index */
+    lua_pushcfunction(L, core_index);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
     lua_pushlightuserdata(L, (void *)&smarm_key);
