@@ -329,6 +329,55 @@ static void million_send_timers_arm_and_fire(void **state)
     timers_destroy(&t);
 }
 
+/* Cancelled sends leave the heap once they are half of it; the ones still
+ * armed (and the wakes beside them) fire exactly, in order, untouched. */
+static void cancelled_sends_are_dropped_before_their_deadline(void **state)
+{
+    (void)state;
+    enum { N = 10000 };
+    timers t;
+    timers_init(&t);
+    uint64_t seed = 7, ids[N];
+    for (uint32_t i = 0; i < N; i++)
+        assert_true(
+            timers_arm_send(&t, 1000 + rnd(&seed) % 1000000u, i, msg_new("m", 1), &ids[i]) >= 0);
+    for (uint32_t i = 0; i < 100; i++)
+        assert_true(timers_arm(&t, 1000 + rnd(&seed) % 1000000u, 1000000 + i) >= 0);
+    /* cancel all but every tenth send */
+    for (uint32_t i = 0; i < N; i++) {
+        if (i % 10 == 0)
+            continue;
+        void *m = timers_cancel(&t, ids[i]);
+        assert_non_null(m);
+        msg_free(m);
+    }
+    uint32_t left = timers_pending(&t);
+    printf("[ info     ] %u entries left of %u after %u cancels\n", left, N + 100, N - N / 10);
+    assert_true(left <= 2 * (N / 10 + 100));
+    assert_true(timers_earliest(&t) >= 1000);
+    timer_entry out[64];
+    uint32_t n, sends = 0, wakes = 0;
+    uint64_t last = 0;
+    while ((n = timers_due(&t, UINT64_MAX - 1, out, 64)) > 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            assert_true(out[i].deadline >= last);
+            last = out[i].deadline;
+            if (out[i].msg) {
+                assert_int_equal(out[i].pid % 10, 0);
+                sends++;
+                msg_free(out[i].msg);
+            } else {
+                assert_true(out[i].pid >= 1000000);
+                wakes++;
+            }
+        }
+    }
+    assert_int_equal(sends, N / 10);
+    assert_int_equal(wakes, 100);
+    assert_int_equal(timers_pending(&t), 0);
+    timers_destroy(&t);
+}
+
 int main(void)
 {
     alarm(240);
@@ -341,6 +390,7 @@ int main(void)
         cmocka_unit_test(cancel_before_fire_takes_the_message_back),
         cmocka_unit_test(cancel_racing_the_fire_wins_exactly_once),
         cmocka_unit_test(million_send_timers_arm_and_fire),
+        cmocka_unit_test(cancelled_sends_are_dropped_before_their_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
