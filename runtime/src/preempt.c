@@ -1,6 +1,7 @@
-/* Preemption. A watchdog thread ticks every half timeslice while any scheduler
- * is busy; a scheduler whose switch counter has not moved for two ticks has run
- * one actor for a timeslice or more, and if other work waits it gets SIGURG
+/* Preemption. A watchdog thread ticks every quarter timeslice while any
+ * scheduler is busy; a scheduler whose switch counter has not moved for four
+ * ticks has run one actor for a timeslice or more (at most a quarter more),
+ * and if other work waits it gets SIGURG
  * (tagged with that counter, so a signal that lands after a switch is ignored).
  * The handler stops any Lua code:
  *   1. interpreted Lua: a one-shot count hook (lua_sethook is async-signal-safe
@@ -171,10 +172,15 @@ static int work_waiting(smarm_runtime *rt, uint64_t now)
     return 0;
 }
 
+/* Finer ticks end a slice closer to its length, and re-signal sooner an actor
+ * the last signal found in C code (tier 3 above); each costs the watchdog one
+ * wake-up while some scheduler is busy. */
+#define TICKS_PER_SLICE 4
+
 static void *watchdog_main(void *arg)
 {
     smarm_runtime *rt = arg;
-    uint64_t tick = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / 2);
+    uint64_t tick = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / TICKS_PER_SLICE);
     if (tick < 50000)
         tick = 50000;
     int n = rt->nsched;
@@ -219,7 +225,7 @@ static void *watchdog_main(void *arg)
                 age[i] = 0;
                 continue;
             }
-            if (++age[i] < 2)
+            if (++age[i] < TICKS_PER_SLICE)
                 continue;
             if (waiting < 0)
                 waiting = work_waiting(rt, now);
