@@ -109,7 +109,9 @@ local function collector(root, name)
    local count, sum, seen, want = 0, 0, {}, nil
    local failure
    while want == nil or count < want do
-      local m = smarm.recv(10)
+      -- the root sends the expected count only after every other part reported,
+      -- which takes longer than the timers at the large size: wait as long as it does
+      local m = smarm.recv(want == nil and 130 or 10)
       if not m then
          failure = ("%s: %d of %s timer messages"):format(name, count, tostring(want))
          break
