@@ -7,13 +7,7 @@ local function idler()
    while true do s.recv() end
 end
 
-local function wait_dead(pid)
-   for _ = 1, 1000 do
-      if not smarm.info(pid) then return true end
-      smarm.sleep(0.005)
-   end
-   return false
-end
+local wait_dead = require("support.inbox").wait_dead
 
 describe("monitors", function()
    it("deliver a down notice with the pid and a Lua error's message and traceback", function()

@@ -10,15 +10,7 @@ local function replier()
    require("smarm.gen_server").reply(m.from, m.value * 10)
 end
 
--- Drains the inbox until a table message with field key arrives (bounded).
-local function expect(key, timeout)
-   local deadline = smarm.now() + (timeout or 5)
-   while smarm.now() < deadline do
-      local m = smarm.recv(deadline - smarm.now())
-      if type(m) == "table" and m[key] ~= nil then return m end
-   end
-   error("no message with " .. key)
-end
+local expect = require("support.inbox").expect
 
 describe("gen_server", function()
    it("answers calls, takes casts and info messages", function()

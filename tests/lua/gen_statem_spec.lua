@@ -4,26 +4,8 @@
 local smarm = require "smarm"
 local gen_statem = require "smarm.gen_statem"
 
--- The next table message carrying field key (others are dropped); errors after timeout.
-local function expect(key, timeout)
-   local deadline = smarm.now() + (timeout or 5)
-   while smarm.now() < deadline do
-      local m = smarm.recv(deadline - smarm.now())
-      if type(m) == "table" and m[key] ~= nil then return m end
-   end
-   error("no message with " .. key)
-end
-
--- Asserts that no message with field key arrives within s seconds.
-local function none(key, s)
-   local deadline = smarm.now() + s
-   while smarm.now() < deadline do
-      local m = smarm.recv(deadline - smarm.now())
-      if type(m) == "table" and m[key] ~= nil then
-         error("unexpected message with " .. key .. ": " .. tostring(m[key]))
-      end
-   end
-end
+local inbox = require "support.inbox"
+local expect, none = inbox.expect, inbox.none
 
 local function lab(enter)
    return assert(gen_statem.start("support.lab", { report = smarm.self(), enter = enter }))

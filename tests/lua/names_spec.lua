@@ -9,13 +9,7 @@ local function idler()
    end
 end
 
-local function wait_dead(pid)
-   for _ = 1, 1000 do
-      if not smarm.info(pid) then return true end
-      smarm.sleep(0.005)
-   end
-   return false
-end
+local wait_dead = require("support.inbox").wait_dead
 
 describe("registry", function()
    it("resolves a name to its live holder and sends through it", function()

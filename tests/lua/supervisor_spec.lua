@@ -8,14 +8,7 @@ local W = "support.sup_worker"
 local me = smarm.self()
 
 -- The next report matching field (started / stopped / ignored), others dropped.
-local function next_report(field, timeout)
-   local deadline = smarm.now() + (timeout or 5)
-   while true do
-      local m = smarm.recv(math.max(0, deadline - smarm.now()))
-      if m == nil then return nil end
-      if type(m) == "table" and m[field] ~= nil then return m end
-   end
-end
+local next_report = require("support.inbox").first
 
 -- All reports of field arriving within quiet seconds, in order.
 local function reports(field, quiet)
@@ -166,8 +159,10 @@ describe("supervisor strategies", function()
       })
    end
 
-   it("one_for_all stops the siblings in reverse start order, restarts all in order", function()
-      assert(three("one_for_all"))
+   -- Starts a, b, c under strategy, crashes b, and returns the pids and the
+   -- "start x" / "stop x" reports that followed, in order.
+   local function crash_b_of_three(strategy)
+      assert(three(strategy))
       local pids = {}
       for _ = 1, 3 do
          local m = assert(next_report("started"))
@@ -182,25 +177,16 @@ describe("supervisor strategies", function()
             seen[#seen + 1] = (m.started and "start " .. m.started) or "stop " .. m.stopped
          end
       end
+      return pids, seen
+   end
+
+   it("one_for_all stops the siblings in reverse start order, restarts all in order", function()
+      local _, seen = crash_b_of_three("one_for_all")
       assert.are.same({ "stop c", "stop a", "start a", "start b", "start c" }, seen)
    end)
 
    it("rest_for_one cycles the failed child and those started after it", function()
-      assert(three("rest_for_one"))
-      local pids = {}
-      for _ = 1, 3 do
-         local m = assert(next_report("started"))
-         pids[m.started] = m.pid
-      end
-      smarm.send(pids.b, "crash")
-      local seen = {}
-      while true do
-         local m = smarm.recv(0.2)
-         if m == nil then break end
-         if type(m) == "table" and (m.started or m.stopped) then
-            seen[#seen + 1] = (m.started and "start " .. m.started) or "stop " .. m.stopped
-         end
-      end
+      local pids, seen = crash_b_of_three("rest_for_one")
       assert.are.same({ "stop c", "start b", "start c" }, seen)
       assert.is_truthy(smarm.info(pids.a))
    end)
