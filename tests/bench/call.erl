@@ -8,7 +8,7 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 100000),
+    N = bench_args:arg(Args, 1, 100000),
     {ok, Pid} = gen_server:start(?MODULE, 0, []),
     T0 = erlang:monotonic_time(nanosecond),
     calls(Pid, 1, N),
@@ -27,13 +27,3 @@ calls(Pid, I, N) ->
 init(N) -> {ok, N}.
 handle_call(Req, _From, State) -> {reply, Req + 1, State}.
 handle_cast(_Msg, State) -> {noreply, State}.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -6,7 +6,7 @@
 main() -> main([]).
 
 main(Args) ->
-    Rounds = bench_arg(Args, 1, 1000000),
+    Rounds = bench_args:arg(Args, 1, 1000000),
     Self = self(),
     Pid = spawn(fun() -> ponger(Self) end),
     T0 = erlang:monotonic_time(nanosecond),
@@ -29,13 +29,3 @@ rounds(_Pid, I, Rounds) when I > Rounds -> ok;
 rounds(Pid, I, Rounds) ->
     Pid ! #{n => I},
     receive #{n := I} -> rounds(Pid, I + 1, Rounds) end.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -6,7 +6,7 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 10000),
+    N = bench_args:arg(Args, 1, 10000),
     Self = self(),
     Before = rss(),
     Pids = [spawn(fun() -> idler(Self) end) || _ <- lists:seq(1, N)],
@@ -26,13 +26,3 @@ rss() ->
     {ok, Status} = file:read_file("/proc/self/status"),
     {match, [Kb]} = re:run(Status, "VmRSS:\\s*(\\d+)", [{capture, all_but_first, list}]),
     list_to_integer(Kb) * 1024.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -9,7 +9,7 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 20000),
+    N = bench_args:arg(Args, 1, 20000),
     process_flag(trap_exit, true),
     Us = cycles(N),
     UsExit = cycles(N),
@@ -26,13 +26,3 @@ loop(0) -> ok;
 loop(Left) ->
     Pid = spawn_link(fun() -> exit(crash) end),
     receive {'EXIT', Pid, crash} -> loop(Left - 1) end.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -14,7 +14,7 @@ main() -> main([]).
 
 main(Args) ->
     Kind = case Args of [K | _] -> K; [] -> "jit" end,
-    Pings = bench_arg(Args, 2, 500),
+    Pings = bench_args:arg(Args, 2, 500),
     Root = self(),
     Echo = spawn(fun() -> responder(Root) end),
     Hogs = [spawn(fun() -> hog(Root, Kind, 1) end) || _ <- lists:seq(1, ?HOGS)],
@@ -82,13 +82,3 @@ alloc_round(N, X) ->
     alloc_round(N - 1, X + element(1, T) rem 7).
 
 nth_pct(Sorted, N, P) -> lists:nth(max(1, ceil(P * N)), Sorted).
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

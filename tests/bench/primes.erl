@@ -7,8 +7,8 @@
 main() -> main([]).
 
 main(Args) ->
-    Limit = bench_arg(Args, 1, 3000000),
-    Chunks = bench_arg(Args, 2, 64),
+    Limit = bench_args:arg(Args, 1, 3000000),
+    Chunks = bench_args:arg(Args, 2, 64),
     T0 = erlang:monotonic_time(nanosecond),
     Root = self(),
     [spawn(fun() -> Root ! {count, I, count(Lo, Hi, 0)} end)
@@ -35,13 +35,3 @@ count(N, Hi, C) -> count(N + 1, Hi, C).
 is_prime(N, D) when D * D > N -> 1;
 is_prime(N, D) when N rem D =:= 0 -> 0;
 is_prime(N, D) -> is_prime(N, D + 2).
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -10,7 +10,7 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 20000),
+    N = bench_args:arg(Args, 1, 20000),
     logger:set_primary_config(level, none),
     process_flag(trap_exit, true),
     Us = cycles(N),
@@ -31,13 +31,3 @@ init(N) ->
           [#{id => crasher, start => {?MODULE, start_worker, []}}]}}.
 
 start_worker() -> {ok, spawn_link(fun() -> exit(crash) end)}.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -6,8 +6,8 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 1000),
-    Laps = bench_arg(Args, 2, 1000),
+    N = bench_args:arg(Args, 1, 1000),
+    Laps = bench_args:arg(Args, 2, 1000),
     First = build(N - 1, self()),
     T0 = erlang:monotonic_time(nanosecond),
     H = laps(First, Laps, 0),
@@ -33,13 +33,3 @@ laps(_First, 0, H) -> H;
 laps(First, Left, H) ->
     First ! #{hop => H},
     receive #{hop := K} -> laps(First, Left - 1, K + 1) end.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -6,7 +6,7 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 100000),
+    N = bench_args:arg(Args, 1, 100000),
     Self = self(),
     T0 = erlang:monotonic_time(nanosecond),
     spawn_all(Self, 1, N),
@@ -23,13 +23,3 @@ spawn_all(Parent, I, N) ->
 
 collect(0, Sum) -> Sum;
 collect(Left, Sum) -> receive I -> collect(Left - 1, Sum + I) end.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.

@@ -7,7 +7,7 @@
 main() -> main([]).
 
 main(Args) ->
-    N = bench_arg(Args, 1, 100000),
+    N = bench_args:arg(Args, 1, 100000),
     Self = self(),
     T0 = erlang:monotonic_time(nanosecond),
     [spawn(fun() -> sleeper(Self) end) || _ <- lists:seq(1, N)],
@@ -34,13 +34,3 @@ collect(K, Acc) -> receive {late, L} -> collect(K - 1, Acc + L) end.
 
 sink(Parent, 0) -> Parent ! all;
 sink(Parent, K) -> receive _ -> sink(Parent, K - 1) end.
-
-bench_arg(Args, I, _Default) when length(Args) >= I -> to_int(lists:nth(I, Args));
-bench_arg(_, _, Default) -> Default.
-
-%% Accepts "1000" and "1e6" like Lua's tonumber.
-to_int(S) ->
-    case string:to_integer(S) of
-        {I, ""} -> I;
-        {I, [E | Exp]} when E =:= $e; E =:= $E -> I * round(math:pow(10, list_to_integer(Exp)))
-    end.
