@@ -224,11 +224,35 @@ local function finish(reason)
    if reason ~= "normal" then smarm.exit(reason) end
 end
 
+-- The callback module named module, loaded in this actor; a failure is reported
+-- to the starter and raised. behaviour names the caller in the message.
+local function load_module(behaviour, module)
+   local ok, loaded = pcall(require, module)
+   if not ok or type(loaded) ~= "table" then
+      local why = ok and (behaviour .. ": module " .. module .. " is not a table") or loaded
+      proc.started(false, why)
+      error(why, 0)
+   end
+   return loaded
+end
+
+-- The body of gen_server.run and gen_statem.run: checks the module name (fname
+-- names the caller) and serves inline, linked to nobody. Both tail-call it, so
+-- error level 2 blames their caller.
+local function run_inline(fname, serve, module, args, opts)
+   if type(module) ~= "string" then
+      error(fname .. ": bad module (a module name expected, got " .. type(module) .. ")", 2)
+   end
+   return serve(module, args, opts, nil)
+end
+
 --- Internal: the parts of the server loop gen_statem shares.
 M._server = {
    begin = begin,
    started = started,
    finish = finish,
+   load_module = load_module,
+   run_inline = run_inline,
    trap = function() return trap_rx end,
    parent = function() return parent end,
 }
@@ -351,13 +375,7 @@ end
 --- Internal: the server body behind run and start (link_to: the start_link caller).
 function M._serve(module, args, opts, link_to)
    opts = opts or {}
-   local ok, loaded = pcall(require, module)
-   if not ok or type(loaded) ~= "table" then
-      local why = ok and ("gen_server: module " .. module .. " is not a table") or loaded
-      proc.started(false, why)
-      error(why, 0)
-   end
-   mod, mod_name = loaded, module
+   mod, mod_name = load_module("gen_server", module), module
    local named, err = begin(opts.name)
    if not named then return smarm.exit(err) end
    if opts.trap_exit then M.trap_exit() end
@@ -386,11 +404,7 @@ end
 -- @param args passed to init
 -- @param opts {name = registered name, trap_exit = bool}
 function M.run(module, args, opts)
-   if type(module) ~= "string" then
-      error("gen_server.run: bad module (a module name expected, got " .. type(module) .. ")",
-         2)
-   end
-   return M._serve(module, args, opts, nil)
+   return run_inline("gen_server.run", M._serve, module, args, opts)
 end
 
 return M

@@ -269,13 +269,7 @@ end
 --- Internal: the machine body behind run and start (link_to: the start_link caller).
 function M._serve(module, args, opts, link_to)
    opts = opts or {}
-   local ok, loaded = pcall(require, module)
-   if not ok or type(loaded) ~= "table" then
-      local why = ok and ("gen_statem: module " .. module .. " is not a table") or loaded
-      proc.started(false, why)
-      error(why, 0)
-   end
-   mod, mod_name = loaded, module
+   mod, mod_name = srv.load_module("gen_statem", module), module
    if mod.callback_mode == "handle_event_function" then
       handler = mod.handle_event
       if type(handler) ~= "function" then
@@ -331,11 +325,7 @@ end
 -- @param args passed to init
 -- @param opts {name = registered name, trap_exit = bool}
 function M.run(module, args, opts)
-   if type(module) ~= "string" then
-      error("gen_statem.run: bad module (a module name expected, got " .. type(module) .. ")",
-         2)
-   end
-   return M._serve(module, args, opts, nil)
+   return srv.run_inline("gen_statem.run", M._serve, module, args, opts)
 end
 
 return M
