@@ -25,8 +25,6 @@
 #define MAG_MIN 16              /* ... but never fewer blocks than this */
 #define MAG_MAX 128             /* or more than this */
 
-static inline unsigned class_of(size_t n) { return heap_class_of(n); }
-
 static inline size_t class_size(unsigned c)
 {
     if (c < 16)
@@ -49,8 +47,6 @@ const uint8_t heap_mag_blocks[HEAP_CLASSES] = {
     MID(24),  MID(25),  MID(26),   MID(27),   BIG(28),   BIG(29),   BIG(30),   BIG(31),
     BIG(32),  BIG(33),  BIG(34),   BIG(35),   BIG(36),   BIG(37),   BIG(38),   BIG(39),
 };
-
-static inline uint32_t mag_blocks(unsigned c) { return heap_mag_blocks[c]; }
 
 /* A block's first word links it in its list; the first block of a full
  * magazine in the depot links the next magazine with its second word (every
@@ -139,7 +135,7 @@ static void *depot_take(heap *h, unsigned c, uint32_t *n)
     if (m) {
         h->full[c] = next_mag(m);
         set_count(&h->nfull[c], h->nfull[c] - 1);
-        *n = mag_blocks(c);
+        *n = heap_mag_blocks[c];
         return m;
     }
     m = h->loose[c];
@@ -164,7 +160,7 @@ static void depot_put_one(heap *h, unsigned c, void *b)
     set_next(b, h->loose[c]);
     h->loose[c] = b;
     set_count(&h->nloose[c], h->nloose[c] + 1);
-    if (h->nloose[c] == mag_blocks(c)) {
+    if (h->nloose[c] == heap_mag_blocks[c]) {
         depot_put_full(h, c, h->loose[c]);
         h->loose[c] = NULL;
         set_count(&h->nloose[c], 0);
@@ -175,7 +171,7 @@ void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
 {
     if (size > HEAP_MAX_SMALL)
         return malloc(size);
-    unsigned c = class_of(size);
+    unsigned c = heap_class_of(size);
     if (!cache) {
         /* one block: a loose one, else one of a full magazine whose rest
          * becomes the (empty until now) loose list */
@@ -188,7 +184,7 @@ void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
             h->full[c] = next_mag(b);
             set_count(&h->nfull[c], h->nfull[c] - 1);
             h->loose[c] = next_of(b);
-            set_count(&h->nloose[c], mag_blocks(c) - 1);
+            set_count(&h->nloose[c], heap_mag_blocks[c] - 1);
         } else {
             b = bump(h, &h->bump, &h->bump_end, class_size(c), 1);
         }
@@ -225,7 +221,7 @@ void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n)
         free(p);
         return;
     }
-    unsigned c = class_of(n);
+    unsigned c = heap_class_of(n);
     if (!cache) {
         pthread_mutex_lock(&h->lock);
         depot_put_one(h, c, p);
@@ -258,7 +254,8 @@ void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t n
         return heap_alloc(h, cache, nsize);
     if (osize > HEAP_MAX_SMALL && nsize > HEAP_MAX_SMALL)
         return realloc(ptr, nsize);
-    if (osize <= HEAP_MAX_SMALL && nsize <= HEAP_MAX_SMALL && class_of(osize) == class_of(nsize))
+    if (osize <= HEAP_MAX_SMALL && nsize <= HEAP_MAX_SMALL &&
+        heap_class_of(osize) == heap_class_of(nsize))
         return ptr;
     void *n = heap_alloc(h, cache, nsize);
     if (!n)
