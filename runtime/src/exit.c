@@ -145,13 +145,14 @@ static msg *notice(actor *a, uint64_t pid, int exit_signal)
     return notice_req(a, pid, exit_signal, 0);
 }
 
-/* A notice about pid that says only its reason (noproc, shutdown). */
-static msg *simple_notice(uint64_t pid, const char *reason, int exit_signal)
+/* A notice about pid that says only its reason (noproc, shutdown); request
+ * marks a shutdown request sent to a trapping actor. */
+static msg *simple_notice(uint64_t pid, const char *reason, int exit_signal, int request)
 {
     actor tmp;
     memset(&tmp, 0, sizeof tmp);
     exit_set_reason(&tmp, reason, 1);
-    msg *m = notice(&tmp, pid, exit_signal);
+    msg *m = notice_req(&tmp, pid, exit_signal, request);
     clear_reason(&tmp);
     return m;
 }
@@ -347,7 +348,7 @@ void exit_noproc(smarm_runtime *rt, actor *self, uint64_t pid)
     }
     cold_unlock(self);
     if (trap) {
-        send_or_drop(trap, simple_notice(pid, "noproc", 1));
+        send_or_drop(trap, simple_notice(pid, "noproc", 1, 0));
         chan_release(trap, CHAN_TX);
     } else {
         sched_stop(rt, self->pid, STOP_LINKED);
@@ -376,7 +377,7 @@ uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
         cold_unlock(t);
         return id;
     }
-    send_last_or_drop(c, simple_notice(pid, "noproc", 0));
+    send_last_or_drop(c, simple_notice(pid, "noproc", 0, 0));
     chan_release(c, CHAN_TX);
     return id;
 }
@@ -426,11 +427,7 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
     }
     /* a trapping target hears about it and decides; queued under its lock, as
      * exit signals of links are (see exit_finalize) */
-    actor tmp;
-    memset(&tmp, 0, sizeof tmp);
-    exit_set_reason(&tmp, "shutdown", 1);
-    send_or_drop(trap, notice_req(&tmp, from, 1, 1));
-    clear_reason(&tmp);
+    send_or_drop(trap, simple_notice(from, "shutdown", 1, 1));
     cold_unlock(t);
 }
 
