@@ -52,6 +52,9 @@ FLAVOURS = {
     },
 }
 
+# runtime/src's folders, lowest layer first: each calls only downward
+LAYERS = ["base", "core", "vm", "lib"]
+
 LIBS = ["-lm", "-ldl", "-lpthread"]
 TEST_LIBS = ["-lcmocka"] + LIBS
 
@@ -119,7 +122,12 @@ def generate(flavour, cc, regen_path):
     builddir = "build" if flavour == "release" else "build-" + flavour
     gen = builddir + "/gen"
 
-    runtime_srcs = sorted_glob("runtime/src/*.c") + sorted_glob("runtime/src/*.S")
+    # the layers, lowest first (see docs/DESIGN.md), then the file that wires them
+    runtime_srcs = []
+    for layer in LAYERS:
+        runtime_srcs += sorted_glob("runtime/src/%s/*.c" % layer)
+        runtime_srcs += sorted_glob("runtime/src/%s/*.S" % layer)
+    runtime_srcs += sorted_glob("runtime/src/*.c")
     cli_srcs = sorted_glob("runtime/cli/*.c")
     test_srcs = sorted_glob("tests/c/*_test.c")
     helper_srcs = sorted_glob("tests/c/*_helper.c")
@@ -138,9 +146,8 @@ def generate(flavour, cc, regen_path):
     w.var("builddir", builddir)
     w.var("cc", cc)
     w.var("cflags", COMMON_CFLAGS + conf["cflags"] + [
-        # -iquote: runtime/src has sched.h, stack.h, lualib.h..., which must
-        # not shadow <sched.h> (libc) or <lualib.h> (LuaJIT) for anyone.
-        "-Iruntime/include", "-iquote", "runtime/src", "-iquote", "bindings", "-I" + LUAJIT_DIR, "-I" + gen])
+        # project headers are included by layer folder ("core/chan.h")
+        "-Iruntime/include", "-Iruntime/src", "-Ibindings", "-I" + LUAJIT_DIR, "-I" + gen])
     w.var("ldflags", conf["ldflags"])
     w.var("luajit_a", LUAJIT_A)
     w.var("libs", LIBS)

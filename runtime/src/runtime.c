@@ -1,18 +1,37 @@
 /* The runtime object: configuration, construction of every part, the root
  * actor's run, and teardown. A process may hold several runtimes. */
-#include "runtime.h"
+#include "core/runtime.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "exit.h"
-#include "pg.h"
-#include "registry.h"
-#include "sched.h"
+#include "core/chan.h"
+#include "core/exit.h"
+#include "core/pg.h"
+#include "core/registry.h"
+#include "core/scheduler.h"
+#include "lib/chan_lua.h"
+#include "vm/codec.h"
 
 #define DEFAULT_MAX_ACTORS (1u << 20)
+
+/* ---- the hooks: how the lower layers reach what is built above them ---- */
+
+static void refs_retain(void *c, int kind) { chan_retain(c, (enum chan_kind)kind); }
+static void refs_release(void *c, int kind) { chan_release(c, (enum chan_kind)kind); }
+
+/* what a channel reference inside an encoded message means (base/wire.c) */
+static const wire_refs_ops refs_ops = {refs_retain, refs_release, chan_lua_take_rx};
+/* how the codec recognises and makes endpoint objects (vm/codec.c) */
+static const codec_endpoints endpoints = {chan_lua_endpoint, chan_lua_push_ref};
+
+static void install_process_hooks(void)
+{
+    wire_set_refs_ops(&refs_ops);
+    codec_set_endpoints(&endpoints);
+}
 
 void smarm_config_init(smarm_config *c) { memset(c, 0, sizeof *c); }
 
@@ -37,6 +56,8 @@ static void config_resolve(smarm_config *c)
 int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
 {
     *out = NULL;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_process_hooks);
     smarm_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
         return SMARM_ENOMEM;

@@ -1,0 +1,134 @@
+/* Per-actor inbox: a spinlocked shared list drained in batches into an owner-private list. */
+#include "base/mailbox.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/wire.h"
+
+msg *msg_new(const void *data, size_t len)
+{
+    msg *m = malloc(sizeof(msg) + len);
+    if (!m)
+        return NULL;
+    m->next = NULL;
+    m->len = (uint32_t)len;
+    m->extra = 0;
+    memcpy(m->data, data, len);
+    return m;
+}
+
+void msg_free(msg *m)
+{
+    /* undelivered messages still hold the channel references they carry */
+    wire_release(m->data, m->len);
+    free(m);
+}
+
+static void mb_lock(mailbox *mb)
+{
+    for (int spins = 0;; spins++) {
+        /* acquire: the list and gen read under the lock are what the last holder wrote */
+        if (!atomic_exchange_explicit(&mb->lock, 1, memory_order_acquire))
+            return;
+        while (atomic_load_explicit(&mb->lock, memory_order_relaxed)) {
+            if (spins++ > 100)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
+        }
+    }
+}
+
+static void mb_unlock(mailbox *mb) { atomic_store_explicit(&mb->lock, 0, memory_order_release); }
+
+void mailbox_open(mailbox *mb, uint32_t gen)
+{
+    mb_lock(mb);
+    mb->gen = gen;
+    __atomic_store_n(&mb->head, NULL, __ATOMIC_RELAXED);
+    mb->tail = NULL;
+    mb->priv = mb->priv_tail = NULL;
+    atomic_store_explicit(&mb->depth, 0, memory_order_relaxed);
+    mb_unlock(mb);
+}
+
+int mailbox_push(mailbox *mb, uint32_t gen, msg *m)
+{
+    m->next = NULL;
+    mb_lock(mb);
+    if (mb->gen != gen || gen == 0) {
+        mb_unlock(mb);
+        return -1;
+    }
+    if (mb->tail)
+        mb->tail->next = m;
+    else
+        __atomic_store_n(&mb->head, m,
+                         __ATOMIC_RELAXED); /* pairs with the owner's lock-free peek */
+    mb->tail = m;
+    mb_unlock(mb);
+    atomic_fetch_add_explicit(&mb->depth, 1, memory_order_relaxed);
+    return 0;
+}
+
+static void mb_refill(mailbox *mb)
+{
+    /* a relaxed peek saves the lock when nothing was sent */
+    if (!__atomic_load_n(&mb->head, __ATOMIC_RELAXED))
+        return;
+    mb_lock(mb);
+    msg *h = mb->head, *t = mb->tail;
+    __atomic_store_n(&mb->head, NULL, __ATOMIC_RELAXED);
+    mb->tail = NULL;
+    mb_unlock(mb);
+    if (!h)
+        return;
+    if (mb->priv_tail)
+        mb->priv_tail->next = h;
+    else
+        mb->priv = h;
+    mb->priv_tail = t;
+}
+
+msg *mailbox_pop(mailbox *mb)
+{
+    if (!mb->priv)
+        mb_refill(mb);
+    msg *m = mb->priv;
+    if (!m)
+        return NULL;
+    mb->priv = m->next;
+    if (!mb->priv)
+        mb->priv_tail = NULL;
+    atomic_fetch_sub_explicit(&mb->depth, 1, memory_order_relaxed);
+    return m;
+}
+
+int mailbox_nonempty(mailbox *mb)
+{
+    if (!mb->priv)
+        mb_refill(mb);
+    return mb->priv != NULL;
+}
+
+void mailbox_close(mailbox *mb)
+{
+    mb_lock(mb);
+    mb->gen = 0;
+    msg *h = mb->head;
+    __atomic_store_n(&mb->head, NULL, __ATOMIC_RELAXED);
+    mb->tail = NULL;
+    mb_unlock(mb);
+    msg *lists[2] = {mb->priv, h};
+    mb->priv = mb->priv_tail = NULL;
+    for (int i = 0; i < 2; i++) {
+        for (msg *m = lists[i]; m;) {
+            msg *next = m->next;
+            msg_free(m);
+            m = next;
+        }
+    }
+    atomic_store_explicit(&mb->depth, 0, memory_order_relaxed);
+}

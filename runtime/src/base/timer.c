@@ -1,0 +1,265 @@
+/* Timers: a binary min-heap of (deadline, pid, id) entries. A wake that finds its actor
+ * no longer waiting is harmless: every wait re-checks its own condition. A send timer's
+ * message sits in an id map until it fires or is cancelled, whichever takes it first;
+ * a cancelled send's heap entry is skipped when it falls due, or dropped earlier when
+ * cancelled entries make up half the heap (one O(n) rebuild per n/2 cancels), so a
+ * pattern of long timers cancelled early (gen_statem timeouts) keeps the heap small. */
+#include "base/timer.h"
+
+#include <sched.h>
+#include <stdlib.h>
+
+#include "base/mailbox.h"
+
+static void t_lock(timers *t)
+{
+    int spins = 0;
+    while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire)) {
+        while (atomic_load_explicit(&t->lock, memory_order_relaxed)) {
+            if (++spins > 100)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
+        }
+    }
+}
+
+static void t_unlock(timers *t) { atomic_store_explicit(&t->lock, 0, memory_order_release); }
+
+void timers_init(timers *t)
+{
+    atomic_store(&t->lock, 0);
+    t->heap = NULL;
+    t->len = t->cap = 0;
+    t->keys = NULL;
+    t->vals = NULL;
+    t->mcap = t->mlen = 0;
+    t->next_id = 1;
+    t->cancelled = 0;
+    atomic_store(&t->earliest, UINT64_MAX);
+}
+
+void timers_destroy(timers *t)
+{
+    for (uint32_t i = 0; i < t->mcap; i++)
+        if (t->keys[i])
+            msg_free(t->vals[i]);
+    free(t->keys);
+    free(t->vals);
+    free(t->heap);
+    t->heap = NULL;
+    t->keys = NULL;
+    t->vals = NULL;
+    t->len = t->cap = t->mcap = t->mlen = 0;
+}
+
+/* ---- the id map (linear probing, deletion by backward shift: no tombstones) ---- */
+
+static uint32_t slot_for(const timers *t, uint64_t id)
+{
+    return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (t->mcap - 1);
+}
+
+static void map_put(timers *t, uint64_t id, void *m)
+{
+    uint32_t i = slot_for(t, id);
+    while (t->keys[i])
+        i = (i + 1) & (t->mcap - 1);
+    t->keys[i] = id;
+    t->vals[i] = m;
+    t->mlen++;
+}
+
+/* Room for one more at a load of at most 1/2. */
+static int map_reserve(timers *t)
+{
+    if ((t->mlen + 1) * 2 <= t->mcap)
+        return 0;
+    uint32_t ocap = t->mcap, ncap = ocap ? ocap * 2 : 64;
+    uint64_t *ok = t->keys;
+    void **ov = t->vals;
+    uint64_t *nk = calloc(ncap, sizeof *nk);
+    void **nv = malloc(ncap * sizeof *nv);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return -1;
+    }
+    t->keys = nk;
+    t->vals = nv;
+    t->mcap = ncap;
+    t->mlen = 0;
+    for (uint32_t i = 0; i < ocap; i++)
+        if (ok[i])
+            map_put(t, ok[i], ov[i]);
+    free(ok);
+    free(ov);
+    return 0;
+}
+
+static void *map_take(timers *t, uint64_t id)
+{
+    if (!t->mcap)
+        return NULL;
+    uint32_t mask = t->mcap - 1, i = slot_for(t, id);
+    while (t->keys[i] != id) {
+        if (!t->keys[i])
+            return NULL;
+        i = (i + 1) & mask;
+    }
+    void *m = t->vals[i];
+    t->mlen--;
+    /* shift back the entries of the run after i that may not stay behind the hole */
+    for (uint32_t j = (i + 1) & mask; t->keys[j]; j = (j + 1) & mask) {
+        uint32_t home = slot_for(t, t->keys[j]);
+        /* j's home lies cyclically in (i, j]: it stays */
+        if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
+            continue;
+        t->keys[i] = t->keys[j];
+        t->vals[i] = t->vals[j];
+        i = j;
+    }
+    t->keys[i] = 0;
+    return m;
+}
+
+static void publish_earliest(timers *t)
+{
+    atomic_store_explicit(&t->earliest, t->len ? t->heap[0].deadline : UINT64_MAX,
+                          memory_order_relaxed);
+}
+
+static int heap_reserve(timers *t)
+{
+    if (t->len < t->cap)
+        return 0;
+    uint32_t cap = t->cap ? t->cap * 2 : 64;
+    timer_entry *h = realloc(t->heap, cap * sizeof *h);
+    if (!h)
+        return -1;
+    t->heap = h;
+    t->cap = cap;
+    return 0;
+}
+
+/* Lock held, room reserved. */
+static int heap_push(timers *t, uint64_t deadline, uint64_t pid, uint64_t id)
+{
+    uint32_t i = t->len++;
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (t->heap[p].deadline <= deadline)
+            break;
+        t->heap[i] = t->heap[p];
+        i = p;
+    }
+    t->heap[i] = (timer_entry){deadline, pid, id, NULL};
+    publish_earliest(t);
+    return i == 0;
+}
+
+int timers_arm(timers *t, uint64_t deadline, uint64_t pid)
+{
+    t_lock(t);
+    int r = heap_reserve(t) ? -1 : heap_push(t, deadline, pid, 0);
+    t_unlock(t);
+    return r;
+}
+
+int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id)
+{
+    t_lock(t);
+    if (heap_reserve(t) || map_reserve(t)) {
+        t_unlock(t);
+        return -1;
+    }
+    *id = t->next_id++;
+    map_put(t, *id, msg);
+    int r = heap_push(t, deadline, dest, *id);
+    t_unlock(t);
+    return r;
+}
+
+static int map_has(const timers *t, uint64_t id)
+{
+    if (!t->mcap)
+        return 0;
+    for (uint32_t i = slot_for(t, id); t->keys[i]; i = (i + 1) & (t->mcap - 1))
+        if (t->keys[i] == id)
+            return 1;
+    return 0;
+}
+
+/* Puts x at i or below, the heap under i being ordered; lock held. */
+static void sift_down_from(timers *t, uint32_t i, timer_entry x)
+{
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= t->len)
+            break;
+        if (c + 1 < t->len && t->heap[c + 1].deadline < t->heap[c].deadline)
+            c++;
+        if (x.deadline <= t->heap[c].deadline)
+            break;
+        t->heap[i] = t->heap[c];
+        i = c;
+    }
+    t->heap[i] = x;
+}
+
+static void sift_down(timers *t) { sift_down_from(t, 0, t->heap[t->len]); }
+
+/* Drops the entries of cancelled sends and re-heapifies; lock held. */
+static void compact(timers *t)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->len; i++)
+        if (!t->heap[i].id || map_has(t, t->heap[i].id))
+            t->heap[n++] = t->heap[i];
+    t->len = n;
+    t->cancelled = 0;
+    for (uint32_t i = n / 2; i-- > 0;)
+        sift_down_from(t, i, t->heap[i]);
+    publish_earliest(t);
+}
+
+void *timers_cancel(timers *t, uint64_t id)
+{
+    t_lock(t);
+    void *m = map_take(t, id);
+    if (m && ++t->cancelled > 64 && t->cancelled * 2 > t->len)
+        compact(t);
+    t_unlock(t);
+    return m;
+}
+
+uint32_t timers_pending(timers *t)
+{
+    t_lock(t);
+    uint32_t n = t->len;
+    t_unlock(t);
+    return n;
+}
+
+uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max)
+{
+    if (timers_earliest(t) > now)
+        return 0;
+    uint32_t n = 0;
+    t_lock(t);
+    while (n < max && t->len && t->heap[0].deadline <= now) {
+        timer_entry e = t->heap[0];
+        t->len--;
+        if (t->len)
+            sift_down(t);
+        /* a send fires only if no cancel took its message first */
+        if (e.id && !(e.msg = map_take(t, e.id))) {
+            t->cancelled--;
+            continue;
+        }
+        out[n++] = e;
+    }
+    publish_earliest(t);
+    t_unlock(t);
+    return n;
+}

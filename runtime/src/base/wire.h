@@ -1,0 +1,107 @@
+/* wire: the message byte format, without Lua. A growable byte buffer, the tags, varints,
+ * values built from C (the notices the runtime composes), and the walk over the channel
+ * references an encoded message carries. vm/codec.c encodes Lua values into this format
+ * and decodes them; see wire.c for the byte layout. */
+#ifndef SMARM_BASE_WIRE_H
+#define SMARM_BASE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Tables nested deeper than this are refused (as string.buffer does). */
+#define WIRE_MAX_DEPTH 100
+#define WIRE_MAX_BYTES ((size_t)1 << 30) /* one encoded message may not exceed this */
+
+enum wire_tag {
+    WIRE_NIL = 0x00,
+    WIRE_FALSE = 0x01,
+    WIRE_TRUE = 0x02,
+    WIRE_DOUBLE = 0x03,
+    WIRE_I8 = 0x04,
+    WIRE_I16 = 0x05,
+    WIRE_I32 = 0x06,
+    WIRE_INT64 = 0x07,
+    WIRE_UINT64 = 0x08,
+    WIRE_STR = 0x09,
+    WIRE_TABLE = 0x0a,
+    WIRE_TX = 0x0b,
+    WIRE_RX = 0x0c,
+    WIRE_REFS = 0x0d,
+    WIRE_REFS_ARGS = 0x0e,
+    WIRE_REFS_TAKEN = 0x0f,
+    WIRE_REFS_LEN = 9, /* a refs tag and its 8-byte cookie */
+    WIRE_SSTR = 0x40,
+    WIRE_SSTR_MAX = 63,
+    WIRE_FIXINT = 0x80,
+    WIRE_FIXINT_MAX = 127,
+};
+
+/* A growable byte buffer (malloc/realloc). Zero-initialised is a valid empty buffer. */
+typedef struct wire_buf {
+    char *data;
+    size_t len, cap;
+} wire_buf;
+
+void wire_buf_init(wire_buf *b);
+void wire_buf_free(wire_buf *b);  /* frees data; the buffer is empty and reusable after */
+void wire_buf_reset(wire_buf *b); /* len = 0, keeps the memory */
+/* Appends n bytes; 0, or -1 when out of memory. */
+int wire_buf_append(wire_buf *b, const void *p, size_t n);
+int wire_buf_grow(wire_buf *b, size_t n);
+
+/* Makes room for n more bytes; 0 or -1 (out of memory). */
+static inline int wire_buf_reserve(wire_buf *b, size_t n)
+{
+    return b->cap - b->len >= n ? 0 : wire_buf_grow(b, n);
+}
+
+/* Unsigned LEB128; the caller has reserved room (at most 10 bytes). */
+static inline void wire_put_varint(wire_buf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        b->data[b->len++] = (char)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->len++] = (char)v;
+}
+
+int wire_varint_len(uint64_t v);
+
+/* Values built from C, appended to b (0, or -1 when out of memory): a table header (then
+ * narr values and nhash key/value pairs must follow), a string, a number, a boolean. A
+ * value encoded elsewhere may be appended as is with wire_buf_append. */
+int wire_put_table(wire_buf *b, unsigned narr, unsigned nhash);
+int wire_put_string(wire_buf *b, const char *s, size_t n);
+int wire_put_number(wire_buf *b, double d);
+int wire_put_boolean(wire_buf *b, int v);
+
+/* ---- channel references ----
+ * A message that carries channel endpoints starts with a refs prefix (WIRE_REFS for a
+ * value, WIRE_REFS_ARGS for an argument list) and a cookie, so arbitrary bytes are never
+ * taken for channel addresses. The channels themselves live above this layer: the
+ * runtime installs what a reference means (one table per process). */
+enum wire_ref_kind { WIRE_REF_TX = 1, WIRE_REF_RX = 2 };
+
+typedef struct wire_refs_ops {
+    void (*retain)(void *chan, int kind);  /* one more reference of kind */
+    void (*release)(void *chan, int kind); /* one reference of kind less */
+    void *(*take_rx)(void *obj); /* moves an rx object's reference out of it: its channel */
+} wire_refs_ops;
+
+void wire_set_refs_ops(const wire_refs_ops *ops);
+
+/* Whether an encoded value carries channel references (it then cannot be copied bytewise). */
+int wire_has_refs(const char *data, size_t len);
+/* Whether data starts with a live refs prefix of the given tag. */
+int wire_refs_live(const char *data, size_t len, int tag);
+/* After a successful encoding with endpoints: takes their references (tx retained, rx moved
+ * out of their objects), then puts the refs prefix `tag` in front of out[at..]; the values
+ * start at `values`, up to out->len. 0, or -1 (out of memory: nothing taken). */
+int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag);
+/* Marks a refs prefix as taken over by a decoder (a later wire_release leaves it alone). */
+void wire_refs_taken(char *data);
+/* Drops the channel references held by encoded bytes (a message or an argument list) that
+ * are freed without being decoded; a no-op for bytes without endpoints or already decoded. */
+void wire_release(char *data, size_t len);
+
+#endif

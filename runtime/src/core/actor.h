@@ -1,0 +1,104 @@
+/* The per-actor record: one per slot, in a slab beside the slot table. */
+#ifndef SMARM_ACTOR_H
+#define SMARM_ACTOR_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/mailbox.h"
+#include "base/stack.h"
+
+typedef struct lua_State lua_State;
+struct sched;
+struct actor;
+
+/* How an actor left its scheduler. */
+enum actor_leave {
+    LEAVE_YIELD = 1,  /* still runnable; holds its stack */
+    LEAVE_PARK_STACK, /* parked inside a C call that cannot yield; holds its stack */
+    LEAVE_PARK_CO,    /* parked by yielding its Lua coroutine; holds no stack */
+    LEAVE_DONE,       /* finished; its state is closed */
+    LEAVE_YIELD_CO,   /* still runnable, left by yielding its coroutine (preempted); no stack */
+};
+
+/* Why an actor is stopped from outside; it never runs Lua code again. */
+enum stop_kind { STOP_KILL = 1, STOP_SHUTDOWN, STOP_SWEEP, STOP_LINKED };
+
+struct chan;
+
+/* A monitor on this actor: the down notice goes to the watcher's channel. */
+typedef struct monitor_ref {
+    uint64_t id;
+    struct chan *c; /* holds one tx reference */
+} monitor_ref;
+
+enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING };
+
+/* What a Lua-visible wait needs after a coroutine park: pushes its results
+ * on the coroutine and returns their count, or -1 to park again. */
+typedef int (*actor_cont)(struct actor *a, lua_State *co);
+
+typedef struct actor {
+    struct smarm_runtime *rt;
+    uint64_t pid;
+    uint64_t parent;
+    lua_State *L;                   /* the actor's own state */
+    lua_State *co;                  /* the coroutine its body runs in */
+    stack *stk;                     /* its C stack while it holds one */
+    void *sp;                       /* saved stack pointer while switched out holding its stack */
+    size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
+    mailbox inbox;
+    enum actor_leave leave;
+    actor_cont cont;
+    int cont_ref;                  /* registry ref of the continuation trampoline */
+    struct heap_cache *heap_cache; /* its state allocates from this thread\'s cache */
+    enum actor_leave yield_leave;  /* how to leave when its coroutine yields to the entry */
+    uint64_t deadline;             /* of the current wait, 0 = none */
+    _Atomic uint64_t
+        wake_armed;   /* its earliest wake in the timer heap, 0 = none (sched_arm_wake) */
+    _Atomic int stop; /* a stop was requested: STOP_* (0 = none) */
+    int stopping;     /* its stop entry has been set up */
+    int closing;      /* the state is being closed: no more waiting */
+    int boot_kind;
+    char *boot; /* spawn payload, freed once booted */
+    size_t boot_len;
+    size_t mem;                      /* bytes held by the Lua state */
+    uint64_t parks, yields, msgs_in; /* counters for introspection */
+    uint64_t slices;                 /* times it was switched in */
+    uint64_t migrations;             /* times it resumed on another scheduler than before */
+    int last_sched;
+    uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
+    size_t max_heap;                                  /* 0 = unlimited */
+    int heap_exceeded;                                /* an allocation was refused for max_heap */
+    volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
+    int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
+    struct actor *pin_next;       /* link in its scheduler's pinned list */
+    void *fiber;                  /* TSan fiber */
+
+    /* exit.c: the "cold" part, under the cold lock (taken one actor at a time) */
+    _Atomic uint32_t cold;
+    int exited;     /* finalized: new links and monitors get noproc */
+    uint64_t owner; /* spawned owned: dies with this actor even if it traps */
+    uint64_t *links;
+    uint32_t nlinks, caplinks;
+    monitor_ref *monitors;
+    uint32_t nmonitors, capmonitors;
+    struct chan *trap;   /* trap_exit channel (one tx reference), or NULL */
+    char *exit_override; /* reason bytes a link death imposed (STOP_LINKED) */
+    size_t exit_override_len;
+    /* how it ended, filled in by luavm_finish: codec bytes of the reason */
+    char *reason;
+    size_t reason_len;
+    int reason_abnormal;
+    char *err_msg, *err_tb; /* for reason "error" */
+    /* the terminal record of the slot's last death (kept across tenancies) */
+    uint32_t terminal_gen;
+    char *terminal;
+    size_t terminal_len;
+    /* registry.c / pg.c */
+    char *name;
+    uint32_t pg_joins;
+} actor;
+
+#endif

@@ -1,0 +1,487 @@
+/* Exits: links, monitors, trap_exit, kill and shutdown, and exit reasons.
+ *
+ * Each actor's links, monitors and trap channel sit under its "cold" lock.
+ * Lock order: cold -> channel. At most one cold lock is held at a time (debug
+ * builds assert it); under it a channel may be retained (its lock is a leaf),
+ * but sends, stops and frees happen after it is released. Liveness for links and monitors is the
+ * exited flag, set under the same lock at death, so a registration either lands before the death
+ * (and is notified) or sees the actor gone (and gets noproc). */
+#include "core/exit.h"
+
+#include <assert.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/actor.h"
+#include "core/chan.h"
+#include "base/wire.h"
+#include "core/runtime.h"
+#include "core/scheduler.h"
+
+#if defined(SMARM_DEBUG)
+static __thread int cold_held;
+#define COLD_ENTER() (assert(cold_held == 0 && "two cold locks at once"), cold_held++)
+#define COLD_LEAVE() (cold_held--)
+#else
+#define COLD_ENTER() ((void)0)
+#define COLD_LEAVE() ((void)0)
+#endif
+
+static void cold_lock(actor *a)
+{
+    COLD_ENTER();
+    int spins = 0;
+    /* acquire: what the last holder wrote under the lock is visible */
+    while (atomic_exchange_explicit(&a->cold, 1, memory_order_acquire)) {
+        while (atomic_load_explicit(&a->cold, memory_order_relaxed)) {
+            if (++spins > 100)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
+        }
+    }
+}
+
+static void cold_unlock(actor *a)
+{
+    atomic_store_explicit(&a->cold, 0, memory_order_release);
+    COLD_LEAVE();
+}
+
+/* The actor of pid with its cold lock held, if that tenancy is alive; else NULL. */
+static actor *lock_live(smarm_runtime *rt, uint64_t pid)
+{
+    actor *a = sched_actor(rt, pid);
+    if (!a)
+        return NULL;
+    cold_lock(a);
+    if (a->pid != pid || a->exited) {
+        cold_unlock(a);
+        return NULL;
+    }
+    return a;
+}
+
+static char *dup_bytes(const char *p, size_t n)
+{
+    char *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+/* ---- reasons ---- */
+
+static void clear_reason(actor *a)
+{
+    free(a->reason);
+    free(a->err_msg);
+    free(a->err_tb);
+    a->reason = a->err_msg = a->err_tb = NULL;
+    a->reason_len = 0;
+}
+
+void exit_set_reason_bytes(actor *a, char *bytes, size_t len, int abnormal)
+{
+    clear_reason(a);
+    a->reason = bytes;
+    a->reason_len = len;
+    a->reason_abnormal = abnormal;
+}
+
+void exit_set_reason(actor *a, const char *reason, int abnormal)
+{
+    wire_buf b;
+    wire_buf_init(&b);
+    if (wire_put_string(&b, reason, strlen(reason)) != 0) {
+        wire_buf_free(&b);
+        exit_set_reason_bytes(a, NULL, 0, abnormal);
+        return;
+    }
+    exit_set_reason_bytes(a, b.data, b.len, abnormal);
+}
+
+void exit_set_error(actor *a, const char *msg, const char *traceback)
+{
+    exit_set_reason(a, "error", 1);
+    a->err_msg = msg ? strdup(msg) : NULL;
+    a->err_tb = traceback ? strdup(traceback) : NULL;
+}
+
+/* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
+ * signals, plus request = true for a shutdown asked of the receiver (exit_shutdown:
+ * not a death, so a supervisor can tell it from a linked actor that ended so) */
+static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
+{
+    wire_buf b;
+    wire_buf_init(&b);
+    unsigned n =
+        2 + (a->err_msg != NULL) + (a->err_tb != NULL) + (exit_signal != 0) + (request != 0);
+    int bad = wire_put_table(&b, 0, n);
+    bad |= wire_put_string(&b, "pid", 3) | wire_put_number(&b, (double)pid);
+    if (exit_signal)
+        bad |= wire_put_string(&b, "from", 4) | wire_put_number(&b, (double)pid);
+    if (request)
+        bad |= wire_put_string(&b, "request", 7) | wire_put_boolean(&b, 1);
+    bad |= wire_put_string(&b, "reason", 6);
+    if (a->reason)
+        bad |= wire_buf_append(&b, a->reason, a->reason_len);
+    else
+        bad |= wire_put_string(&b, "normal", 6);
+    if (a->err_msg)
+        bad |=
+            wire_put_string(&b, "error", 5) | wire_put_string(&b, a->err_msg, strlen(a->err_msg));
+    if (a->err_tb)
+        bad |= wire_put_string(&b, "traceback", 9) |
+               wire_put_string(&b, a->err_tb, strlen(a->err_tb));
+    msg *m = bad ? NULL : msg_new(b.data, b.len);
+    wire_buf_free(&b);
+    return m;
+}
+
+static msg *notice(actor *a, uint64_t pid, int exit_signal)
+{
+    return notice_req(a, pid, exit_signal, 0);
+}
+
+/* A notice about pid that says only its reason (noproc, shutdown); request
+ * marks a shutdown request sent to a trapping actor. */
+static msg *simple_notice(uint64_t pid, const char *reason, int exit_signal, int request)
+{
+    actor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    exit_set_reason(&tmp, reason, 1);
+    msg *m = notice_req(&tmp, pid, exit_signal, request);
+    clear_reason(&tmp);
+    return m;
+}
+
+static void send_or_drop(chan *c, msg *m)
+{
+    if (m && chan_send(c, m) != 0)
+        msg_free(m);
+}
+
+/* A monitor's notice is its channel's last message. A demonitor that raced
+ * the death closed the channel first, and then the notice is dropped. */
+static void send_last_or_drop(chan *c, msg *m)
+{
+    if (m && chan_send_ex(c, m, 1) != 0)
+        msg_free(m);
+}
+
+/* ---- lifecycle ---- */
+
+void exit_reset(actor *a, uint64_t pid, uint64_t owner)
+{
+    cold_lock(a);
+    /* the pid is written under the lock: lock_live reads it under the lock */
+    a->pid = pid;
+    a->owner = owner;
+    a->exited = 0;
+    a->nlinks = 0;
+    a->nmonitors = 0;
+    a->trap = NULL;
+    free(a->exit_override);
+    a->exit_override = NULL;
+    a->exit_override_len = 0;
+    cold_unlock(a);
+    clear_reason(a);
+    a->reason_abnormal = 0;
+}
+
+static void stop_linked(smarm_runtime *rt, uint64_t peer_pid, actor *dying)
+{
+    actor *p = lock_live(rt, peer_pid);
+    if (!p)
+        return;
+    if (!p->exit_override && dying->reason) {
+        p->exit_override = dup_bytes(dying->reason, dying->reason_len);
+        p->exit_override_len = p->exit_override ? dying->reason_len : 0;
+    }
+    cold_unlock(p);
+    sched_stop(rt, peer_pid, STOP_LINKED);
+}
+
+void exit_finalize(smarm_runtime *rt, actor *a)
+{
+    uint64_t pid = a->pid;
+    cold_lock(a);
+    a->exited = 1;
+    uint64_t *links = a->links;
+    uint32_t nlinks = a->nlinks;
+    monitor_ref *mons = a->monitors;
+    uint32_t nmons = a->nmonitors;
+    chan *trap = a->trap;
+    a->links = NULL;
+    a->nlinks = a->caplinks = 0;
+    a->monitors = NULL;
+    a->nmonitors = a->capmonitors = 0;
+    a->trap = NULL;
+    /* the terminal record outlives the tenancy until the slot's next death */
+    free(a->terminal);
+    a->terminal = a->reason ? dup_bytes(a->reason, a->reason_len) : NULL;
+    a->terminal_len = a->terminal ? a->reason_len : 0;
+    a->terminal_gen = pid_gen(pid);
+    free(a->exit_override);
+    a->exit_override = NULL;
+    a->exit_override_len = 0;
+    cold_unlock(a);
+
+    for (uint32_t i = 0; i < nlinks; i++) {
+        uint64_t peer_pid = links[i];
+        actor *p = lock_live(rt, peer_pid);
+        if (!p)
+            continue;
+        /* the link is gone on both sides; a stale entry elsewhere is harmless */
+        for (uint32_t j = 0; j < p->nlinks; j++) {
+            if (p->links[j] == pid) {
+                p->links[j] = p->links[--p->nlinks];
+                break;
+            }
+        }
+        /* an owned child (a supervisor's) dies with its owner even if it traps:
+         * nothing of a killed owner runs again to stop it (the spec's drop guard) */
+        chan *ptrap = p->owner == pid ? NULL : p->trap;
+        if (ptrap) {
+            /* queued under p's lock (cold -> channel): a trap_exit(false) that
+             * takes the lock finds the signal queued or not sent at all, so the
+             * receiver it hands back reads closed once drained, never "timeout" */
+            if (a->reason_abnormal)
+                send_or_drop(ptrap, notice(a, pid, 1));
+            cold_unlock(p);
+        } else {
+            cold_unlock(p);
+            if (a->reason_abnormal)
+                stop_linked(rt, peer_pid, a);
+        }
+    }
+    free(links);
+    /* monitors after links: whoever watches and is linked sees the link's
+     * effect (a stop, or an exit signal queued) done by the time the notice comes */
+    for (uint32_t i = 0; i < nmons; i++) {
+        send_last_or_drop(mons[i].c, notice(a, pid, 0));
+        chan_release(mons[i].c, CHAN_TX);
+    }
+    free(mons);
+    if (trap)
+        chan_release(trap, CHAN_TX);
+    clear_reason(a);
+}
+
+/* ---- links ---- */
+
+static int add_link(actor *a, uint64_t pid)
+{
+    for (uint32_t i = 0; i < a->nlinks; i++)
+        if (a->links[i] == pid)
+            return 0;
+    if (a->nlinks == a->caplinks) {
+        uint32_t cap = a->caplinks ? a->caplinks * 2 : 4;
+        uint64_t *l = realloc(a->links, cap * sizeof *l);
+        if (!l)
+            return -1;
+        a->links = l;
+        a->caplinks = cap;
+    }
+    a->links[a->nlinks++] = pid;
+    return 0;
+}
+
+static void remove_link(actor *a, uint64_t pid)
+{
+    for (uint32_t i = 0; i < a->nlinks; i++) {
+        if (a->links[i] == pid) {
+            a->links[i] = a->links[--a->nlinks];
+            return;
+        }
+    }
+}
+
+int exit_link(smarm_runtime *rt, actor *self, uint64_t pid)
+{
+    if (pid == self->pid)
+        return 0;
+    /* the target first, then self: if the target dies in between, its death
+     * walks its own list (which has us) and the stale entry here is ignored */
+    actor *t = lock_live(rt, pid);
+    if (!t)
+        return -1;
+    int rc = add_link(t, self->pid);
+    cold_unlock(t);
+    if (rc != 0)
+        return -2;
+    cold_lock(self);
+    rc = add_link(self, pid);
+    cold_unlock(self);
+    return rc != 0 ? -2 : 0;
+}
+
+void exit_unlink(smarm_runtime *rt, actor *self, uint64_t pid)
+{
+    cold_lock(self);
+    remove_link(self, pid);
+    cold_unlock(self);
+    actor *t = lock_live(rt, pid);
+    if (t) {
+        remove_link(t, self->pid);
+        cold_unlock(t);
+    }
+}
+
+void exit_noproc(smarm_runtime *rt, actor *self, uint64_t pid)
+{
+    cold_lock(self);
+    chan *trap = self->trap;
+    if (trap)
+        chan_retain(trap, CHAN_TX);
+    if (!trap && !self->exit_override) {
+        wire_buf b;
+        wire_buf_init(&b);
+        if (wire_put_string(&b, "noproc", 6) == 0) {
+            self->exit_override = b.data;
+            self->exit_override_len = b.len;
+        } else {
+            wire_buf_free(&b);
+        }
+    }
+    cold_unlock(self);
+    if (trap) {
+        send_or_drop(trap, simple_notice(pid, "noproc", 1, 0));
+        chan_release(trap, CHAN_TX);
+    } else {
+        sched_stop(rt, self->pid, STOP_LINKED);
+    }
+}
+
+/* ---- monitors ---- */
+
+uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
+{
+    uint64_t id = atomic_fetch_add_explicit(&rt->next_monitor, 1, memory_order_relaxed) + 1;
+    actor *t = lock_live(rt, pid);
+    if (t) {
+        if (t->nmonitors == t->capmonitors) {
+            uint32_t cap = t->capmonitors ? t->capmonitors * 2 : 4;
+            monitor_ref *m = realloc(t->monitors, cap * sizeof *m);
+            if (!m) {
+                cold_unlock(t);
+                chan_release(c, CHAN_TX);
+                return 0;
+            }
+            t->monitors = m;
+            t->capmonitors = cap;
+        }
+        t->monitors[t->nmonitors++] = (monitor_ref){id, c};
+        cold_unlock(t);
+        return id;
+    }
+    send_last_or_drop(c, simple_notice(pid, "noproc", 0, 0));
+    chan_release(c, CHAN_TX);
+    return id;
+}
+
+int exit_demonitor(smarm_runtime *rt, uint64_t pid, uint64_t id)
+{
+    actor *t = lock_live(rt, pid);
+    if (!t)
+        return 0;
+    chan *c = NULL;
+    for (uint32_t i = 0; i < t->nmonitors; i++) {
+        if (t->monitors[i].id == id) {
+            c = t->monitors[i].c;
+            t->monitors[i] = t->monitors[--t->nmonitors];
+            break;
+        }
+    }
+    cold_unlock(t);
+    if (!c)
+        return 0;
+    chan_release(c, CHAN_TX);
+    return 1;
+}
+
+/* ---- trap_exit, shutdown, terminal reasons ---- */
+
+void exit_set_trap(actor *a, chan *c)
+{
+    cold_lock(a);
+    chan *old = a->trap;
+    a->trap = c;
+    cold_unlock(a);
+    if (old)
+        chan_release(old, CHAN_TX);
+}
+
+void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
+{
+    actor *t = lock_live(rt, pid);
+    if (!t)
+        return;
+    chan *trap = t->trap;
+    if (!trap) {
+        cold_unlock(t);
+        sched_stop(rt, pid, STOP_SHUTDOWN);
+        return;
+    }
+    /* a trapping target hears about it and decides; queued under its lock, as
+     * exit signals of links are (see exit_finalize) */
+    send_or_drop(trap, simple_notice(from, "shutdown", 1, 1));
+    cold_unlock(t);
+}
+
+int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)
+{
+    actor *a = sched_actor(rt, pid);
+    if (!a)
+        return -1;
+    int rc = -1;
+    cold_lock(a);
+    int alive = a->pid == pid && !a->exited;
+    if (!alive && a->terminal && a->terminal_gen == pid_gen(pid)) {
+        *bytes = dup_bytes(a->terminal, a->terminal_len);
+        *len = a->terminal_len;
+        rc = *bytes ? 0 : -1;
+    }
+    cold_unlock(a);
+    return rc;
+}
+
+void exit_retire_unborn(actor *a)
+{
+    cold_lock(a);
+    a->exited = 1;
+    cold_unlock(a);
+}
+
+void exit_free_records(smarm_runtime *rt)
+{
+    uint32_t hwm = rt->slots.hwm;
+    for (uint32_t i = 0; i < hwm; i++) {
+        actor *a = &rt->actors[i];
+        free(a->terminal);
+        free(a->exit_override);
+        free(a->links);
+        free(a->monitors);
+        a->terminal = a->exit_override = NULL;
+        a->links = NULL;
+        a->monitors = NULL;
+        clear_reason(a);
+    }
+}
+
+int exit_link_child(smarm_runtime *rt, actor *parent, actor *child)
+{
+    if (!parent)
+        return -1;
+    cold_lock(child);
+    int rc = add_link(child, parent->pid);
+    cold_unlock(child);
+    if (rc != 0)
+        return -1;
+    cold_lock(parent);
+    rc = add_link(parent, child->pid);
+    cold_unlock(parent);
+    return rc;
+}

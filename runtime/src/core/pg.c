@@ -1,0 +1,231 @@
+/* Process groups under one mutex: a list of groups, each an array of members
+ * with the node and incarnation shape the distribution will need (a single
+ * node for now). Liveness is read from slot words under the lock. */
+#include "core/pg.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/actor.h"
+#include "core/runtime.h"
+#include "core/scheduler.h"
+
+typedef struct member {
+    uint64_t pid;
+    uint32_t node;        /* 0: this node */
+    uint32_t incarnation; /* of the node the pid lives on */
+} member;
+
+typedef struct group {
+    struct group *next;
+    member *m;
+    uint32_t n, cap;
+    char name[];
+} group;
+
+struct pg {
+    pthread_mutex_t lock;
+    group *groups;
+    uint32_t incarnation;
+    uint64_t rng;
+};
+
+static int alive(struct smarm_runtime *rt, uint64_t pid)
+{
+    slot *sl = slot_of(&rt->slots, pid);
+    return sl && slot_is_live(sl, pid_gen(pid));
+}
+
+int pg_init(struct smarm_runtime *rt)
+{
+    struct pg *g = calloc(1, sizeof *g);
+    if (!g)
+        return SMARM_ENOMEM;
+    pthread_mutex_init(&g->lock, NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    g->incarnation = (uint32_t)ts.tv_sec;
+    g->rng = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull | 1;
+    rt->pg = g;
+    return 0;
+}
+
+void pg_free(struct smarm_runtime *rt)
+{
+    struct pg *g = rt->pg;
+    if (!g)
+        return;
+    for (group *gr = g->groups; gr;) {
+        group *next = gr->next;
+        free(gr->m);
+        free(gr);
+        gr = next;
+    }
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+    rt->pg = NULL;
+}
+
+static group **find(struct pg *g, const char *name)
+{
+    group **p = &g->groups;
+    while (*p && strcmp((*p)->name, name) != 0)
+        p = &(*p)->next;
+    return p;
+}
+
+/* Removes member i (order is not kept: a multiset). Lock held. */
+static void remove_at(struct smarm_runtime *rt, group *gr, uint32_t i)
+{
+    actor *a = sched_actor(rt, gr->m[i].pid);
+    if (a && a->pid == gr->m[i].pid && a->pg_joins)
+        a->pg_joins--;
+    gr->m[i] = gr->m[--gr->n];
+}
+
+static void drop_if_empty(struct pg *g, group **p)
+{
+    if ((*p)->n)
+        return;
+    group *gr = *p;
+    *p = gr->next;
+    free(gr->m);
+    free(gr);
+}
+
+int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
+{
+    struct pg *g = rt->pg;
+    pthread_mutex_lock(&g->lock);
+    int rc = 0;
+    actor *a = sched_actor(rt, pid);
+    if (!a || !alive(rt, pid)) {
+        rc = -1;
+        goto out;
+    }
+    group **p = find(g, name);
+    if (!*p) {
+        size_t n = strlen(name) + 1;
+        group *gr = calloc(1, sizeof *gr + n);
+        if (!gr) {
+            rc = -2;
+            goto out;
+        }
+        memcpy(gr->name, name, n);
+        *p = gr;
+    }
+    group *gr = *p;
+    if (gr->n == gr->cap) {
+        uint32_t cap = gr->cap ? gr->cap * 2 : 4;
+        member *m = realloc(gr->m, cap * sizeof *m);
+        if (!m) {
+            rc = -2;
+            drop_if_empty(g, p);
+            goto out;
+        }
+        gr->m = m;
+        gr->cap = cap;
+    }
+    gr->m[gr->n++] = (member){pid, 0, g->incarnation};
+    a->pg_joins++;
+out:
+    pthread_mutex_unlock(&g->lock);
+    return rc;
+}
+
+int pg_leave(struct smarm_runtime *rt, const char *name, uint64_t pid)
+{
+    struct pg *g = rt->pg;
+    pthread_mutex_lock(&g->lock);
+    int found = 0;
+    group **p = find(g, name);
+    if (*p) {
+        for (uint32_t i = 0; i < (*p)->n; i++) {
+            if ((*p)->m[i].pid == pid) {
+                remove_at(rt, *p, i);
+                found = 1;
+                break;
+            }
+        }
+        drop_if_empty(g, p);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return found;
+}
+
+/* Drops members that died without pg_finalize having run yet. Lock held. */
+static void prune(struct smarm_runtime *rt, group *gr)
+{
+    for (uint32_t i = 0; i < gr->n;) {
+        if (alive(rt, gr->m[i].pid))
+            i++;
+        else
+            gr->m[i] = gr->m[--gr->n];
+    }
+}
+
+uint32_t pg_members(struct smarm_runtime *rt, const char *name, uint64_t *out, uint32_t max)
+{
+    struct pg *g = rt->pg;
+    pthread_mutex_lock(&g->lock);
+    uint32_t n = 0;
+    group **p = find(g, name);
+    if (*p) {
+        prune(rt, *p);
+        n = (*p)->n;
+        for (uint32_t i = 0; i < n && i < max; i++)
+            out[i] = (*p)->m[i].pid;
+        drop_if_empty(g, p);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return n;
+}
+
+uint64_t pg_pick(struct smarm_runtime *rt, const char *name)
+{
+    struct pg *g = rt->pg;
+    pthread_mutex_lock(&g->lock);
+    uint64_t pid = 0;
+    group **p = find(g, name);
+    if (*p) {
+        prune(rt, *p);
+        if ((*p)->n) {
+            /* xorshift: spreads picks, no need to be secret */
+            g->rng ^= g->rng << 13;
+            g->rng ^= g->rng >> 7;
+            g->rng ^= g->rng << 17;
+            pid = (*p)->m[g->rng % (*p)->n].pid;
+        }
+        drop_if_empty(g, p);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return pid;
+}
+
+void pg_finalize(struct smarm_runtime *rt, actor *a)
+{
+    struct pg *g = rt->pg;
+    if (!g || !a->pg_joins)
+        return;
+    pthread_mutex_lock(&g->lock);
+    for (group **p = &g->groups; *p;) {
+        group *gr = *p;
+        for (uint32_t i = 0; i < gr->n;) {
+            if (gr->m[i].pid == a->pid)
+                gr->m[i] = gr->m[--gr->n];
+            else
+                i++;
+        }
+        if (!gr->n) {
+            *p = gr->next;
+            free(gr->m);
+            free(gr);
+        } else {
+            p = &gr->next;
+        }
+    }
+    a->pg_joins = 0;
+    pthread_mutex_unlock(&g->lock);
+}

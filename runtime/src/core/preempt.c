@@ -1,0 +1,266 @@
+/* Preemption. A watchdog thread ticks every quarter timeslice while any
+ * scheduler is busy; a scheduler whose switch counter has not moved for four
+ * ticks has run one actor for a timeslice or more (at most a quarter more),
+ * and if other work waits it gets SIGURG
+ * (tagged with that counter, so a signal that lands after a switch is ignored).
+ * The handler stops any Lua code:
+ *   1. interpreted Lua: a one-shot count hook (lua_sethook is async-signal-safe
+ *      in LuaJIT) fires at the next bytecode and yields the actor's coroutine;
+ *      where it cannot yield it switches away holding its stack, pinned to this
+ *      OS thread: LuaJIT's hook dispatcher keeps errno's address across the hook;
+ *   2. JIT-compiled code ignores hooks: when the interrupted PC lies in one of
+ *      the actor's machine-code areas (no lock, no libc state is held there),
+ *      the handler switches the actor out right away. The kernel saved every
+ *      register, the flags and the vector state in the signal frame on the
+ *      actor's stack; the handler returns through it when the actor is resumed,
+ *      on whichever thread. SA_NODEFER, no sigaltstack: the switch never
+ *      restores a signal mask, so none may be blocked;
+ *   3. anywhere else (runtime C, libc) only a flag is set, honoured at the
+ *      runtime's safe points (send, receive, yield); the next tick signals again. */
+
+#include "core/preempt.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <lua.h>
+
+#include "vm/ljx.h"
+#include "vm/luavm.h"
+#include "core/runtime.h"
+#include "core/scheduler.h"
+
+#define PREEMPT_SIGNAL SIGURG
+
+/* how long busy actors may keep running after the root ended */
+#define SWEEP_GRACE_NS 100000000
+
+/* TSan defers a signal to its next interceptor and passes the context of where
+ * it arrived: the PC may say "compiled code" while the thread runs the runtime.
+ * Under TSan only the hook and the flag preempt. */
+#if defined(SMARM_TSAN)
+#define MCODE_SWITCH_OK 0
+#else
+#define MCODE_SWITCH_OK 1
+#endif
+
+static struct sigaction prev_action;
+
+static void hook_yield(lua_State *L, lua_Debug *ar);
+static void install_handler(void);
+
+static void preempt_handler(int sig, siginfo_t *si, void *ucv)
+{
+    int saved_errno = errno;
+    sched *s = sched_current();
+    if (!s) {
+        /* not a scheduler thread: somebody else's SIGURG */
+        if (prev_action.sa_flags & SA_SIGINFO) {
+            if (prev_action.sa_sigaction)
+                prev_action.sa_sigaction(sig, si, ucv);
+        } else if (prev_action.sa_handler != SIG_IGN && prev_action.sa_handler != SIG_DFL) {
+            prev_action.sa_handler(sig);
+        }
+        errno = saved_errno;
+        return;
+    }
+    actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
+    uint64_t tag = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    if (!a || !a->L || a->closing || a->stopping || si->si_code != SI_QUEUE ||
+        (tag && tag != atomic_load_explicit(&s->switches, memory_order_relaxed))) {
+        errno = saved_errno;
+        return;
+    }
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    a->preempt_pending = 1;
+    if (MCODE_SWITCH_OK && ljx_pc_in_mcode(a->L, pc)) {
+        a->preempt_jit++;
+        a->preempt_pending = 0;
+        sched_leave(a, LEAVE_YIELD);
+        /* resumed, maybe on another thread, whose errno is not the one saved
+         * above: compiled code never reads errno, so it is left alone */
+        return;
+    }
+    lua_sethook(a->L, hook_yield, LUA_MASKCOUNT, 1);
+    errno = saved_errno;
+}
+
+static int cont_nothing(actor *a, lua_State *L) { return 0; }
+
+/* The count hook armed by the handler: runs at the next interpreted bytecode. */
+static void hook_yield(lua_State *L, lua_Debug *ar)
+{
+    actor *a = luavm_actor(L);
+    lua_sethook(L, NULL, 0, 0);
+    if (!a->preempt_pending || a->closing)
+        return;
+    a->preempt_pending = 0;
+    a->preempt_hook++;
+    if (L == a->co && ljx_can_yield(L)) {
+        /* a yield from a hook unwinds the hook dispatcher's C frames: the
+         * actor then holds no stack and may resume on any thread */
+        a->cont = cont_nothing;
+        a->yield_leave = LEAVE_YIELD_CO;
+        lua_yield(L, 0);
+        return;
+    }
+    a->pinned = 1;
+    sched_leave(a, LEAVE_YIELD);
+}
+
+void preempt_signal(sched *s)
+{
+    /* tag 0: whatever runs there now; a stop flag tells the handler who */
+    union sigval v;
+    v.sival_ptr = NULL;
+    pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
+}
+
+void preempt_safe_point(actor *a)
+{
+    if (!a->preempt_pending && !atomic_load_explicit(&a->stop, memory_order_relaxed))
+        return;
+    a->preempt_pending = 0;
+    a->preempt_safe++;
+    sched_yield_actor(a);
+}
+
+void preempt_install(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_handler);
+}
+
+static void install_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = preempt_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(PREEMPT_SIGNAL, &sa, &prev_action);
+}
+
+/* ---- the watchdog ---- */
+
+static long futex(_Atomic int *addr, int op, int val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+/* Whether something other than what runs now waits for a scheduler. */
+static int work_waiting(smarm_runtime *rt, uint64_t now)
+{
+    if (runq_size_approx(rt->rq) > 0 || runq_size_approx(rt->rq_yield) > 0 ||
+        timers_earliest(&rt->tm) <= now)
+        return 1;
+    for (int i = 0; i < rt->nsched; i++) {
+        sched *s = &rt->scheds[i];
+        if (atomic_load_explicit(&s->runnext, memory_order_relaxed) ||
+            atomic_load_explicit(&s->npinned, memory_order_relaxed))
+            return 1;
+    }
+    return 0;
+}
+
+/* Finer ticks end a slice closer to its length, and re-signal sooner an actor
+ * the last signal found in C code (tier 3 above); each costs the watchdog one
+ * wake-up while some scheduler is busy. */
+#define TICKS_PER_SLICE 4
+
+static void *watchdog_main(void *arg)
+{
+    smarm_runtime *rt = arg;
+    uint64_t tick = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / TICKS_PER_SLICE);
+    if (tick < 50000)
+        tick = 50000;
+    int n = rt->nsched;
+    uint64_t seen[PARK_MAX] = {0};
+    int age[PARK_MAX] = {0};
+    uint64_t root_done_at = 0, swept_at = 0;
+    while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
+        uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
+        if (__builtin_popcountll(idle) >= n) {
+            /* everyone sleeps: so does the watchdog, until a scheduler wakes
+             * (preempt_busy). seq_cst pairs with its fence there */
+            atomic_store(&rt->wd_sleeping, 1);
+            atomic_thread_fence(memory_order_seq_cst);
+            idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
+            if (__builtin_popcountll(idle) >= n && !atomic_load(&rt->wd_stop)) {
+                struct timespec ts = {1, 0};
+                futex(&rt->wd_sleeping, FUTEX_WAIT_PRIVATE, 1, &ts);
+            }
+            atomic_store(&rt->wd_sleeping, 0);
+            continue;
+        }
+        struct timespec ts = {0, (long)tick};
+        nanosleep(&ts, NULL);
+        uint64_t now = park_now_ns();
+        /* the root has ended but busy actors keep every scheduler from the idle
+         * point where the sweep runs: after a grace, sweep from here */
+        if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
+            if (!root_done_at)
+                root_done_at = now;
+            if (now - root_done_at > SWEEP_GRACE_NS && now - swept_at > SWEEP_GRACE_NS) {
+                swept_at = now;
+                sched_sweep(rt);
+            }
+        }
+        int waiting = -1;
+        for (int i = 0; i < n; i++) {
+            sched *s = &rt->scheds[i];
+            actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
+            uint64_t sw = atomic_load_explicit(&s->switches, memory_order_relaxed);
+            if (!a || sw != seen[i]) {
+                seen[i] = sw;
+                age[i] = 0;
+                continue;
+            }
+            if (++age[i] < TICKS_PER_SLICE)
+                continue;
+            if (waiting < 0)
+                waiting = work_waiting(rt, now);
+            if (!waiting)
+                continue;
+            union sigval v;
+            v.sival_ptr = (void *)(uintptr_t)sw;
+            pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
+        }
+    }
+    return NULL;
+}
+
+void preempt_busy(smarm_runtime *rt)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->wd_sleeping, memory_order_relaxed)) {
+        atomic_store(&rt->wd_sleeping, 0);
+        futex(&rt->wd_sleeping, FUTEX_WAKE_PRIVATE, 1, NULL);
+    }
+}
+
+int preempt_start(smarm_runtime *rt)
+{
+    atomic_store(&rt->wd_stop, 0);
+    atomic_store(&rt->wd_sleeping, 0);
+    if (pthread_create(&rt->watchdog, NULL, watchdog_main, rt) != 0)
+        return SMARM_ETHREAD;
+    return 0;
+}
+
+void preempt_stop(smarm_runtime *rt)
+{
+    atomic_store_explicit(&rt->wd_stop, 1, memory_order_release);
+    atomic_store(&rt->wd_sleeping, 0);
+    futex(&rt->wd_sleeping, FUTEX_WAKE_PRIVATE, 1, NULL);
+    pthread_join(rt->watchdog, NULL);
+}

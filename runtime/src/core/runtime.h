@@ -1,0 +1,50 @@
+/* The runtime object: everything a running smarm owns hangs off it (no hidden globals). */
+#ifndef SMARM_RUNTIME_H
+#define SMARM_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/actor.h"
+#include "base/heap.h"
+#include "vm/luavm.h"
+#include "base/park.h"
+#include "base/runq.h"
+#include "base/slot.h"
+#include "smarm.h"
+#include "base/stack.h"
+#include "base/timer.h"
+
+struct sched;
+
+struct smarm_runtime {
+    smarm_config cfg;
+    slot_table slots;
+    actor *actors;  /* parallel to slots.slots, reserved, touched lazily */
+    runq *rq;       /* woken and new actors */
+    runq *rq_yield; /* actors that used up their timeslice or yielded */
+    park_set parks;
+    stack_pool *stacks;
+    timers tm;
+    luavm_shared vm;
+    heap heap; /* actor states\' memory */
+    struct sched *scheds;
+    int nsched;
+    _Atomic int64_t live; /* actors spawned and not yet finalized */
+    pthread_t watchdog;   /* preempt.c */
+    pthread_t sig_thread; /* signal.c: SIGINT/SIGTERM waiter */
+    _Atomic int sig_stop, sig_caught;
+    _Atomic int wd_stop, wd_sleeping;
+    _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
+    struct registry *registry;     /* registry.c: names */
+    struct pg *pg;                 /* pg.c: process groups */
+    _Atomic int spinning;          /* schedulers polling for work before they sleep */
+    _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */
+    _Atomic int root_done;
+    _Atomic int sweeping;
+    uint64_t root_pid;
+    int root_status;          /* 0 normal, 1 crashed */
+    pthread_mutex_t err_lock; /* serialises crash reports on stderr */
+};
+
+#endif

@@ -1,0 +1,829 @@
+/* Schedulers: each OS thread pops queued actors and switches to their C stacks;
+ * actors come back when they yield, park or end, and the scheduler settles the slot. */
+#include "core/scheduler.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/context.h"
+#include "vm/ljx.h"
+#include "core/exit.h"
+#include "vm/luavm.h"
+#include "core/pg.h"
+#include "core/registry.h"
+#include "core/preempt.h"
+#include "base/sanitize.h"
+#include "lib/timer_lua.h"
+#include "core/signals.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#if defined(SMARM_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(SMARM_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+/* how long an idle scheduler polls before it sleeps */
+#define SPIN_NS 20000
+/* one pick in this many prefers actors that used up their timeslice */
+#define YIELDED_SHARE 4
+/* how many actors in a row a scheduler takes from its runnext */
+#define RUNNEXT_STREAK 32
+
+static __thread sched *tls_sched;
+
+__attribute__((noinline)) sched *sched_current(void)
+{
+    /* an empty asm keeps the compiler from caching the TLS address across a switch */
+    sched *s = tls_sched;
+    __asm__ volatile("" ::: "memory");
+    return s;
+}
+
+actor *sched_actor(smarm_runtime *rt, uint64_t pid)
+{
+    uint32_t idx = pid_index(pid);
+    if (idx >= rt->slots.max)
+        return NULL;
+    return &rt->actors[idx];
+}
+
+/* ---- stack switching, with the sanitizers told about it ---- */
+
+#if defined(SMARM_TSAN)
+static void *actor_fiber(actor *a)
+{
+    if (!a->fiber)
+        a->fiber = __tsan_create_fiber(0);
+    return a->fiber;
+}
+#endif
+
+/* scheduler -> actor */
+static void switch_in(sched *s, actor *a)
+{
+#if defined(SMARM_ASAN)
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, a->stk->base, a->stk->size);
+#endif
+#if defined(SMARM_TSAN)
+    __tsan_switch_to_fiber(actor_fiber(a), 0);
+#endif
+    ctx_switch(&s->sp, a->sp);
+#if defined(SMARM_ASAN)
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+/* actor -> its current scheduler */
+static void switch_out(actor *a)
+{
+    sched *s = sched_current();
+#if defined(SMARM_ASAN)
+    void *fake = NULL;
+    /* a finished or coroutine-parked actor never comes back to this stack */
+    int gone = a->leave == LEAVE_DONE || a->leave == LEAVE_PARK_CO;
+    __sanitizer_start_switch_fiber(gone ? NULL : &fake, s->stack_lo, s->stack_size);
+#endif
+#if defined(SMARM_TSAN)
+    __tsan_switch_to_fiber(s->fiber, 0);
+#endif
+    ctx_switch(&a->sp, s->sp);
+#if defined(SMARM_ASAN)
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+static void actor_entry(void *arg);
+
+static void sanitizer_actor_started(void)
+{
+#if defined(SMARM_ASAN)
+    __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+#endif
+}
+
+/* A stopped actor is never resumed: whatever it was doing (a parked wait, a
+ * preempted trace, a pcall that would catch an error) is dropped with its
+ * frames, and its state is closed on a fresh context. The stop cannot be
+ * caught because nothing of the actor runs again. */
+LUA_UNWOUND static void actor_stop_entry(void *arg)
+{
+    actor *a = arg;
+    sanitizer_actor_started();
+    luavm_finish(a, LUAVM_KILLED);
+    luavm_close(a);
+    sched_leave(a, LEAVE_DONE);
+}
+
+/* ---- stacks: one warm spare per scheduler in front of the shared pool ---- */
+
+static stack *take_stack(sched *s, actor *a)
+{
+    if (!a->stack_size && !a->stack_guard && s->spare) {
+        stack *st = s->spare;
+        s->spare = NULL;
+        return st;
+    }
+    return stack_get(s->rt->stacks, a->stack_size, a->stack_guard);
+}
+
+static void give_stack(sched *s, stack *st)
+{
+    if (!s->spare && st->size == stack_pool_default_size(s->rt->stacks) &&
+        st->guard == s->rt->cfg.stack_guard) {
+        s->spare = st;
+        return;
+    }
+    stack_put(s->rt->stacks, st);
+}
+
+/* ---- run queue with the wake tail ---- */
+
+/* The enqueue tail: a parked scheduler gets the new work, unless one is
+ * spinning and will find it anyway. The fence orders the push before the read
+ * of `spinning`; a spinner orders its decrement before its last look at the
+ * queue the same way, so one of the two always sees the other. */
+static void wake_for_work(smarm_runtime *rt)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->spinning, memory_order_relaxed) == 0)
+        park_set_wake_one(&rt->parks);
+}
+
+static void enqueue(smarm_runtime *rt, uint32_t idx)
+{
+    runq_push(rt->rq, idx);
+    wake_for_work(rt);
+}
+
+/* New actors and actors that used up their timeslice (or yielded) wait in a
+ * queue of their own, behind actors that were just woken: a woken actor
+ * usually runs briefly and parks again, so it answers within a timeslice even
+ * when every scheduler is full of actors that never block. next_runnable keeps
+ * the others from starving. */
+static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
+{
+    runq_push(rt->rq_yield, idx);
+    wake_for_work(rt);
+}
+
+/* An actor woken by the actor running on this scheduler runs next here: it is
+ * likely to consume what the waker just sent while it is hot in this cache,
+ * and no other scheduler has to be woken for it. The one it displaces goes to
+ * the shared queue. */
+static void make_runnable(smarm_runtime *rt, uint32_t idx)
+{
+    sched *s = sched_current();
+    if (s && s->rt == rt && atomic_load_explicit(&s->cur, memory_order_relaxed)) {
+        uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
+        if (!prev)
+            return;
+        idx = prev - 1;
+    }
+    enqueue(rt, idx);
+}
+
+void sched_wake(smarm_runtime *rt, uint64_t pid)
+{
+    slot *sl = slot_of(&rt->slots, pid);
+    if (sl && slot_unpark(sl, pid_gen(pid)))
+        make_runnable(rt, pid_index(pid));
+}
+
+void sched_arm_wake(actor *a, uint64_t deadline)
+{
+    uint64_t armed = atomic_load_explicit(&a->wake_armed, memory_order_acquire);
+    /* an armed wake no later than this one is in the heap or firing: its wake
+     * comes in time, and the wait re-checks and re-arms after it (wait_rearm) */
+    if (armed && armed <= deadline)
+        return;
+    /* published before the entry exists, so a fire that pops it at once finds
+     * its deadline here and clears it */
+    atomic_store_explicit(&a->wake_armed, deadline, memory_order_seq_cst);
+    int r = timers_arm(&a->rt->tm, deadline, a->pid);
+    if (r < 0) {
+        uint64_t d = deadline;
+        atomic_compare_exchange_strong(&a->wake_armed, &d, 0);
+    } else if (r == 1) {
+        sched_nudge_timekeeper(a->rt);
+    }
+}
+
+/* A wait woken before it was satisfied parks again: the wake may have been its
+ * armed timer firing early for it (an earlier wait's deadline), so arm anew. */
+static inline void wait_rearm(actor *a)
+{
+    if (a->deadline)
+        sched_arm_wake(a, a->deadline);
+}
+
+void sched_nudge_timekeeper(smarm_runtime *rt)
+{
+    /* a new earliest deadline: whoever sleeps on the old one must re-arm.
+     * seq_cst pairs with the fence after a scheduler claims the timekeeper role */
+    atomic_thread_fence(memory_order_seq_cst);
+    int tk = atomic_load_explicit(&rt->timekeeper, memory_order_relaxed);
+    if (tk < 0 || !park_set_wake(&rt->parks, tk))
+        park_set_wake_one(&rt->parks);
+}
+
+/* A wake timer fired: the actor's armed deadline, if it is this one, is no
+ * longer in the heap (cleared before the wake, which the woken wait follows by
+ * re-arming); an entry of an earlier tenant of the slot clears nothing that
+ * matters (at worst the tenant arms once more). */
+static void fire_wake(smarm_runtime *rt, timer_entry *e)
+{
+    actor *a = &rt->actors[pid_index(e->pid)];
+    uint64_t d = e->deadline;
+    atomic_compare_exchange_strong(&a->wake_armed, &d, 0);
+    sched_wake(rt, e->pid);
+}
+
+static void fire_due_timers(smarm_runtime *rt)
+{
+    uint64_t earliest = timers_earliest(&rt->tm);
+    if (earliest == UINT64_MAX)
+        return;
+    uint64_t now = park_now_ns();
+    if (earliest > now)
+        return;
+    timer_entry due[64];
+    uint32_t n;
+    while ((n = timers_due(&rt->tm, now, due, 64)) > 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            if (due[i].msg)
+                timer_fire_send(rt, &due[i]);
+            else
+                fire_wake(rt, &due[i]);
+        }
+        if (n < 64)
+            break;
+    }
+}
+
+/* ---- spawn and send ---- */
+
+int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
+                uint64_t parent, uint64_t *pid_out)
+{
+    int64_t idx = slot_claim(&rt->slots);
+    if (idx < 0)
+        return SMARM_ECAPACITY; /* the payload stays the caller's */
+    slot *sl = slot_at(&rt->slots, (uint32_t)idx);
+    uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
+    actor *a = &rt->actors[idx];
+    a->rt = rt;
+    exit_reset(a, pid_make((uint32_t)idx, gen), opts && opts->owned ? parent : 0);
+    a->parent = parent;
+    a->L = NULL;
+    a->co = NULL;
+    a->stk = NULL;
+    a->sp = NULL;
+    a->stack_size = opts ? opts->stack_size : 0;
+    a->stack_guard = opts ? opts->stack_guard : 0;
+    a->leave = 0;
+    a->cont = NULL;
+    a->deadline = 0;
+    atomic_store_explicit(&a->wake_armed, 0, memory_order_relaxed);
+    atomic_store_explicit(&a->stop, 0, memory_order_relaxed);
+    a->stopping = 0;
+    a->closing = 0;
+    a->boot_kind = boot_kind;
+    a->boot = payload;
+    a->boot_len = len;
+    a->mem = 0;
+    a->parks = a->yields = a->msgs_in = 0;
+    a->slices = a->preempt_hook = a->preempt_jit = a->preempt_safe = 0;
+    a->migrations = 0;
+    a->last_sched = -1;
+    a->max_heap = opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap;
+    a->heap_exceeded = 0;
+    a->preempt_pending = 0;
+    a->pinned = 0;
+    a->cont = NULL;
+    mailbox_open(&a->inbox, gen);
+    sl->actor = a;
+    if (opts && opts->name) {
+        /* the name is the contract: it is held before the actor can run, and an
+         * actor that cannot have it never runs (nothing links or watches it yet) */
+        int rc = registry_register_spawning(rt, opts->name, a);
+        if (rc != REG_OK) {
+            mailbox_close(&a->inbox);
+            exit_retire_unborn(a);
+            slot_release(&rt->slots, (uint32_t)idx);
+            return rc == REG_TAKEN ? SMARM_ETAKEN : SMARM_ENOMEM;
+        }
+    }
+    /* links and monitors asked for at spawn are in place before it can run or
+     * die, so none of them can see "noproc" */
+    if (opts && opts->link && exit_link_child(rt, sched_actor(rt, parent), a) != 0)
+        opts->link = -1;
+    if (opts && opts->monitor)
+        opts->monitor_id = exit_monitor(rt, a->pid, opts->monitor);
+    atomic_fetch_add_explicit(&rt->live, 1, memory_order_relaxed);
+    *pid_out = a->pid;
+    /* release (in the CAS): the actor's fields are visible to whoever claims it */
+    slot_publish(sl, gen);
+    /* a new actor queues behind woken ones: booting it is the costly part,
+     * and an actor woken by a message or a timer is waiting on time */
+    enqueue_yielded(rt, (uint32_t)idx);
+    return 0;
+}
+
+int sched_send(smarm_runtime *rt, uint64_t pid, msg *m)
+{
+    actor *a = sched_actor(rt, pid);
+    if (!a || mailbox_push(&a->inbox, pid_gen(pid), m) < 0) {
+        msg_free(m);
+        return -1;
+    }
+    sched_wake(rt, pid);
+    return 0;
+}
+
+void sched_stop(smarm_runtime *rt, uint64_t pid, int how)
+{
+    actor *a = sched_actor(rt, pid);
+    slot *sl = slot_of(&rt->slots, pid);
+    if (!a || !sl || !slot_is_live(sl, pid_gen(pid)))
+        return;
+    int expected = 0;
+    /* the first stop decides the reason */
+    atomic_compare_exchange_strong_explicit(&a->stop, &expected, how, memory_order_acq_rel,
+                                            memory_order_acquire);
+    sched_wake(rt, pid);
+    /* running: make it leave its scheduler now, whatever code it runs */
+    for (int i = 0; i < rt->nsched && rt->scheds; i++) {
+        sched *s = &rt->scheds[i];
+        if (atomic_load_explicit(&s->cur, memory_order_acquire) == a)
+            preempt_signal(s);
+    }
+}
+
+/* ---- the actor side ---- */
+
+void sched_leave(actor *a, enum actor_leave how)
+{
+    a->leave = how;
+    switch_out(a);
+}
+
+void sched_yield_actor(actor *a)
+{
+    a->yields++;
+    sched_leave(a, LEAVE_YIELD);
+}
+
+/* Runs a continuation in protected mode on the actor's main state and moves its
+ * results to the coroutine about to be resumed (decoding may raise out of memory). */
+struct cont_call {
+    actor *a;
+    int nres;
+};
+
+LUA_UNWOUND int sched_cont_trampoline(lua_State *L)
+{
+    struct cont_call *cc = lua_touserdata(L, 1);
+    lua_pop(L, 1);
+    int base = lua_gettop(L);
+    cc->nres = cc->a->cont(cc->a, L);
+    if (cc->nres > 0)
+        lua_xmove(L, cc->a->co, cc->nres);
+    lua_settop(L, base);
+    return 0;
+}
+
+LUA_UNWOUND int sched_wait(lua_State *L, actor *a, actor_cont cont)
+{
+    if (a->closing)
+        return luaL_error(L, "smarm: cannot wait while the actor is ending");
+    a->parks++;
+    if (L == a->co && ljx_can_yield(L)) {
+        a->cont = cont;
+        a->yield_leave = LEAVE_PARK_CO;
+        return lua_yield(L, 0);
+    }
+    for (;;) {
+        /* a stopped actor is never switched back in here: see run_actor */
+        sched_leave(a, LEAVE_PARK_STACK);
+        int n = cont(a, L);
+        if (n >= 0)
+            return n;
+        wait_rearm(a);
+    }
+}
+
+LUA_UNWOUND static void actor_entry(void *arg)
+{
+    actor *a = arg;
+    sanitizer_actor_started();
+    int nargs;
+    if (!a->L) {
+        nargs = luavm_boot(a);
+        if (nargs < 0) {
+            luavm_close(a);
+            sched_leave(a, LEAVE_DONE);
+        }
+    } else {
+        struct cont_call cc = {a, 0};
+        /* the trampoline is made once per state (lua_cpcall would allocate a
+         * closure on every resume) */
+        lua_rawgeti(a->L, LUA_REGISTRYINDEX, a->cont_ref);
+        lua_pushlightuserdata(a->L, &cc);
+        if (lua_pcall(a->L, 1, 0, 0) != 0) {
+            luavm_finish(a, LUAVM_ERROR_ON_MAIN);
+            luavm_close(a);
+            sched_leave(a, LEAVE_DONE);
+        }
+        if (cc.nres < 0) {
+            wait_rearm(a);
+            sched_leave(a, LEAVE_PARK_CO);
+        }
+        nargs = cc.nres;
+    }
+    a->cont = NULL;
+    int st = lua_resume(a->co, nargs);
+    if (st == LUA_YIELD) {
+        if (a->cont)
+            sched_leave(a, a->yield_leave);
+        /* a bare coroutine.yield() at the body's top level */
+        lua_settop(a->co, 0);
+        lua_pushstring(a->co, "attempt to yield from outside a coroutine");
+        st = LUA_ERRRUN;
+    }
+    luavm_finish(a, st);
+    luavm_close(a);
+    sched_leave(a, LEAVE_DONE);
+}
+
+/* ---- the scheduler side ---- */
+
+static void finalize(sched *s, actor *a)
+{
+    smarm_runtime *rt = s->rt;
+    uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
+    slot *sl = slot_at(&rt->slots, idx);
+    /* the order matters to whoever a notice wakes: by the time a monitor or a
+     * link hears of the death, sends to the pid fail, its name and groups are
+     * free and the slot reads DONE; the slot is reused only after all of it */
+    mailbox_close(&a->inbox);
+    registry_finalize(rt, a);
+    pg_finalize(rt, a);
+    slot_set_done(sl, gen);
+    exit_finalize(rt, a);
+    free(a->boot);
+    a->boot = NULL;
+#if defined(SMARM_TSAN)
+    if (a->fiber) {
+        __tsan_destroy_fiber(a->fiber);
+        a->fiber = NULL;
+    }
+#endif
+    int was_root = a->pid == rt->root_pid;
+    slot_release(&rt->slots, idx);
+    if (was_root)
+        atomic_store_explicit(&rt->root_done, 1, memory_order_release);
+    /* release: everything this actor did (its enqueues) happens before a
+     * scheduler that reads live == 0 and stops */
+    if (atomic_fetch_sub_explicit(&rt->live, 1, memory_order_acq_rel) == 1)
+        park_set_wake_all(&rt->parks);
+    else if (was_root)
+        park_set_wake_all(&rt->parks); /* idle schedulers must look at the sweep */
+}
+
+/* An actor preempted inside a LuaJIT hook waits here for this thread. */
+static void pin(sched *s, actor *a)
+{
+    a->pin_next = NULL;
+    if (s->pinned_tail)
+        s->pinned_tail->pin_next = a;
+    else
+        s->pinned = a;
+    s->pinned_tail = a;
+    atomic_fetch_add_explicit(&s->npinned, 1, memory_order_relaxed);
+}
+
+static int unpin(sched *s, uint32_t *idx)
+{
+    actor *a = s->pinned;
+    if (!a)
+        return 0;
+    s->pinned = a->pin_next;
+    if (!s->pinned)
+        s->pinned_tail = NULL;
+    atomic_fetch_sub_explicit(&s->npinned, 1, memory_order_relaxed);
+    a->pinned = 0;
+    *idx = pid_index(a->pid);
+    return 1;
+}
+
+static void run_actor(sched *s, uint32_t idx)
+{
+    smarm_runtime *rt = s->rt;
+    slot *sl = slot_at(&rt->slots, idx);
+    uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
+    if (!slot_begin_run(sl, gen)) {
+        fprintf(stderr, "smarm: internal error: queued slot %u not claimable\n", idx);
+        abort();
+    }
+    actor *a = &rt->actors[idx];
+    for (;;) {
+        if (atomic_load_explicit(&a->stop, memory_order_acquire) && !a->stopping) {
+            /* its own stack, if it holds one, is free to reuse: its frames are dropped */
+            a->stopping = 1;
+            if (a->stk) {
+                SANITIZE_UNPOISON(a->stk->base, a->stk->size);
+                a->sp = ctx_make(stack_top(a->stk), actor_stop_entry, a);
+            } else {
+                a->stk = take_stack(s, a);
+                if (!a->stk)
+                    abort();
+                SANITIZE_UNPOISON(a->stk->base, a->stk->size);
+                a->sp = ctx_make(stack_top(a->stk), actor_stop_entry, a);
+            }
+        }
+        if (!a->stk) {
+            a->stk = take_stack(s, a);
+            if (!a->stk) {
+                fprintf(stderr, "smarm: cannot map a C stack for %s: %s\n", "an actor",
+                        strerror(errno));
+                abort();
+            }
+            /* frames left on it by whoever used it last never returned */
+            SANITIZE_UNPOISON(a->stk->base, a->stk->size);
+            a->sp = ctx_make(stack_top(a->stk), actor_entry, a);
+        }
+        if (a->last_sched != s->id) {
+            a->migrations += a->slices != 0;
+            a->last_sched = s->id;
+        }
+        a->slices++;
+        /* the actor allocates only while it runs, and only on this thread */
+        a->heap_cache = &s->heap_cache;
+        /* relaxed: the watchdog only needs to see the counter move */
+        atomic_store_explicit(&s->switches, s->switches + 1, memory_order_relaxed);
+        atomic_store_explicit(&s->cur, a, memory_order_relaxed);
+        switch_in(s, a);
+        atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+        a->preempt_pending = 0;
+        if (a->leave != LEAVE_DONE && atomic_load_explicit(&a->stop, memory_order_acquire)) {
+            /* stopped while it ran: end it now rather than queue it again */
+            if (a->leave == LEAVE_PARK_CO || a->leave == LEAVE_YIELD_CO) {
+                give_stack(s, a->stk);
+                a->stk = NULL;
+            }
+            continue;
+        }
+        switch (a->leave) {
+        case LEAVE_YIELD:
+            slot_requeue(sl, gen);
+            if (a->pinned)
+                pin(s, a);
+            else
+                enqueue_yielded(rt, idx);
+            return;
+        case LEAVE_YIELD_CO:
+            give_stack(s, a->stk);
+            a->stk = NULL;
+            slot_requeue(sl, gen);
+            enqueue_yielded(rt, idx);
+            return;
+        case LEAVE_PARK_CO:
+            give_stack(s, a->stk);
+            a->stk = NULL;
+            /* fall through */
+        case LEAVE_PARK_STACK:
+            /* the park is settled only now that the actor is off its stack,
+             * so a waker can never run it on two threads at once */
+            if (slot_park(sl, gen))
+                return;
+            continue; /* woken meanwhile: look again at once */
+        case LEAVE_DONE:
+            give_stack(s, a->stk);
+            a->stk = NULL;
+            finalize(s, a);
+            return;
+        }
+    }
+}
+
+void sched_sweep(smarm_runtime *rt)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&rt->sweeping, &expected, 1))
+        return;
+    uint32_t hwm = rt->slots.hwm;
+    for (uint32_t i = 0; i < hwm; i++) {
+        slot *sl = slot_at(&rt->slots, i);
+        uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+        enum slot_state st = slot_word_state(w);
+        if (st == SLOT_VACANT || st == SLOT_DONE)
+            continue;
+        sched_stop(rt, pid_make(i, slot_word_gen(w)), STOP_KILL);
+    }
+    atomic_store(&rt->sweeping, 0);
+}
+
+/* Own runnext first (but not forever: a pair of actors waking each other
+ * would starve the shared queue), then the shared queue. */
+static int next_runnable(sched *s, uint32_t *idx)
+{
+    smarm_runtime *rt = s->rt;
+    if (s->streak < RUNNEXT_STREAK) {
+        uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+        if (n) {
+            s->streak++;
+            *idx = n - 1;
+            return 1;
+        }
+    }
+    s->streak = 0;
+    /* pinned actors take turns with the shared queue */
+    if (s->pinned && (s->fair++ & 1) && unpin(s, idx))
+        return 1;
+    /* one pick in YIELDED_SHARE goes to the yielded queue first */
+    int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
+    if ((yielded_first && runq_pop(rt->rq_yield, idx)) || runq_pop(rt->rq, idx) ||
+        runq_pop(rt->rq_yield, idx)) {
+        /* chain rule: surplus work wakes a sibling so it runs in parallel */
+        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_yield) > 0)
+            wake_for_work(rt);
+        return 1;
+    }
+    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+    if (n) {
+        *idx = n - 1;
+        return 1;
+    }
+    return unpin(s, idx);
+}
+
+/* Before sleeping, an idle scheduler polls for a little while: work that shows
+ * up meanwhile costs no futex wake on either side. At the end it takes what
+ * sits in another scheduler's runnext (its owner is busy with something else). */
+static int spin_for_work(sched *s, uint32_t *idx)
+{
+    smarm_runtime *rt = s->rt;
+    atomic_fetch_add_explicit(&rt->spinning, 1, memory_order_relaxed);
+    uint64_t until = park_now_ns() + SPIN_NS;
+    int found = 0;
+    for (int i = 0; !found; i++) {
+        if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_yield, idx)) {
+            found = 1;
+            break;
+        }
+        if ((i & 63) == 63 && park_now_ns() >= until)
+            break;
+        __builtin_ia32_pause();
+    }
+    if (!found) {
+        for (int i = 0; i < rt->nsched && !found; i++) {
+            sched *o = &rt->scheds[i];
+            if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed))
+                continue;
+            uint32_t n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
+            if (n) {
+                *idx = n - 1;
+                found = 1;
+            }
+        }
+    }
+    atomic_fetch_sub_explicit(&rt->spinning, 1, memory_order_relaxed);
+    /* pairs with wake_for_work's fence: the caller looks at the queue once
+     * more after this before it sleeps */
+    atomic_thread_fence(memory_order_seq_cst);
+    return found;
+}
+
+static void *sched_main(void *arg)
+{
+    sched *s = arg;
+    smarm_runtime *rt = s->rt;
+    tls_sched = s;
+    s->altstack = signal_diag_thread_init();
+#if defined(SMARM_TSAN)
+    s->fiber = __tsan_get_current_fiber();
+#endif
+#if defined(SMARM_ASAN)
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &s->stack_lo, &s->stack_size);
+        pthread_attr_destroy(&attr);
+    }
+#endif
+    uint32_t idx;
+    for (;;) {
+        fire_due_timers(rt);
+        if (next_runnable(s, &idx)) {
+            run_actor(s, idx);
+            continue;
+        }
+        if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0)
+            break;
+        if (spin_for_work(s, &idx)) {
+            run_actor(s, idx);
+            continue;
+        }
+        park_set_idle_begin(&rt->parks, s->id);
+        if (next_runnable(s, &idx)) {
+            park_set_idle_cancel(&rt->parks, s->id);
+            preempt_busy(rt);
+            run_actor(s, idx);
+            continue;
+        }
+        if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0) {
+            park_set_idle_cancel(&rt->parks, s->id);
+            break;
+        }
+        uint64_t deadline = 0;
+        if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
+            /* the root has ended and nothing is runnable: stop what it left,
+             * and look again shortly in case something caught the stop */
+            sched_sweep(rt);
+            deadline = park_now_ns() + 1000000;
+        }
+        int keeper = 0, none = -1;
+        if (timers_earliest(&rt->tm) != UINT64_MAX &&
+            atomic_compare_exchange_strong(&rt->timekeeper, &none, s->id)) {
+            keeper = 1;
+            /* pairs with the fence in sched_wake_at: either it sees us as the
+             * keeper and wakes us, or we see its earlier deadline here */
+            atomic_thread_fence(memory_order_seq_cst);
+            uint64_t t = timers_earliest(&rt->tm);
+            if (t != UINT64_MAX && (!deadline || t < deadline))
+                deadline = t;
+        }
+        if (deadline && deadline <= park_now_ns())
+            park_set_idle_cancel(&rt->parks, s->id);
+        else
+            park_set_wait(&rt->parks, s->id, deadline);
+        preempt_busy(rt);
+        if (keeper)
+            atomic_store(&rt->timekeeper, -1);
+    }
+    park_set_wake_all(&rt->parks);
+    if (s->spare) {
+        stack_put(rt->stacks, s->spare);
+        s->spare = NULL;
+    }
+    signal_diag_thread_fini(s->altstack);
+    heap_cache_flush(&rt->heap, &s->heap_cache);
+    tls_sched = NULL;
+    return NULL;
+}
+
+int sched_run(smarm_runtime *rt)
+{
+    int n = rt->nsched;
+    rt->scheds = calloc((size_t)n, sizeof(sched));
+    if (!rt->scheds)
+        return SMARM_ENOMEM;
+    atomic_store(&rt->timekeeper, -1);
+    park_set_init(&rt->parks, n);
+    int started = 0, err = 0;
+    preempt_install();
+    signal_diag_install();
+    sigset_t saved;
+    int sigs = rt->cfg.handle_signals && signal_shutdown_start(rt, &saved) == 0;
+    for (int i = 0; i < n; i++) {
+        sched *s = &rt->scheds[i];
+        s->rt = rt;
+        s->id = i;
+        wire_buf_init(&s->enc);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        if (pthread_create(&s->thread, &attr, sched_main, s) != 0) {
+            err = SMARM_ETHREAD;
+            pthread_attr_destroy(&attr);
+            break;
+        }
+        pthread_attr_destroy(&attr);
+        started++;
+    }
+    if (err) {
+        /* the threads already started still finish the work */
+        fprintf(stderr, "smarm: could only start %d of %d schedulers\n", started, n);
+    }
+    int watchdog = started && preempt_start(rt) == 0;
+    for (int i = 0; i < started; i++)
+        pthread_join(rt->scheds[i].thread, NULL);
+    if (watchdog)
+        preempt_stop(rt);
+    if (sigs)
+        signal_shutdown_stop(rt, &saved);
+    for (int i = 0; i < n; i++)
+        wire_buf_free(&rt->scheds[i].enc);
+    free(rt->scheds);
+    rt->scheds = NULL;
+    return started ? 0 : err;
+}

@@ -1,0 +1,89 @@
+/* Schedulers: OS threads running actors M:N; spawn, yield, park/unpark, termination. */
+#ifndef SMARM_SCHED_H
+#define SMARM_SCHED_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "core/actor.h"
+#include "base/wire.h"
+#include "base/heap.h"
+#include "core/runtime.h"
+
+typedef struct sched {
+    smarm_runtime *rt;
+    int id;
+    pthread_t thread;
+    void *sp;                    /* the scheduler's own context while an actor runs */
+    _Atomic(actor *) cur;        /* the actor running on this thread, if any */
+    _Atomic uint64_t switches;   /* actors switched in so far (the watchdog's clock) */
+    _Atomic uint32_t runnext;    /* slot index + 1 of the actor to run next here, 0 = none */
+    int streak;                  /* actors taken from runnext in a row */
+    actor *pinned, *pinned_tail; /* preempted in a hook: they resume on this thread only */
+    _Atomic uint32_t npinned;
+    uint32_t fair;         /* alternates pinned actors with the shared queue */
+    uint32_t picks;        /* shares picks between woken and yielded actors */
+    stack *spare;          /* one warm stack kept across coroutine parks */
+    wire_buf enc;         /* scratch buffer for encoding messages */
+    heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
+    void *altstack;        /* signal stack for the guard-page fault handler */
+    void *fiber;           /* TSan: the scheduler thread's own fiber */
+    void *stack_lo;        /* ASan: the scheduler thread's stack */
+    size_t stack_size;
+} sched;
+
+typedef struct spawn_opts {
+    size_t stack_size;    /* 0 = runtime default */
+    size_t stack_guard;   /* 0 = runtime default */
+    size_t max_heap;      /* 0 = runtime default */
+    int link;             /* link the new actor with its parent before it can run */
+    int owned;            /* with link: it dies with its parent even if it traps exits */
+    int want_monitor;     /* lualib: make a monitor channel for it (then `monitor` is set) */
+    const char *name;     /* lualib: register it under this name */
+    struct chan *monitor; /* register this channel (one tx reference handed over) for its down
+                             notice before it can run; the id comes back in monitor_id */
+    uint64_t monitor_id;
+} spawn_opts;
+
+/* The scheduler of the calling thread, or NULL off the runtime. Not inlined:
+ * an actor may resume on another thread, so the TLS address must be re-read. */
+sched *sched_current(void);
+/* Starts the schedulers and blocks until every actor has ended. */
+int sched_run(smarm_runtime *rt);
+/* Claims a slot and queues a new actor that boots from payload (taken over,
+ * freed once booted). Returns 0 and the pid, or SMARM_ECAPACITY (the payload
+ * is still the caller's). */
+int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
+                uint64_t parent, uint64_t *pid_out);
+/* Delivers m to pid's inbox and wakes it. 0, or -1 if pid is dead (m freed). */
+int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);
+/* Wakes pid if it is parked (enqueues it); a stale or running pid is left alone. */
+void sched_wake(smarm_runtime *rt, uint64_t pid);
+/* Makes sure the calling actor a is woken by deadline (CLOCK_MONOTONIC ns). An
+ * actor keeps at most one wake it relies on in the timer heap (a->wake_armed): a
+ * wait whose deadline is no earlier than that one arms nothing, and when that
+ * wake fires first the wait re-checks and arms again. So a loop of waits with a
+ * timeout that messages end early (recv(5), a gen_server call) leaves about one
+ * entry per actor in the heap, not one per wait until each falls due. */
+void sched_arm_wake(actor *a, uint64_t deadline);
+/* After a timer became the earliest deadline: the parked timekeeper re-arms (or one wakes). */
+void sched_nudge_timekeeper(smarm_runtime *rt);
+/* Lets other actors run; the caller stays runnable. */
+void sched_yield_actor(actor *a);
+/* Blocks the calling actor from a C function called by Lua on coroutine L until
+ * cont (which re-checks the wait's condition after every wake) pushes results.
+ * Returns what a lua_CFunction must return: a coroutine park when L can yield
+ * (the actor then holds no C stack), a stack park otherwise. cont returns -1
+ * to keep waiting. Raises "killed" in the stack-park case if a stop arrives. */
+int sched_wait(lua_State *L, actor *a, actor_cont cont);
+/* Runs a parked actor's continuation (protected, on its main state). */
+int sched_cont_trampoline(lua_State *L);
+/* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
+void sched_leave(actor *a, enum actor_leave how);
+/* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */
+void sched_stop(smarm_runtime *rt, uint64_t pid, int how);
+actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of range */
+/* The root-exit sweep: stops every live actor. */
+void sched_sweep(smarm_runtime *rt);
+
+#endif

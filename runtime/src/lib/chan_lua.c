@@ -1,0 +1,476 @@
+/* The Lua face of channels and select: tx/rx objects are full userdata with a metatable per
+ * state (made on first use); waits park through sched_wait and re-check on every wake. */
+#include "lib/chan_lua.h"
+
+#include <stdint.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "core/actor.h"
+#include "vm/codec.h"
+#include "lib/smarm_lua.h"
+#include "vm/luavm.h"
+#include "core/runtime.h"
+#include "base/sanitize.h"
+#include "core/scheduler.h"
+#include "lib/timer_lua.h"
+
+/* Lua errors unwind through every function of this file (see sanitize.h) */
+LUA_UNWOUND_BEGIN
+
+/* An endpoint object's payload. The magic tells it from any other userdata (the codec sees
+ * payloads only); c is NULL once an rx has been sent away (or collected). */
+typedef struct chan_ep {
+    uint64_t magic;
+    chan *c;
+    int kind;
+} chan_ep;
+
+static const char tx_mt_key = 't', rx_mt_key = 'r', wait_key = 'w', inbox_key = 'i';
+
+static uint64_t ep_magic(void)
+{
+    return (uint64_t)(uintptr_t)&tx_mt_key * 0xC2B2AE3D27D4EB4Full ^ 0x736d61726d636821ull;
+}
+
+static const char *kind_name(int kind) { return kind == CHAN_TX ? "tx" : "rx"; }
+
+/* ---- endpoint objects ---- */
+
+int chan_lua_endpoint(void *ud, size_t len, void **c)
+{
+    chan_ep *ep = ud;
+    if (len != sizeof(chan_ep) || ep->magic != ep_magic())
+        return 0;
+    *c = ep->c;
+    return ep->kind;
+}
+
+void *chan_lua_take_rx(void *ud)
+{
+    chan_ep *ep = ud;
+    chan *c = ep->c;
+    ep->c = NULL;
+    chan_set_owner(c, 0); /* nobody receives until a decoder takes it */
+    return c;
+}
+
+static chan_ep *to_ep(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) != LUA_TUSERDATA || lua_objlen(L, idx) != sizeof(chan_ep))
+        return NULL;
+    chan_ep *ep = lua_touserdata(L, idx);
+    return ep->magic == ep_magic() ? ep : NULL;
+}
+
+/* The endpoint of `kind` at idx, alive (an rx that was sent away raises). */
+static chan_ep *check_ep(lua_State *L, int idx, int kind, const char *fname)
+{
+    chan_ep *ep = to_ep(L, idx);
+    if (!ep || ep->kind != kind)
+        luaL_error(L, "%s: a channel %s expected, got %s", fname, kind_name(kind),
+                   ep ? "a channel tx" : luaL_typename(L, idx));
+    if (!ep->c)
+        luaL_error(L,
+                   kind == CHAN_RX
+                       ? "%s: this rx was sent to another actor and can no longer receive"
+                       : "%s: this tx was released",
+                   fname);
+    return ep;
+}
+
+static int l_ep_gc(lua_State *L)
+{
+    chan_ep *ep = to_ep(L, 1);
+    if (ep && ep->c) {
+        chan *c = ep->c;
+        ep->c = NULL;
+        chan_release(c, ep->kind);
+    }
+    return 0;
+}
+
+static int l_ep_tostring(lua_State *L)
+{
+    chan_ep *ep = to_ep(L, 1);
+    if (ep && ep->c)
+        lua_pushfstring(L, "channel %s %p", kind_name(ep->kind), (void *)ep->c);
+    else
+        lua_pushfstring(L, "channel %s (sent away)", ep ? kind_name(ep->kind) : "?");
+    return 1;
+}
+
+static int l_tx_send(lua_State *L);
+static int l_tx_close(lua_State *L);
+static int l_tx_release(lua_State *L);
+static int l_rx_recv(lua_State *L);
+
+/* Pushes the metatable of kind's objects, creating it on the state's first use. */
+static void push_mt(lua_State *L, int kind)
+{
+    const char *key = kind == CHAN_TX ? &tx_mt_key : &rx_mt_key;
+    lua_pushlightuserdata(L, (void *)key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 2);
+    if (kind == CHAN_TX) {
+        lua_pushcfunction(L, l_tx_send);
+        lua_setfield(L, -2, "send");
+        lua_pushcfunction(L, l_tx_close);
+        lua_setfield(L, -2, "close");
+        lua_pushcfunction(L, l_tx_release);
+        lua_setfield(L, -2, "release");
+    } else {
+        lua_pushcfunction(L, l_rx_recv);
+        lua_setfield(L, -2, "recv");
+    }
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_ep_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_ep_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "smarm channel");
+    lua_setfield(L, -2, "__metatable");
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
+{
+    if (!lua_checkstack(L, 4))
+        luaL_error(L, "out of memory (Lua stack) making a channel %s", kind_name(kind));
+    chan_ep *ep = lua_newuserdata(L, sizeof *ep);
+    ep->magic = ep_magic();
+    ep->c = NULL; /* until the metatable (and so __gc) is in place */
+    ep->kind = kind;
+    push_mt(L, kind);
+    lua_setmetatable(L, -2);
+    ep->c = c;
+    if (kind == CHAN_RX)
+        chan_set_owner(c, luavm_actor(L)->pid);
+}
+
+/* ---- waiting ---- */
+
+/* What a parked wait scans on each wake (an rx, or select's arms table) is anchored in the
+ * registry: a continuation runs on whichever thread of the state resumes it. */
+static void set_anchor(lua_State *L, int idx)
+{
+    lua_pushlightuserdata(L, (void *)&wait_key);
+    if (idx)
+        lua_pushvalue(L, idx);
+    else
+        lua_pushnil(L);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+static void decode_or_raise(lua_State *L, msg *m, const char *fname)
+{
+    char err[256];
+    int rc = codec_decode(L, m->data, m->len, err, sizeof err);
+    msg_free(m);
+    if (rc != 0)
+        luaL_error(L, "%s: cannot decode a message: %s", fname, err);
+}
+
+/* rx arm: pushes v (1) or nil, "closed" (2); -1 if nothing is there yet. */
+static int try_rx(lua_State *L, chan *c, const char *fname)
+{
+    int closed;
+    msg *m = chan_pop(c, &closed);
+    if (m) {
+        decode_or_raise(L, m, fname);
+        return 1;
+    }
+    if (!closed)
+        return -1;
+    lua_pushnil(L);
+    lua_pushliteral(L, "closed");
+    return 2;
+}
+
+/* inbox arm: pushes the next message (1), or -1. */
+static int try_inbox(actor *a, lua_State *L)
+{
+    msg *m = mailbox_pop(&a->inbox);
+    if (!m)
+        return -1;
+    a->msgs_in++;
+    decode_or_raise(L, m, "smarm.select");
+    return 1;
+}
+
+static int timed_out(actor *a, lua_State *L)
+{
+    /* message first: arms are always looked at before the deadline */
+    if (!a->deadline || park_now_ns() < a->deadline)
+        return 0;
+    lua_pushnil(L);
+    lua_pushliteral(L, "timeout");
+    return 1;
+}
+
+static int rx_cont(actor *a, lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&wait_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    chan_ep *ep = to_ep(L, -1);
+    lua_pop(L, 1); /* the registry still holds it */
+    int n = try_rx(L, ep->c, "rx:recv");
+    if (n < 0 && timed_out(a, L))
+        n = 2;
+    if (n >= 0) {
+        set_anchor(L, 0);
+        return n;
+    }
+    return -1;
+}
+
+/**
+ * rx:recv([timeout]) -> value | nil, "closed" | nil, "timeout"
+ * Takes the next value sent on the channel. "closed" comes once every queued value has
+ * been taken and tx:close() was called or no tx is left anywhere. Only the actor that owns
+ * rx may call it: an rx sent inside a message moves to the receiving actor, and the
+ * sender's copy raises an error when used.
+ */
+static int l_rx_recv(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    chan_ep *ep = check_ep(L, 1, CHAN_RX, "rx:recv");
+    int poll;
+    uint64_t deadline = lualib_check_timeout(L, 2, "rx:recv", &poll);
+    int n = try_rx(L, ep->c, "rx:recv");
+    if (n >= 0)
+        return n;
+    if (!poll)
+        set_anchor(L, 1);
+    return lualib_wait(L, a, deadline, poll, rx_cont);
+}
+
+/**
+ * tx:send(value) -> true | nil, "closed"
+ * Queues a copy of value (anything smarm.send takes, endpoints included). "closed" when
+ * tx:close() was called or the receiver is gone.
+ */
+static int l_tx_send(lua_State *L)
+{
+    chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:send");
+    luaL_checkany(L, 2);
+    wire_buf *b = &sched_current()->enc;
+    b->len = 0;
+    char err[256];
+    if (codec_encode(L, 2, b, "msg", err, sizeof err) != 0)
+        return luaL_error(L, "tx:send: %s", err);
+    msg *m = msg_new(b->data, b->len);
+    if (!m) {
+        wire_release(b->data, b->len);
+        return luaL_error(L, "tx:send: out of memory");
+    }
+    if (chan_send(ep->c, m) != 0) {
+        msg_free(m);
+        lua_pushnil(L);
+        lua_pushliteral(L, "closed");
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/**
+ * tx:close()
+ * Closes the channel for every sender: later sends return nil, "closed"; the receiver
+ * takes what is queued, then gets nil, "closed".
+ */
+/* tx:release(): this object lets go of the channel without closing it for the other
+ * senders (copies sent in messages keep it open); the object is dead afterwards. A caller
+ * that released its own tx sees "closed" once every copy it sent is gone. */
+static int l_tx_release(lua_State *L)
+{
+    chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:release");
+    chan *c = ep->c;
+    ep->c = NULL;
+    chan_release(c, CHAN_TX);
+    return 0;
+}
+
+static int l_tx_close(lua_State *L)
+{
+    chan_close(check_ep(L, 1, CHAN_TX, "tx:close")->c);
+    return 0;
+}
+
+/**
+ * smarm.channel() -> tx, rx
+ * A channel with many senders and one receiver (the calling actor). tx can be copied
+ * into messages: whoever receives it can send. rx can be sent too, which moves it: the
+ * receiving actor becomes the channel's receiver and the sender's rx raises when used.
+ * The channel closes for the receiver when tx:close() is called or the last tx anywhere
+ * (objects and tx inside undelivered messages) is gone, e.g. its last holder died; it
+ * closes for senders when rx is gone (the receiver died or dropped it).
+ */
+static int l_channel(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    lua_settop(L, 0);
+    luaL_checkstack(L, 6, "smarm.channel");
+    /* make the metatables first: no raise can come between chan_new and the objects */
+    push_mt(L, CHAN_TX);
+    push_mt(L, CHAN_RX);
+    lua_settop(L, 0);
+    chan *c = chan_new(a->rt, a->pid);
+    if (!c)
+        return luaL_error(L, "smarm.channel: out of memory");
+    chan_lua_push(L, c, CHAN_TX);
+    chan_lua_push(L, c, CHAN_RX);
+    return 2;
+}
+
+/* ---- select ---- */
+
+enum arm_kind { ARM_BAD, ARM_INBOX, ARM_RX, ARM_TX, ARM_GONE };
+
+/* What the arm at idx is; *c for an rx. New arm kinds (monitors, fds) slot in here and in
+ * try_arm. */
+static int arm_kind(lua_State *L, int idx, chan **c)
+{
+    if (lua_touserdata(L, idx) == (void *)&inbox_key)
+        return ARM_INBOX;
+    chan_ep *ep = to_ep(L, idx);
+    if (!ep)
+        return ARM_BAD;
+    if (ep->kind == CHAN_TX)
+        return ARM_TX;
+    *c = ep->c;
+    return ep->c ? ARM_RX : ARM_GONE;
+}
+
+static int try_arm(actor *a, lua_State *L, int kind, chan *c)
+{
+    switch (kind) {
+    case ARM_INBOX:
+        return try_inbox(a, L);
+    case ARM_RX:
+        return try_rx(L, c, "smarm.select");
+    default:
+        return -1;
+    }
+}
+
+/* Scans the arms table at t in order; pushes i and the winner's results. */
+static int select_scan(actor *a, lua_State *L, int t)
+{
+    int n = (int)lua_objlen(L, t);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, t, i);
+        chan *c = NULL;
+        int kind = arm_kind(L, -1, &c);
+        int r = try_arm(a, L, kind, c);
+        if (r >= 0) {
+            lua_pushinteger(L, i);
+            lua_replace(L, -r - 2); /* over the arm */
+            return r + 1;
+        }
+        lua_pop(L, 1);
+    }
+    return -1;
+}
+
+static int select_cont(actor *a, lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&wait_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    int n = select_scan(a, L, lua_gettop(L));
+    if (n < 0 && timed_out(a, L))
+        n = 2;
+    if (n >= 0) {
+        set_anchor(L, 0);
+        return n;
+    }
+    lua_pop(L, 1);
+    return -1;
+}
+
+/**
+ * smarm.select(arms, [timeout]) -> i, value | i, nil, "closed" | nil, "timeout"
+ * Waits until one of arms is ready and takes from it: arms is an array of channel rx and
+ * smarm.inbox (the calling actor's own inbox). The first ready arm in array order wins; a
+ * closed rx is ready (and stays so: drop it from arms once seen). timeout 0 polls.
+ */
+static int l_select(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int poll;
+    uint64_t deadline = lualib_check_timeout(L, 2, "smarm.select", &poll);
+    lua_settop(L, 1);
+    int n = (int)lua_objlen(L, 1);
+    if (n == 0)
+        return luaL_error(L, "smarm.select: no arms");
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        chan *c;
+        switch (arm_kind(L, -1, &c)) {
+        case ARM_BAD:
+            return luaL_error(L,
+                              "smarm.select: arm %d is a %s (a channel rx or smarm.inbox "
+                              "expected)",
+                              i, luaL_typename(L, -1));
+        case ARM_TX:
+            return luaL_error(L, "smarm.select: arm %d is a channel tx (select takes rx)", i);
+        case ARM_GONE:
+            return luaL_error(L, "smarm.select: arm %d is an rx sent to another actor", i);
+        }
+        lua_pop(L, 1);
+    }
+    int r = select_scan(a, L, 1);
+    if (r >= 0)
+        return r;
+    if (!poll)
+        set_anchor(L, 1);
+    return lualib_wait(L, a, deadline, poll, select_cont);
+}
+
+/* ---- registration ---- */
+
+static const luaL_Reg lazy_funcs[] = {
+    {"channel", l_channel},
+    {"select", l_select},
+    {"send_after", timer_lua_send_after},
+    {"cancel_timer", timer_lua_cancel},
+    {NULL, NULL},
+};
+
+/* The smarm table's __index: on the first miss puts the functions above (and inbox) in,
+ * then answers, or hands anything else to the library's own __index. */
+int chan_lua_index(lua_State *L)
+{
+    lua_pushliteral(L, "inbox");
+    lua_rawget(L, 1);
+    int missing = lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (missing) {
+        lua_pushliteral(L, "inbox");
+        lua_pushlightuserdata(L, (void *)&inbox_key);
+        lua_rawset(L, 1);
+        for (const luaL_Reg *r = lazy_funcs; r->name; r++) {
+            lua_pushstring(L, r->name);
+            lua_pushcfunction(L, r->func);
+            lua_rawset(L, 1);
+        }
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, 1);
+    if (!lua_isnil(L, -1))
+        return 1;
+    lua_pop(L, 1);
+    return lualib_index(L);
+}
+
+void chan_lua_push_ref(lua_State *L, void *c, int kind) { chan_lua_push(L, c, kind); }
+
+LUA_UNWOUND_END

@@ -1,0 +1,27 @@
+/* The Lua face of channels and select: endpoint objects (tx, rx), smarm.channel,
+ * smarm.select, smarm.inbox, and what the codec needs to carry endpoints in messages. */
+#ifndef SMARM_CHAN_LUA_H
+#define SMARM_CHAN_LUA_H
+
+#include <stddef.h>
+
+#include "core/chan.h"
+
+typedef struct lua_State lua_State;
+
+/* The smarm table's __index: adds channel, select, send_after, cancel_timer and inbox to
+ * the table on the first miss (an idle state pays nothing for them), then falls back to
+ * lualib_index. */
+int chan_lua_index(lua_State *L);
+/* If the userdata payload ud (len bytes) is an endpoint: its kind, and its channel in *c
+ * (NULL for an rx that was sent away). 0 for any other userdata. */
+int chan_lua_endpoint(void *ud, size_t len, void **c);
+/* Moves the reference of rx object ud into a message being sent; the object goes dead. */
+void *chan_lua_take_rx(void *ud);
+/* Pushes a new endpoint object of L's state that takes over one reference to c; an rx
+ * makes L's actor the channel's receiver. May raise a memory error. */
+void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind);
+/* The same, as the codec's endpoint hook (codec_endpoints.push). */
+void chan_lua_push_ref(lua_State *L, void *c, int kind);
+
+#endif

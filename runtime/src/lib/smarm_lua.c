@@ -1,0 +1,509 @@
+/* The smarm core functions every actor state gets: spawn, send, recv, self,
+ * yield, sleep, now, exit, pid_tostring. Built with the classic C API on first
+ * require("smarm"); rarer functions load from Lua modules on first use. */
+#include "lib/smarm_lua.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "core/actor.h"
+#include "lib/chan_lua.h"
+#include "vm/codec.h"
+#include "vm/luavm.h"
+#include "core/runtime.h"
+#include "core/chan.h"
+#include "lib/exit_lua.h"
+#include "core/preempt.h"
+#include "core/registry.h"
+#include "base/sanitize.h"
+#include "core/scheduler.h"
+
+/* Lua errors unwind through every function of this file (see sanitize.h) */
+LUA_UNWOUND_BEGIN
+
+static const char smarm_key = 's', exit_key = 'e', dump_cache_key = 'd';
+
+/* ---- pids ---- */
+
+uint64_t lualib_check_pid(lua_State *L, int idx, const char *fname)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
+    double d = lua_tonumber(L, idx);
+    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
+        luaL_error(L, "%s: bad pid (%f is not a pid)", fname, d);
+    return (uint64_t)d;
+}
+
+static void push_pid(lua_State *L, uint64_t pid) { lua_pushnumber(L, (lua_Number)pid); }
+
+static int l_self(lua_State *L)
+{
+    push_pid(L, luavm_actor(L)->pid);
+    return 1;
+}
+
+static int l_pid_tostring(lua_State *L)
+{
+    uint64_t pid = lualib_check_pid(L, 1, "smarm.pid_tostring");
+    lua_pushfstring(L, "<0.%d.%d>", (int)pid_index(pid), (int)pid_gen(pid));
+    return 1;
+}
+
+static int l_now(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)park_now_ns() / 1e9);
+    return 1;
+}
+
+/* ---- spawn ---- */
+
+static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
+{
+    return wire_buf_append(ud, p, sz);
+}
+
+/* Appends fn's bytecode to b, dumping each function once per state. */
+static void append_bytecode(lua_State *L, int fidx, wire_buf *b)
+{
+    lua_pushlightuserdata(L, (void *)&dump_cache_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushlightuserdata(L, (void *)&dump_cache_key);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, LUA_REGISTRYINDEX);
+    }
+    lua_pushvalue(L, fidx);
+    lua_rawget(L, -2);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        wire_buf tmp;
+        wire_buf_init(&tmp);
+        lua_pushvalue(L, fidx);
+        lua_dump(L, dump_writer, &tmp);
+        lua_pop(L, 1);
+        lua_pushlstring(L, tmp.data, tmp.len);
+        wire_buf_free(&tmp);
+        lua_pushvalue(L, fidx);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4);
+    }
+    size_t len;
+    const char *bc = lua_tolstring(L, -1, &len);
+    uint32_t n = (uint32_t)len;
+    wire_buf_append(b, &n, 4);
+    wire_buf_append(b, bc, len);
+    lua_pop(L, 2);
+}
+
+static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
+{
+    actor *a = luavm_actor(L);
+    if (lua_type(L, fidx) != LUA_TFUNCTION)
+        return luaL_error(L, "%s: a function expected, got %s", fname, luaL_typename(L, fidx));
+    if (lua_iscfunction(L, fidx))
+        return luaL_error(L, "%s: cannot spawn a C function", fname);
+    const char *up = lua_getupvalue(L, fidx, 1);
+    if (up) {
+        return luaL_error(L,
+                          "%s: the function has upvalues (%s); an actor shares nothing, so "
+                          "pass values as arguments and require modules inside it",
+                          fname, up);
+    }
+    wire_buf b;
+    wire_buf_init(&b);
+    append_bytecode(L, fidx, &b);
+    char err[256];
+    int nargs = lua_gettop(L) - fidx;
+    if (codec_encode_args(L, fidx + 1, nargs, &b, err, sizeof err) != 0) {
+        wire_buf_free(&b);
+        return luaL_error(L, "%s: %s", fname, err);
+    }
+    spawn_opts none = {0};
+    if (!o)
+        o = &none;
+    chan *mc = NULL;
+    if (o->want_monitor) {
+        /* the monitor object before the spawn: making it is what may raise */
+        mc = chan_new(a->rt, a->pid);
+        if (!mc) {
+            wire_buf_free(&b);
+            return luaL_error(L, "%s: out of memory", fname);
+        }
+        chan_lua_push(L, mc, CHAN_RX);
+        o->monitor = mc;
+    }
+    uint64_t pid;
+    /* the payload buffer is handed over */
+    int rc = sched_spawn(a->rt, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
+    if (rc != 0) {
+        /* the arguments may hold channel references: they go with the payload */
+        size_t args_at = 4 + *(uint32_t *)b.data;
+        wire_release(b.data + args_at, b.len - args_at);
+        wire_buf_free(&b);
+        if (mc)
+            chan_release(mc, CHAN_TX);
+        if (rc == SMARM_ETAKEN) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "taken");
+            return 2;
+        }
+        if (rc == SMARM_ENOMEM)
+            return luaL_error(L, "%s: out of memory", fname);
+        if (try_mode) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "at_capacity");
+            return 2;
+        }
+        return luaL_error(L, "%s: at capacity (max_actors = %d)", fname, (int)a->rt->slots.max);
+    }
+    if (mc)
+        chan_set_monitor(mc, pid, o->monitor_id);
+    push_pid(L, pid);
+    if (mc) {
+        lua_pushvalue(L, -2);
+        return 2;
+    }
+    return 1;
+}
+
+int lualib_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
+{
+    return do_spawn(L, fidx, o, try_mode, fname);
+}
+
+static int l_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 0, "smarm.spawn"); }
+static int l_try_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 1, "smarm.try_spawn"); }
+
+static size_t opt_size(lua_State *L, const char *field)
+{
+    lua_getfield(L, 1, field);
+    size_t v = 0;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
+            luaL_error(L, "smarm.spawn_opt: %s must be a non-negative number of bytes", field);
+        v = (size_t)lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int l_spawn_opt(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    spawn_opts o = {0};
+    o.stack_size = opt_size(L, "stack");
+    o.stack_guard = opt_size(L, "guard");
+    o.max_heap = opt_size(L, "max_heap");
+    if (o.stack_size && o.stack_size < 16384)
+        return luaL_error(L, "smarm.spawn_opt: stack must be at least 16384 bytes");
+    lua_getfield(L, 1, "link");
+    o.link = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "owned");
+    o.owned = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (o.owned && !o.link)
+        return luaL_error(L, "smarm.spawn_opt: owned needs link = true");
+    lua_getfield(L, 1, "monitor");
+    o.want_monitor = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "name");
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING || lua_objlen(L, -1) == 0)
+            return luaL_error(L, "smarm.spawn_opt: name must be a non-empty string");
+        /* the options table keeps the string alive */
+        o.name = lua_tostring(L, -1);
+    }
+    lua_pop(L, 3);
+    return do_spawn(L, 2, &o, 0, "smarm.spawn_opt");
+}
+
+/* ---- send and receive ---- */
+
+int lualib_send(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    uint64_t pid;
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        /* a registered name resolves at the send */
+        pid = registry_whereis(a->rt, lua_tostring(L, 1));
+        if (!pid) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "unresolved");
+            return 2;
+        }
+    } else {
+        pid = lualib_check_pid(L, 1, "smarm.send");
+    }
+    luaL_checkany(L, 2);
+    wire_buf *b = &sched_current()->enc;
+    b->len = 0;
+    char err[256];
+    if (codec_encode(L, 2, b, "msg", err, sizeof err) != 0)
+        return luaL_error(L, "smarm.send: %s", err);
+    msg *m = msg_new(b->data, b->len);
+    if (!m)
+        return luaL_error(L, "smarm.send: out of memory");
+    if (sched_send(a->rt, pid, m) != 0) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "dead");
+        return 2;
+    }
+    preempt_safe_point(a);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* Pops one message onto L; 1 if there was one. */
+static int take_msg(actor *a, lua_State *L)
+{
+    msg *m = mailbox_pop(&a->inbox);
+    if (!m)
+        return 0;
+    char err[256];
+    int rc = codec_decode(L, m->data, m->len, err, sizeof err);
+    msg_free(m);
+    a->msgs_in++;
+    if (rc != 0)
+        luaL_error(L, "smarm.recv: cannot decode a message: %s", err);
+    return 1;
+}
+
+static int recv_cont(actor *a, lua_State *L)
+{
+    if (take_msg(a, L))
+        return 1;
+    /* message first: a deadline that raced a send loses to the message */
+    if (a->deadline && park_now_ns() >= a->deadline) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    return -1;
+}
+
+/* Deadline in ns for a timeout argument at idx: 0 = forever; sets *poll for 0. */
+uint64_t lualib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
+{
+    *poll = 0;
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
+                   luaL_typename(L, idx));
+    double t = lua_tonumber(L, idx);
+    if (!(t >= 0))
+        luaL_error(L, "%s: timeout must not be negative", fname);
+    if (t == 0) {
+        *poll = 1;
+        return 0;
+    }
+    if (t > 1e9)
+        return 0; /* effectively forever */
+    return park_now_ns() + (uint64_t)(t * 1e9);
+}
+
+static int l_recv(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    if (take_msg(a, L)) {
+        preempt_safe_point(a);
+        return 1;
+    }
+    int poll;
+    uint64_t deadline = lualib_check_timeout(L, 1, "smarm.recv", &poll);
+    return lualib_wait(L, a, deadline, poll, recv_cont);
+}
+
+int lualib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont)
+{
+    if (poll) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    a->deadline = deadline;
+    if (deadline)
+        sched_arm_wake(a, deadline);
+    return sched_wait(L, a, cont);
+}
+
+static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->deadline ? 0 : -1; }
+
+static int l_sleep(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    double t = luaL_checknumber(L, 1);
+    if (!(t > 0))
+        return 0;
+    if (t > 1e9)
+        t = 1e9;
+    a->deadline = park_now_ns() + (uint64_t)(t * 1e9);
+    sched_arm_wake(a, a->deadline);
+    return sched_wait(L, a, sleep_cont);
+}
+
+static int l_yield(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    sched_yield_actor(a);
+    return 0;
+}
+
+/* ---- exit ---- */
+
+static int l_exit(lua_State *L)
+{
+    lua_settop(L, 1);
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    lua_pushvalue(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    return lua_error(L);
+}
+
+int lualib_is_exit(lua_State *L, int idx) { return lua_touserdata(L, idx) == (void *)&exit_key; }
+
+void lualib_push_exit_value(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+}
+
+const char *lualib_exit_reason(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&exit_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    const char *r = NULL;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        r = lua_tostring(L, -1);
+        if (strcmp(r, "normal") == 0)
+            r = NULL;
+    } else if (!lua_isnil(L, -1)) {
+        r = luaL_typename(L, -1);
+    }
+    /* the string stays anchored in the registry */
+    lua_pop(L, 1);
+    return r;
+}
+
+/* ---- the table ---- */
+
+static const luaL_Reg smarm_funcs[] = {
+    {"spawn", l_spawn},
+    {"try_spawn", l_try_spawn},
+    {"spawn_opt", l_spawn_opt},
+    {"self", l_self},
+    {"send", lualib_send},
+    {"recv", l_recv},
+    {"yield", l_yield},
+    {"sleep", l_sleep},
+    {"now", l_now},
+    {"exit", l_exit},
+    {"pid_tostring", l_pid_tostring},
+    {NULL, NULL},
+};
+
+/* Puts the core functions not yet read into the smarm table at t. */
+static void lualib_fill_core(lua_State *L, int t)
+{
+    for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
+        lua_pushstring(L, r->name);
+        lua_rawget(L, t);
+        int missing = lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (missing) {
+            lua_pushcfunction(L, r->func);
+            lua_setfield(L, t, r->name);
+        }
+    }
+}
+
+/* Unknown fields load the Lua half of the library (lua/smarm/ext.lua) once. */
+int lualib_index(lua_State *L)
+{
+    /* the C half first: exits, names and groups */
+    lua_pushliteral(L, "kill");
+    lua_rawget(L, 1);
+    int missing = lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (missing) {
+        exit_lua_register(L, 1);
+        lua_pushvalue(L, 2);
+        lua_rawget(L, 1);
+        if (!lua_isnil(L, -1))
+            return 1;
+        lua_pop(L, 1);
+    }
+    lua_getfield(L, LUA_GLOBALSINDEX, "require");
+    lua_pushliteral(L, "smarm.ext");
+    lua_call(L, 1, 1);
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return 0;
+    /* copy the extension's fields into the smarm table, then answer */
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, 1);
+    }
+    lua_pop(L, 1);
+    /* with no __index left, every core function must be in the table */
+    lualib_fill_core(L, 1);
+    lua_getmetatable(L, 1);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, 1);
+    return 1;
+}
+
+/* The core functions are put in the table one by one, as they are first read:
+ * a typical actor uses two or three of them, and every field made at spawn
+ * costs a closure and an interned name in each new state. */
+static int core_index(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        const char *k = lua_tostring(L, 2);
+        for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
+            if (strcmp(k, r->name) == 0) {
+                lua_pushcfunction(L, r->func);
+                lua_pushvalue(L, 2);
+                lua_pushvalue(L, -2);
+                lua_rawset(L, 1);
+                return 1;
+            }
+        }
+    }
+    return chan_lua_index(L); /* channel functions, then lualib_index */
+}
+
+void lualib_push(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&smarm_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, core_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    lua_pushlightuserdata(L, (void *)&smarm_key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+LUA_UNWOUND_END

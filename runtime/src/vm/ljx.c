@@ -1,0 +1,223 @@
+/* ljx: the few LuaJIT internals the runtime needs (yieldability, int64 cdata, JIT set-up).
+ * Layout-dependent: must be compiled against the headers of the very LuaJIT it links with. */
+#include "vm/ljx.h"
+
+#include <string.h>
+
+#include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
+#include "lj_state.h" /* incr_top: push a GC object we built ourselves */
+#include "lj_tab.h"
+#include "lj_str.h"      /* GCtab array part and hash nodes, lj_tab_len, lj_tab_getint */
+#include "lj_frame.h"    /* cframe_canyield: the bit lua_yield itself tests */
+#include "lj_ctype.h"    /* CTState, CTID_INT64/UINT64, ctype_raw for typedef'd ints */
+#include "lj_cdata.h"    /* lj_cdata_new: allocate a boxed 64-bit integer */
+#include "lj_jit.h"      /* jit_State flags and param[] */
+#include "lj_dispatch.h" /* L2J, lj_dispatch_update: switch the dispatch table to JIT mode */
+
+/* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
+LUALIB_API int luaopen_ffi(lua_State *L);
+
+#if !LJ_HASFFI || !LJ_HASJIT
+#error "ljx needs a LuaJIT built with the FFI and the JIT"
+#endif
+
+/* lua_yield succeeds iff the innermost C frame of L is the one lua_resume entered with
+ * (CFRAME_RESUME set); a lua_call/pcall from C in between installs a frame without it. */
+int ljx_can_yield(lua_State *L) { return cframe_canyield(L->cframe) ? 1 : 0; }
+
+/* Public API gives no cdata type id: lua_topointer returns the payload, the GCcdata header
+ * sits right before it (also for variable-length cdata). */
+int ljx_cdata_int64(lua_State *L, int idx, uint64_t *bits, int *is_unsigned)
+{
+    if (lua_type(L, idx) != LUA_TCDATA)
+        return 0;
+    const void *p = lua_topointer(L, idx);
+    const GCcdata *cd = (const GCcdata *)p - 1;
+    if (cd->ctypeid == CTID_INT64 || cd->ctypeid == CTID_UINT64) {
+        *is_unsigned = cd->ctypeid == CTID_UINT64;
+    } else {
+        /* A cdata exists, so the ctype state does too. Resolve typedefs and attributes
+         * (e.g. "long", "int64_t __attribute__((aligned(8)))") to the underlying number. */
+        CTState *cts = ctype_ctsG(G(L));
+        if (cts == NULL || cd->ctypeid >= cts->top)
+            return 0;
+        CType *ct = ctype_raw(cts, cd->ctypeid);
+        if (!ctype_isinteger(ct->info) || ctype_isbool(ct->info) || ct->size != 8)
+            return 0;
+        *is_unsigned = (ct->info & CTF_UNSIGNED) != 0;
+    }
+    memcpy(bits, p, sizeof *bits);
+    return 1;
+}
+
+void ljx_push_int64(lua_State *L, uint64_t bits, int is_unsigned)
+{
+    /* Same as the lexer's ctype_loadffi for a 1LL literal: a bare lj_ctype_init would leave
+     * cdata without the FFI metatable (no tostring "1LL", no arithmetic), and a later
+     * require("ffi") would replace (and leak) that ctype state. */
+    if (ctype_ctsG(G(L)) == NULL) {
+        lua_pushcfunction(L, luaopen_ffi);
+        lua_call(L, 0, 0);
+    }
+    CTState *cts = ctype_cts(L);
+    GCcdata *cd = lj_cdata_new(cts, is_unsigned ? CTID_UINT64 : CTID_INT64, 8);
+    memcpy(cdataptr(cd), &bits, sizeof bits);
+    setcdataV(L, L->top, cd);
+    incr_top(L);
+}
+
+/* What luaopen_jit's jit_init does, minus jit_cpudetect (cpuid): flags and params come from a
+ * state that already paid for it. lj_dispatch_update sees the off->on transition, resets the
+ * hot counters from param[JIT_P_hotloop] and installs the recording dispatch. */
+void ljx_jit_copy(lua_State *to, lua_State *from)
+{
+    jit_State *jt = L2J(to);
+    const jit_State *jf = L2J(from);
+    jt->flags = jf->flags | JIT_F_ON;
+    memcpy(jt->param, jf->param, sizeof jt->param);
+    lj_dispatch_update(G(to));
+}
+
+/* jit.opt.start("sizemcode=N") writes the same slot; lj_mcode reads it per new area. */
+void ljx_jit_set_sizemcode(lua_State *L, int kb) { L2J(L)->param[JIT_P_sizemcode] = kb; }
+
+void ljx_jit_set_maxmcode(lua_State *L, int kb) { L2J(L)->param[JIT_P_maxmcode] = kb; }
+
+/* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
+
+static void classify(cTValue *o, ljx_val *v)
+{
+    if (tvisnum(o)) {
+        v->type = LUA_TNUMBER;
+        v->num = numV(o);
+    } else if (tvisint(o)) {
+        v->type = LUA_TNUMBER;
+        v->num = (double)intV(o);
+    } else if (tvisstr(o)) {
+        v->type = LUA_TSTRING;
+        v->str = strVdata(o);
+        v->len = strV(o)->len;
+    } else if (tvistab(o)) {
+        v->type = LUA_TTABLE;
+        v->table = tabV(o);
+    } else if (tvisnil(o)) {
+        v->type = LUA_TNIL;
+    } else if (tvisbool(o)) {
+        v->type = LUA_TBOOLEAN;
+        v->num = tvistrue(o);
+    } else if (tviscdata(o)) {
+        GCcdata *cd = cdataV(o);
+        v->type = LJX_TCDATA;
+        if (cd->ctypeid == CTID_INT64 || cd->ctypeid == CTID_UINT64) {
+            v->type = cd->ctypeid == CTID_INT64 ? LJX_TINT64 : LJX_TUINT64;
+            memcpy(&v->bits, cdataptr(cd), 8);
+        }
+    } else if (tvisfunc(o)) {
+        v->type = LUA_TFUNCTION;
+    } else if (tvisthread(o)) {
+        v->type = LUA_TTHREAD;
+    } else if (tvisudata(o)) {
+        GCudata *ud = udataV(o);
+        v->type = LUA_TUSERDATA;
+        v->ud = ud->udtype == UDTYPE_USERDATA ? uddata(ud) : NULL;
+        v->len = ud->len;
+    } else if (tvislightud(o)) {
+        v->type = LUA_TLIGHTUSERDATA;
+    } else {
+        v->type = LUA_TNONE;
+    }
+}
+
+void ljx_read(lua_State *L, int idx, ljx_val *v)
+{
+    cTValue *o;
+    if (idx > 0) {
+        o = L->base + (idx - 1);
+    } else if (idx > LUA_REGISTRYINDEX) {
+        o = L->top + idx;
+    } else { /* pseudo-index: the source keeps the object alive after the pop */
+        lua_pushvalue(L, idx);
+        classify(L->top - 1, v);
+        lua_pop(L, 1);
+        goto cdata;
+    }
+    if (o < L->base || o >= L->top) {
+        v->type = LUA_TNONE;
+        return;
+    }
+    classify(o, v);
+cdata:
+    /* Typedef'd 64-bit integers ("long", attributes) take the slow, general check. */
+    if (v->type == LJX_TCDATA) {
+        int uns;
+        if (ljx_cdata_int64(L, idx, &v->bits, &uns))
+            v->type = uns ? LJX_TUINT64 : LJX_TINT64;
+    }
+}
+
+size_t ljx_table_len(const void *table) { return lj_tab_len((GCtab *)table); }
+
+void ljx_table_geti(const void *table, size_t i, ljx_val *v)
+{
+    GCtab *t = (GCtab *)table;
+    cTValue *o = i <= 0x7fffffff ? lj_tab_getint(t, (int32_t)i) : NULL;
+    if (o == NULL)
+        v->type = LUA_TNIL;
+    else
+        classify(o, v);
+}
+
+/* Array part slots first (pos = the key), then the hash nodes; nil values are skipped. */
+int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v)
+{
+    const GCtab *t = table;
+    size_t i = *pos;
+    for (; i < t->asize; i++) {
+        cTValue *o = arrayslot(t, i);
+        if (!tvisnil(o)) {
+            k->type = LUA_TNUMBER;
+            k->num = (double)i;
+            classify(o, v);
+            *pos = i + 1;
+            return 1;
+        }
+    }
+    const Node *node = noderef(t->node);
+    for (; i - t->asize <= t->hmask; i++) {
+        const Node *n = &node[i - t->asize];
+        if (!tvisnil(&n->val)) {
+            classify(&n->key, k);
+            classify(&n->val, v);
+            *pos = i + 1;
+            return 1;
+        }
+    }
+    *pos = i;
+    return 0;
+}
+
+/* lua_gc(LUA_GCCOUNT/COUNTB) gives the same in two calls; this is one load. */
+size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
+
+/* lj_str_resize: a new state's string table has 256 buckets (2 KB on GC64),
+ * more than an actor that interns a few dozen strings needs. */
+void ljx_str_shrink(lua_State *L, unsigned slots) { lj_str_resize(L, (MSize)(slots - 1)); }
+
+/* J->mcarea chains the state's machine-code areas (lj_mcode.c: each starts
+ * with an MCLink {next, size}; the newest area's size is J->szmcarea). Read
+ * from a signal handler on the thread that runs the state: the chain only
+ * changes while a trace is compiled, and then the PC is in C code, not here. */
+int ljx_pc_in_mcode(lua_State *L, uintptr_t pc)
+{
+    jit_State *J = L2J(L);
+    MCode *mc = J->mcarea;
+    size_t size = J->szmcarea;
+    while (mc) {
+        if (pc >= (uintptr_t)mc && pc < (uintptr_t)mc + size)
+            return 1;
+        MCLink *link = (MCLink *)mc;
+        mc = link->next;
+        size = mc ? ((MCLink *)mc)->size : 0;
+    }
+    return 0;
+}
