@@ -13,7 +13,10 @@
 #include "core/registry.h"
 #include "core/scheduler.h"
 #include "lib/chan_lua.h"
+#include "lib/init.h"
+#include "vm/body.h"
 #include "vm/codec.h"
+#include "vm/luavm.h"
 
 #define DEFAULT_MAX_ACTORS (1u << 20)
 
@@ -26,6 +29,11 @@ static void refs_release(void *c, int kind) { chan_release(c, (enum chan_kind)ki
 static const wire_refs_ops refs_ops = {refs_retain, refs_release, chan_lua_take_rx};
 /* how the codec recognises and makes endpoint objects (vm/codec.c) */
 static const codec_endpoints endpoints = {chan_lua_endpoint, chan_lua_push_ref};
+
+/* actors are Lua states: the scheduler runs them through the vm layer's body */
+static void entry(actor *a) { body_entry(a); }
+static void stop_entry(actor *a) { body_stop_entry(a); }
+static const actor_hooks actor_hooks_lua = {entry, stop_entry, body_preempt};
 
 static void install_process_hooks(void)
 {
@@ -89,7 +97,11 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     rt->stacks = stack_pool_new(rt->cfg.stack_size, rt->cfg.stack_guard);
     if (!rt->stacks)
         goto fail_stacks;
-    err = luavm_shared_init(&rt->vm, rt->cfg.app_dir);
+    rt->hooks = actor_hooks_lua;
+    rt->vm = malloc(sizeof *rt->vm);
+    err = rt->vm ? luavm_shared_init(rt->vm, rt->cfg.app_dir) : SMARM_ENOMEM;
+    if (err == 0)
+        rt->vm->push_library = lib_push_smarm;
     if (err == 0)
         err = registry_init(rt);
     if (err == 0)
@@ -101,7 +113,9 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
 fail_vm:
     pg_free(rt);
     registry_free(rt);
-    luavm_shared_free(&rt->vm);
+    if (rt->vm)
+        luavm_shared_free(rt->vm);
+    free(rt->vm);
     stack_pool_free(rt->stacks);
 fail_stacks:
     runq_free(rt->rq);
@@ -124,7 +138,9 @@ void smarm_runtime_free(smarm_runtime *rt)
     exit_free_records(rt);
     pg_free(rt);
     registry_free(rt);
-    luavm_shared_free(&rt->vm);
+    if (rt->vm)
+        luavm_shared_free(rt->vm);
+    free(rt->vm);
     stack_pool_free(rt->stacks);
     runq_free(rt->rq);
     runq_free(rt->rq_yield);

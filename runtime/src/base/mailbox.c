@@ -7,17 +7,33 @@
 
 #include "base/wire.h"
 
-msg *msg_new(const void *data, size_t len)
+static _Atomic int injected_failures;
+
+void msg_inject_failures(int n) { atomic_store_explicit(&injected_failures, n, memory_order_relaxed); }
+
+/* Whether this allocation is one a test asked to fail. */
+static int injected_failure(void)
 {
-    msg *m = malloc(sizeof(msg) + len);
+    if (atomic_load_explicit(&injected_failures, memory_order_relaxed) <= 0)
+        return 0;
+    return atomic_fetch_sub_explicit(&injected_failures, 1, memory_order_relaxed) > 0;
+}
+
+msg *msg_new_extra(const void *data, size_t len, const void *extra, size_t extralen)
+{
+    msg *m = injected_failure() ? NULL : malloc(sizeof(msg) + len + extralen);
     if (!m)
         return NULL;
     m->next = NULL;
     m->len = (uint32_t)len;
-    m->extra = 0;
+    m->extra = (uint32_t)extralen;
     memcpy(m->data, data, len);
+    if (extralen)
+        memcpy(m->data + len, extra, extralen);
     return m;
 }
+
+msg *msg_new(const void *data, size_t len) { return msg_new_extra(data, len, NULL, 0); }
 
 void msg_free(msg *m)
 {

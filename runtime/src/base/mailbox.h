@@ -26,6 +26,10 @@ typedef struct mailbox {
 } mailbox;
 
 msg *msg_new(const void *data, size_t len);
+/* A message of len bytes of data followed by extralen bytes that are not the message. */
+msg *msg_new_extra(const void *data, size_t len, const void *extra, size_t extralen);
+/* For tests: the next n message allocations fail as if out of memory. */
+void msg_inject_failures(int n);
 /* Frees m; the channel references of an undelivered message are released. */
 void msg_free(msg *m);
 void mailbox_open(mailbox *mb, uint32_t gen);

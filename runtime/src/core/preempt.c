@@ -31,10 +31,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include <lua.h>
-
-#include "vm/ljx.h"
-#include "vm/luavm.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 
@@ -54,7 +50,6 @@
 
 static struct sigaction prev_action;
 
-static void hook_yield(lua_State *L, lua_Debug *ar);
 static void install_handler(void);
 
 static void preempt_handler(int sig, siginfo_t *si, void *ucv)
@@ -82,7 +77,7 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     a->preempt_pending = 1;
-    if (MCODE_SWITCH_OK && ljx_pc_in_mcode(a->L, pc)) {
+    if (a->rt->hooks.preempt(a, pc, MCODE_SWITCH_OK)) {
         a->preempt_jit++;
         a->preempt_pending = 0;
         sched_leave(a, LEAVE_YIELD);
@@ -90,31 +85,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
          * above: compiled code never reads errno, so it is left alone */
         return;
     }
-    lua_sethook(a->L, hook_yield, LUA_MASKCOUNT, 1);
+    /* a count hook is armed (vm/body.c): it yields at the next interpreted bytecode */
     errno = saved_errno;
-}
-
-static int cont_nothing(actor *a, lua_State *L) { return 0; }
-
-/* The count hook armed by the handler: runs at the next interpreted bytecode. */
-static void hook_yield(lua_State *L, lua_Debug *ar)
-{
-    actor *a = luavm_actor(L);
-    lua_sethook(L, NULL, 0, 0);
-    if (!a->preempt_pending || a->closing)
-        return;
-    a->preempt_pending = 0;
-    a->preempt_hook++;
-    if (L == a->co && ljx_can_yield(L)) {
-        /* a yield from a hook unwinds the hook dispatcher's C frames: the
-         * actor then holds no stack and may resume on any thread */
-        a->cont = cont_nothing;
-        a->yield_leave = LEAVE_YIELD_CO;
-        lua_yield(L, 0);
-        return;
-    }
-    a->pinned = 1;
-    sched_leave(a, LEAVE_YIELD);
 }
 
 void preempt_signal(sched *s)
@@ -212,7 +184,7 @@ static void *watchdog_main(void *arg)
                 root_done_at = now;
             if (now - root_done_at > SWEEP_GRACE_NS && now - swept_at > SWEEP_GRACE_NS) {
                 swept_at = now;
-                sched_sweep(rt);
+                sched_sweep(rt, STOP_SWEEP);
             }
         }
         int waiting = -1;

@@ -7,7 +7,6 @@
 
 #include "core/actor.h"
 #include "base/heap.h"
-#include "vm/luavm.h"
 #include "base/park.h"
 #include "base/runq.h"
 #include "base/slot.h"
@@ -16,6 +15,22 @@
 #include "base/timer.h"
 
 struct sched;
+struct luavm_shared;
+
+/* How the core reaches the actors' code, which lives in the layers above it: the runtime
+ * installs these (runtime.c), as libuv's users install callbacks. */
+typedef struct actor_hooks {
+    /* Runs on the actor's C stack when it is switched in on a fresh context (first run,
+     * or resume after a coroutine park or yield). Never returns: it leaves through
+     * sched_leave. */
+    void (*entry)(actor *a);
+    /* The same for an actor that was stopped: closes it and leaves with LEAVE_DONE. */
+    void (*stop_entry)(actor *a);
+    /* From the preemption signal handler (async-signal-safe): 1 when pc is in the actor's
+     * compiled code and may_switch, and the handler switches it out; else it arms what
+     * makes the actor yield soon and returns 0. */
+    int (*preempt)(actor *a, uintptr_t pc, int may_switch);
+} actor_hooks;
 
 struct smarm_runtime {
     smarm_config cfg;
@@ -26,7 +41,8 @@ struct smarm_runtime {
     park_set parks;
     stack_pool *stacks;
     timers tm;
-    luavm_shared vm;
+    struct luavm_shared *vm; /* the vm layer's runtime-wide part (module cache, template) */
+    actor_hooks hooks;
     heap heap; /* actor states\' memory */
     struct sched *scheds;
     int nsched;

@@ -11,18 +11,13 @@
 #include <unistd.h>
 
 #include "base/context.h"
-#include "vm/ljx.h"
 #include "core/exit.h"
-#include "vm/luavm.h"
 #include "core/pg.h"
 #include "core/registry.h"
 #include "core/preempt.h"
 #include "base/sanitize.h"
-#include "lib/timer_lua.h"
 #include "core/signals.h"
 
-#include <lauxlib.h>
-#include <lua.h>
 
 #if defined(SMARM_ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -102,8 +97,6 @@ static void switch_out(actor *a)
 #endif
 }
 
-static void actor_entry(void *arg);
-
 static void sanitizer_actor_started(void)
 {
 #if defined(SMARM_ASAN)
@@ -111,17 +104,19 @@ static void sanitizer_actor_started(void)
 #endif
 }
 
-/* A stopped actor is never resumed: whatever it was doing (a parked wait, a
- * preempted trace, a pcall that would catch an error) is dropped with its
- * frames, and its state is closed on a fresh context. The stop cannot be
- * caught because nothing of the actor runs again. */
-LUA_UNWOUND static void actor_stop_entry(void *arg)
+/* Where a fresh context starts: the actor's body (vm/body.c, through the runtime's hooks). */
+static void actor_start(void *arg)
 {
     actor *a = arg;
     sanitizer_actor_started();
-    luavm_finish(a, LUAVM_KILLED);
-    luavm_close(a);
-    sched_leave(a, LEAVE_DONE);
+    a->rt->hooks.entry(a);
+}
+
+static void actor_stop_start(void *arg)
+{
+    actor *a = arg;
+    sanitizer_actor_started();
+    a->rt->hooks.stop_entry(a);
 }
 
 /* ---- stacks: one warm spare per scheduler in front of the shared pool ---- */
@@ -218,9 +213,7 @@ void sched_arm_wake(actor *a, uint64_t deadline)
     }
 }
 
-/* A wait woken before it was satisfied parks again: the wake may have been its
- * armed timer firing early for it (an earlier wait's deadline), so arm anew. */
-static inline void wait_rearm(actor *a)
+void sched_rearm_wake(actor *a)
 {
     if (a->deadline)
         sched_arm_wake(a, a->deadline);
@@ -248,6 +241,23 @@ static void fire_wake(smarm_runtime *rt, timer_entry *e)
     sched_wake(rt, e->pid);
 }
 
+/* A send_after timer fired: its message goes to the destination as it is now (a name
+ * follows whoever holds it at the fire); a dead or unheld destination drops it. */
+static void fire_send(smarm_runtime *rt, timer_entry *e)
+{
+    msg *m = e->msg;
+    uint64_t pid = e->pid;
+    if (m->extra) {
+        pid = registry_whereis(rt, m->data + m->len);
+        m->extra = 0;
+        if (!pid) {
+            msg_free(m);
+            return;
+        }
+    }
+    sched_send(rt, pid, m);
+}
+
 static void fire_due_timers(smarm_runtime *rt)
 {
     uint64_t earliest = timers_earliest(&rt->tm);
@@ -261,7 +271,7 @@ static void fire_due_timers(smarm_runtime *rt)
     while ((n = timers_due(&rt->tm, now, due, 64)) > 0) {
         for (uint32_t i = 0; i < n; i++) {
             if (due[i].msg)
-                timer_fire_send(rt, &due[i]);
+                fire_send(rt, &due[i]);
             else
                 fire_wake(rt, &due[i]);
         }
@@ -383,88 +393,6 @@ void sched_yield_actor(actor *a)
     sched_leave(a, LEAVE_YIELD);
 }
 
-/* Runs a continuation in protected mode on the actor's main state and moves its
- * results to the coroutine about to be resumed (decoding may raise out of memory). */
-struct cont_call {
-    actor *a;
-    int nres;
-};
-
-LUA_UNWOUND int sched_cont_trampoline(lua_State *L)
-{
-    struct cont_call *cc = lua_touserdata(L, 1);
-    lua_pop(L, 1);
-    int base = lua_gettop(L);
-    cc->nres = cc->a->cont(cc->a, L);
-    if (cc->nres > 0)
-        lua_xmove(L, cc->a->co, cc->nres);
-    lua_settop(L, base);
-    return 0;
-}
-
-LUA_UNWOUND int sched_wait(lua_State *L, actor *a, actor_cont cont)
-{
-    if (a->closing)
-        return luaL_error(L, "smarm: cannot wait while the actor is ending");
-    a->parks++;
-    if (L == a->co && ljx_can_yield(L)) {
-        a->cont = cont;
-        a->yield_leave = LEAVE_PARK_CO;
-        return lua_yield(L, 0);
-    }
-    for (;;) {
-        /* a stopped actor is never switched back in here: see run_actor */
-        sched_leave(a, LEAVE_PARK_STACK);
-        int n = cont(a, L);
-        if (n >= 0)
-            return n;
-        wait_rearm(a);
-    }
-}
-
-LUA_UNWOUND static void actor_entry(void *arg)
-{
-    actor *a = arg;
-    sanitizer_actor_started();
-    int nargs;
-    if (!a->L) {
-        nargs = luavm_boot(a);
-        if (nargs < 0) {
-            luavm_close(a);
-            sched_leave(a, LEAVE_DONE);
-        }
-    } else {
-        struct cont_call cc = {a, 0};
-        /* the trampoline is made once per state (lua_cpcall would allocate a
-         * closure on every resume) */
-        lua_rawgeti(a->L, LUA_REGISTRYINDEX, a->cont_ref);
-        lua_pushlightuserdata(a->L, &cc);
-        if (lua_pcall(a->L, 1, 0, 0) != 0) {
-            luavm_finish(a, LUAVM_ERROR_ON_MAIN);
-            luavm_close(a);
-            sched_leave(a, LEAVE_DONE);
-        }
-        if (cc.nres < 0) {
-            wait_rearm(a);
-            sched_leave(a, LEAVE_PARK_CO);
-        }
-        nargs = cc.nres;
-    }
-    a->cont = NULL;
-    int st = lua_resume(a->co, nargs);
-    if (st == LUA_YIELD) {
-        if (a->cont)
-            sched_leave(a, a->yield_leave);
-        /* a bare coroutine.yield() at the body's top level */
-        lua_settop(a->co, 0);
-        lua_pushstring(a->co, "attempt to yield from outside a coroutine");
-        st = LUA_ERRRUN;
-    }
-    luavm_finish(a, st);
-    luavm_close(a);
-    sched_leave(a, LEAVE_DONE);
-}
-
 /* ---- the scheduler side ---- */
 
 static void finalize(sched *s, actor *a)
@@ -542,13 +470,13 @@ static void run_actor(sched *s, uint32_t idx)
             a->stopping = 1;
             if (a->stk) {
                 SANITIZE_UNPOISON(a->stk->base, a->stk->size);
-                a->sp = ctx_make(stack_top(a->stk), actor_stop_entry, a);
+                a->sp = ctx_make(stack_top(a->stk), actor_stop_start, a);
             } else {
                 a->stk = take_stack(s, a);
                 if (!a->stk)
                     abort();
                 SANITIZE_UNPOISON(a->stk->base, a->stk->size);
-                a->sp = ctx_make(stack_top(a->stk), actor_stop_entry, a);
+                a->sp = ctx_make(stack_top(a->stk), actor_stop_start, a);
             }
         }
         if (!a->stk) {
@@ -560,7 +488,7 @@ static void run_actor(sched *s, uint32_t idx)
             }
             /* frames left on it by whoever used it last never returned */
             SANITIZE_UNPOISON(a->stk->base, a->stk->size);
-            a->sp = ctx_make(stack_top(a->stk), actor_entry, a);
+            a->sp = ctx_make(stack_top(a->stk), actor_start, a);
         }
         if (a->last_sched != s->id) {
             a->migrations += a->slices != 0;
@@ -616,7 +544,7 @@ static void run_actor(sched *s, uint32_t idx)
     }
 }
 
-void sched_sweep(smarm_runtime *rt)
+void sched_sweep(smarm_runtime *rt, int how)
 {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&rt->sweeping, &expected, 1))
@@ -628,7 +556,7 @@ void sched_sweep(smarm_runtime *rt)
         enum slot_state st = slot_word_state(w);
         if (st == SLOT_VACANT || st == SLOT_DONE)
             continue;
-        sched_stop(rt, pid_make(i, slot_word_gen(w)), STOP_KILL);
+        sched_stop(rt, pid_make(i, slot_word_gen(w)), how);
     }
     atomic_store(&rt->sweeping, 0);
 }
@@ -748,7 +676,7 @@ static void *sched_main(void *arg)
         if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
             /* the root has ended and nothing is runnable: stop what it left,
              * and look again shortly in case something caught the stop */
-            sched_sweep(rt);
+            sched_sweep(rt, STOP_SWEEP);
             deadline = park_now_ns() + 1000000;
         }
         int keeper = 0, none = -1;

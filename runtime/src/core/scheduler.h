@@ -66,24 +66,20 @@ void sched_wake(smarm_runtime *rt, uint64_t pid);
  * timeout that messages end early (recv(5), a gen_server call) leaves about one
  * entry per actor in the heap, not one per wait until each falls due. */
 void sched_arm_wake(actor *a, uint64_t deadline);
+/* A wait woken before it was satisfied parks again: the wake may have been its armed timer
+ * firing early for it (an earlier wait's deadline), so it arms anew (a->deadline, if any). */
+void sched_rearm_wake(actor *a);
 /* After a timer became the earliest deadline: the parked timekeeper re-arms (or one wakes). */
 void sched_nudge_timekeeper(smarm_runtime *rt);
 /* Lets other actors run; the caller stays runnable. */
 void sched_yield_actor(actor *a);
-/* Blocks the calling actor from a C function called by Lua on coroutine L until
- * cont (which re-checks the wait's condition after every wake) pushes results.
- * Returns what a lua_CFunction must return: a coroutine park when L can yield
- * (the actor then holds no C stack), a stack park otherwise. cont returns -1
- * to keep waiting. Raises "killed" in the stack-park case if a stop arrives. */
-int sched_wait(lua_State *L, actor *a, actor_cont cont);
-/* Runs a parked actor's continuation (protected, on its main state). */
-int sched_cont_trampoline(lua_State *L);
 /* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
 void sched_leave(actor *a, enum actor_leave how);
 /* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */
 void sched_stop(smarm_runtime *rt, uint64_t pid, int how);
 actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of range */
-/* The root-exit sweep: stops every live actor. */
-void sched_sweep(smarm_runtime *rt);
+/* Stops every live actor with how: STOP_SWEEP at the root's exit (reason "shutdown"), STOP_KILL
+ * for a second SIGINT/SIGTERM. */
+void sched_sweep(smarm_runtime *rt, int how);
 
 #endif

@@ -130,7 +130,7 @@ static void *shutdown_waiter(void *arg)
         } else {
             /* a second signal: everything stops now */
             atomic_store(&rt->root_done, 1);
-            sched_sweep(rt);
+            sched_sweep(rt, STOP_KILL);
         }
     }
     return NULL;

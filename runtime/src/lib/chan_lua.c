@@ -9,12 +9,11 @@
 
 #include "core/actor.h"
 #include "vm/codec.h"
-#include "lib/smarm_lua.h"
+#include "lib/args.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
-#include "lib/timer_lua.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
@@ -243,13 +242,13 @@ static int l_rx_recv(lua_State *L)
     actor *a = luavm_actor(L);
     chan_ep *ep = check_ep(L, 1, CHAN_RX, "rx:recv");
     int poll;
-    uint64_t deadline = lualib_check_timeout(L, 2, "rx:recv", &poll);
+    uint64_t deadline = lib_check_timeout(L, 2, "rx:recv", &poll);
     int n = try_rx(L, ep->c, "rx:recv");
     if (n >= 0)
         return n;
     if (!poll)
         set_anchor(L, 1);
-    return lualib_wait(L, a, deadline, poll, rx_cont);
+    return lib_wait(L, a, deadline, poll, rx_cont);
 }
 
 /**
@@ -261,16 +260,7 @@ static int l_tx_send(lua_State *L)
 {
     chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:send");
     luaL_checkany(L, 2);
-    wire_buf *b = &sched_current()->enc;
-    b->len = 0;
-    char err[256];
-    if (codec_encode(L, 2, b, "msg", err, sizeof err) != 0)
-        return luaL_error(L, "tx:send: %s", err);
-    msg *m = msg_new(b->data, b->len);
-    if (!m) {
-        wire_release(b->data, b->len);
-        return luaL_error(L, "tx:send: out of memory");
-    }
+    msg *m = lib_encode(L, 2, "tx:send");
     if (chan_send(ep->c, m) != 0) {
         msg_free(m);
         lua_pushnil(L);
@@ -281,11 +271,6 @@ static int l_tx_send(lua_State *L)
     return 1;
 }
 
-/**
- * tx:close()
- * Closes the channel for every sender: later sends return nil, "closed"; the receiver
- * takes what is queued, then gets nil, "closed".
- */
 /* tx:release(): this object lets go of the channel without closing it for the other
  * senders (copies sent in messages keep it open); the object is dead afterwards. A caller
  * that released its own tx sees "closed" once every copy it sent is gone. */
@@ -298,6 +283,11 @@ static int l_tx_release(lua_State *L)
     return 0;
 }
 
+/**
+ * tx:close()
+ * Closes the channel for every sender: later sends return nil, "closed"; the receiver
+ * takes what is queued, then gets nil, "closed".
+ */
 static int l_tx_close(lua_State *L)
 {
     chan_close(check_ep(L, 1, CHAN_TX, "tx:close")->c);
@@ -406,7 +396,7 @@ static int l_select(lua_State *L)
     actor *a = luavm_actor(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     int poll;
-    uint64_t deadline = lualib_check_timeout(L, 2, "smarm.select", &poll);
+    uint64_t deadline = lib_check_timeout(L, 2, "smarm.select", &poll);
     lua_settop(L, 1);
     int n = (int)lua_objlen(L, 1);
     if (n == 0)
@@ -432,43 +422,22 @@ static int l_select(lua_State *L)
         return r;
     if (!poll)
         set_anchor(L, 1);
-    return lualib_wait(L, a, deadline, poll, select_cont);
+    return lib_wait(L, a, deadline, poll, select_cont);
 }
 
 /* ---- registration ---- */
 
-static const luaL_Reg lazy_funcs[] = {
+const luaL_Reg chan_lua_funcs[] = {
     {"channel", l_channel},
     {"select", l_select},
-    {"send_after", timer_lua_send_after},
-    {"cancel_timer", timer_lua_cancel},
     {NULL, NULL},
 };
 
-/* The smarm table's __index: on the first miss puts the functions above (and inbox) in,
- * then answers, or hands anything else to the library's own __index. */
-int chan_lua_index(lua_State *L)
+void chan_lua_fields(lua_State *L, int t)
 {
     lua_pushliteral(L, "inbox");
-    lua_rawget(L, 1);
-    int missing = lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (missing) {
-        lua_pushliteral(L, "inbox");
-        lua_pushlightuserdata(L, (void *)&inbox_key);
-        lua_rawset(L, 1);
-        for (const luaL_Reg *r = lazy_funcs; r->name; r++) {
-            lua_pushstring(L, r->name);
-            lua_pushcfunction(L, r->func);
-            lua_rawset(L, 1);
-        }
-    }
-    lua_pushvalue(L, 2);
-    lua_rawget(L, 1);
-    if (!lua_isnil(L, -1))
-        return 1;
-    lua_pop(L, 1);
-    return lualib_index(L);
+    lua_pushlightuserdata(L, (void *)&inbox_key);
+    lua_rawset(L, t);
 }
 
 void chan_lua_push_ref(lua_State *L, void *c, int kind) { chan_lua_push(L, c, kind); }

@@ -7,12 +7,12 @@
 
 #include "core/chan.h"
 
-typedef struct lua_State lua_State;
+#include <lauxlib.h>
 
-/* The smarm table's __index: adds channel, select, send_after, cancel_timer and inbox to
- * the table on the first miss (an idle state pays nothing for them), then falls back to
- * lualib_index. */
-int chan_lua_index(lua_State *L);
+/* smarm.channel and smarm.select (lib/init.c lists the groups) */
+extern const luaL_Reg chan_lua_funcs[];
+/* Puts smarm.inbox into the smarm table at t. */
+void chan_lua_fields(lua_State *L, int t);
 /* If the userdata payload ud (len bytes) is an endpoint: its kind, and its channel in *c
  * (NULL for an rx that was sent away). 0 for any other userdata. */
 int chan_lua_endpoint(void *ud, size_t len, void **c);

@@ -1,7 +1,7 @@
 /* The Lua face of exits, names and groups: link, unlink, spawn_link,
  * spawn_monitor, monitor, demonitor, trap_exit, kill, shutdown,
- * terminal_reason, register, unregister, whereis and smarm.pg. Added to a
- * state's smarm table on first use (lualib_index). */
+ * terminal_reason, register, unregister, whereis and smarm.pg: one group of the smarm
+ * table (lib/init.c). */
 #include "lib/exit_lua.h"
 
 #include <math.h>
@@ -16,6 +16,7 @@
 #include "lib/chan_lua.h"
 #include "vm/codec.h"
 #include "core/exit.h"
+#include "lib/args.h"
 #include "lib/smarm_lua.h"
 #include "vm/luavm.h"
 #include "core/pg.h"
@@ -29,23 +30,12 @@ LUA_UNWOUND_BEGIN
 
 static const char trap_key = 't';
 
-static const char *check_name(lua_State *L, int idx, const char *fname)
-{
-    if (lua_type(L, idx) != LUA_TSTRING)
-        luaL_error(L, "%s: a name must be a string, got %s", fname, luaL_typename(L, idx));
-    size_t n;
-    const char *s = lua_tolstring(L, idx, &n);
-    if (n == 0 || strlen(s) != n)
-        luaL_error(L, "%s: a name must be a non-empty string without zero bytes", fname);
-    return s;
-}
-
 /* ---- links ---- */
 
 static int l_link(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = lualib_check_pid(L, 1, "smarm.link");
+    uint64_t pid = lib_check_pid(L, 1, "smarm.link");
     int rc = exit_link(a->rt, a, pid);
     if (rc == -2)
         return luaL_error(L, "smarm.link: out of memory");
@@ -58,7 +48,7 @@ static int l_link(lua_State *L)
 static int l_unlink(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    exit_unlink(a->rt, a, lualib_check_pid(L, 1, "smarm.unlink"));
+    exit_unlink(a->rt, a, lib_check_pid(L, 1, "smarm.unlink"));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -68,7 +58,7 @@ static int l_unlink(lua_State *L)
 static int l_monitor(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = lualib_check_pid(L, 1, "smarm.monitor");
+    uint64_t pid = lib_check_pid(L, 1, "smarm.monitor");
     chan *c = chan_new(a->rt, a->pid);
     if (!c)
         return luaL_error(L, "smarm.monitor: out of memory");
@@ -106,7 +96,7 @@ static int spawn_with(lua_State *L, int link, int monitor)
     spawn_opts o = {0};
     o.link = link;
     o.want_monitor = monitor;
-    return lualib_spawn(L, 1, &o, 0, link ? "smarm.spawn_link" : "smarm.spawn_monitor");
+    return smarm_lua_spawn(L, 1, &o, 0, link ? "smarm.spawn_link" : "smarm.spawn_monitor");
 }
 
 static int l_spawn_link(lua_State *L) { return spawn_with(L, 1, 0); }
@@ -144,7 +134,7 @@ static int l_trap_exit(lua_State *L)
 static int l_kill(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = lualib_check_pid(L, 1, "smarm.kill");
+    uint64_t pid = lib_check_pid(L, 1, "smarm.kill");
     sched_stop(a->rt, pid, STOP_KILL);
     lua_pushboolean(L, 1);
     return 1;
@@ -153,7 +143,7 @@ static int l_kill(lua_State *L)
 static int l_shutdown(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    exit_shutdown(a->rt, a->pid, lualib_check_pid(L, 1, "smarm.shutdown"));
+    exit_shutdown(a->rt, a->pid, lib_check_pid(L, 1, "smarm.shutdown"));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -161,7 +151,7 @@ static int l_shutdown(lua_State *L)
 static int l_terminal_reason(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = lualib_check_pid(L, 1, "smarm.terminal_reason");
+    uint64_t pid = lib_check_pid(L, 1, "smarm.terminal_reason");
     char *bytes;
     size_t len;
     if (exit_terminal(a->rt, pid, &bytes, &len) != 0)
@@ -179,8 +169,8 @@ static int l_terminal_reason(lua_State *L)
 static int l_register(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    const char *name = check_name(L, 1, "smarm.register");
-    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lualib_check_pid(L, 2, "smarm.register");
+    const char *name = lib_check_name(L, 1, "smarm.register");
+    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lib_check_pid(L, 2, "smarm.register");
     switch (registry_register(a->rt, name, pid)) {
     case REG_OK:
         lua_pushboolean(L, 1);
@@ -204,14 +194,14 @@ static int l_register(lua_State *L)
 static int l_unregister(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    lua_pushboolean(L, registry_unregister(a->rt, check_name(L, 1, "smarm.unregister")));
+    lua_pushboolean(L, registry_unregister(a->rt, lib_check_name(L, 1, "smarm.unregister")));
     return 1;
 }
 
 static int l_whereis(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = registry_whereis(a->rt, check_name(L, 1, "smarm.whereis"));
+    uint64_t pid = registry_whereis(a->rt, lib_check_name(L, 1, "smarm.whereis"));
     if (!pid)
         return 0;
     lua_pushnumber(L, (lua_Number)pid);
@@ -223,8 +213,8 @@ static int l_whereis(lua_State *L)
 static int l_pg_join(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    const char *g = check_name(L, 1, "smarm.pg.join");
-    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lualib_check_pid(L, 2, "smarm.pg.join");
+    const char *g = lib_check_name(L, 1, "smarm.pg.join");
+    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lib_check_pid(L, 2, "smarm.pg.join");
     int rc = pg_join(a->rt, g, pid);
     if (rc == -2)
         return luaL_error(L, "smarm.pg.join: out of memory");
@@ -240,8 +230,8 @@ static int l_pg_join(lua_State *L)
 static int l_pg_leave(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    const char *g = check_name(L, 1, "smarm.pg.leave");
-    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lualib_check_pid(L, 2, "smarm.pg.leave");
+    const char *g = lib_check_name(L, 1, "smarm.pg.leave");
+    uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lib_check_pid(L, 2, "smarm.pg.leave");
     lua_pushboolean(L, pg_leave(a->rt, g, pid));
     return 1;
 }
@@ -249,7 +239,7 @@ static int l_pg_leave(lua_State *L)
 static int l_pg_members(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    const char *g = check_name(L, 1, "smarm.pg.members");
+    const char *g = lib_check_name(L, 1, "smarm.pg.members");
     uint64_t small[64], *buf = small;
     uint32_t n = pg_members(a->rt, g, buf, 64);
     if (n > 64) {
@@ -272,7 +262,7 @@ static int l_pg_members(lua_State *L)
 static int l_pg_pick(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = pg_pick(a->rt, check_name(L, 1, "smarm.pg.pick"));
+    uint64_t pid = pg_pick(a->rt, lib_check_name(L, 1, "smarm.pg.pick"));
     if (!pid)
         return 0;
     lua_pushnumber(L, (lua_Number)pid);
@@ -282,7 +272,7 @@ static int l_pg_pick(lua_State *L)
 static int l_pg_dispatch(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    const char *g = check_name(L, 1, "smarm.pg.dispatch");
+    const char *g = lib_check_name(L, 1, "smarm.pg.dispatch");
     luaL_checkany(L, 2);
     /* a member that dies between the pick and the send is picked around */
     for (int tries = 0; tries < 8; tries++) {
@@ -292,7 +282,7 @@ static int l_pg_dispatch(lua_State *L)
         lua_settop(L, 2);
         lua_pushnumber(L, (lua_Number)pid);
         lua_replace(L, 1);
-        if (lualib_send(L) == 1) {
+        if (smarm_lua_send(L) == 1) {
             lua_pushnumber(L, (lua_Number)pid);
             return 1;
         }
@@ -302,7 +292,7 @@ static int l_pg_dispatch(lua_State *L)
     return 2;
 }
 
-static const luaL_Reg funcs[] = {
+const luaL_Reg exit_lua_funcs[] = {
     {"link", l_link},
     {"unlink", l_unlink},
     {"spawn_link", l_spawn_link},
@@ -324,13 +314,8 @@ static const luaL_Reg pg_funcs[] = {
     {"pick", l_pg_pick}, {"dispatch", l_pg_dispatch}, {NULL, NULL},
 };
 
-void exit_lua_register(lua_State *L, int t)
+void exit_lua_fields(lua_State *L, int t)
 {
-    for (const luaL_Reg *r = funcs; r->name; r++) {
-        lua_pushstring(L, r->name);
-        lua_pushcfunction(L, r->func);
-        lua_rawset(L, t);
-    }
     lua_pushliteral(L, "pg");
     lua_createtable(L, 0, 5);
     for (const luaL_Reg *r = pg_funcs; r->name; r++) {

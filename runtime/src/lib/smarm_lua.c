@@ -1,6 +1,6 @@
-/* The smarm core functions every actor state gets: spawn, send, recv, self,
- * yield, sleep, now, exit, pid_tostring. Built with the classic C API on first
- * require("smarm"); rarer functions load from Lua modules on first use. */
+/* The smarm core functions: spawn, try_spawn, spawn_opt, self, send, recv, yield, sleep,
+ * now, exit, pid_tostring (the classic C API: every actor uses a few of them, so they cost
+ * no FFI declarations per state). lib/init.c puts each in a state's table on first read. */
 #include "lib/smarm_lua.h"
 
 #include <math.h>
@@ -12,12 +12,13 @@
 #include <lua.h>
 
 #include "core/actor.h"
+#include "lib/args.h"
 #include "lib/chan_lua.h"
 #include "vm/codec.h"
+#include "vm/body.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "core/chan.h"
-#include "lib/exit_lua.h"
 #include "core/preempt.h"
 #include "core/registry.h"
 #include "base/sanitize.h"
@@ -26,19 +27,9 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-static const char smarm_key = 's', exit_key = 'e', dump_cache_key = 'd';
+static const char dump_cache_key = 'd';
 
 /* ---- pids ---- */
-
-uint64_t lualib_check_pid(lua_State *L, int idx, const char *fname)
-{
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
-    double d = lua_tonumber(L, idx);
-    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
-        luaL_error(L, "%s: bad pid (%f is not a pid)", fname, d);
-    return (uint64_t)d;
-}
 
 static void push_pid(lua_State *L, uint64_t pid) { lua_pushnumber(L, (lua_Number)pid); }
 
@@ -50,7 +41,7 @@ static int l_self(lua_State *L)
 
 static int l_pid_tostring(lua_State *L)
 {
-    uint64_t pid = lualib_check_pid(L, 1, "smarm.pid_tostring");
+    uint64_t pid = lib_check_pid(L, 1, "smarm.pid_tostring");
     lua_pushfstring(L, "<0.%d.%d>", (int)pid_index(pid), (int)pid_gen(pid));
     return 1;
 }
@@ -178,7 +169,7 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
     return 1;
 }
 
-int lualib_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
+int smarm_lua_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
 {
     return do_spawn(L, fidx, o, try_mode, fname);
 }
@@ -230,7 +221,7 @@ static int l_spawn_opt(lua_State *L)
 
 /* ---- send and receive ---- */
 
-int lualib_send(lua_State *L)
+int smarm_lua_send(lua_State *L)
 {
     actor *a = luavm_actor(L);
     uint64_t pid;
@@ -243,17 +234,10 @@ int lualib_send(lua_State *L)
             return 2;
         }
     } else {
-        pid = lualib_check_pid(L, 1, "smarm.send");
+        pid = lib_check_pid(L, 1, "smarm.send");
     }
     luaL_checkany(L, 2);
-    wire_buf *b = &sched_current()->enc;
-    b->len = 0;
-    char err[256];
-    if (codec_encode(L, 2, b, "msg", err, sizeof err) != 0)
-        return luaL_error(L, "smarm.send: %s", err);
-    msg *m = msg_new(b->data, b->len);
-    if (!m)
-        return luaL_error(L, "smarm.send: out of memory");
+    msg *m = lib_encode(L, 2, "smarm.send");
     if (sched_send(a->rt, pid, m) != 0) {
         lua_pushnil(L);
         lua_pushliteral(L, "dead");
@@ -292,27 +276,6 @@ static int recv_cont(actor *a, lua_State *L)
     return -1;
 }
 
-/* Deadline in ns for a timeout argument at idx: 0 = forever; sets *poll for 0. */
-uint64_t lualib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
-{
-    *poll = 0;
-    if (lua_isnoneornil(L, idx))
-        return 0;
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
-                   luaL_typename(L, idx));
-    double t = lua_tonumber(L, idx);
-    if (!(t >= 0))
-        luaL_error(L, "%s: timeout must not be negative", fname);
-    if (t == 0) {
-        *poll = 1;
-        return 0;
-    }
-    if (t > 1e9)
-        return 0; /* effectively forever */
-    return park_now_ns() + (uint64_t)(t * 1e9);
-}
-
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
@@ -321,21 +284,8 @@ static int l_recv(lua_State *L)
         return 1;
     }
     int poll;
-    uint64_t deadline = lualib_check_timeout(L, 1, "smarm.recv", &poll);
-    return lualib_wait(L, a, deadline, poll, recv_cont);
-}
-
-int lualib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont)
-{
-    if (poll) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
-    a->deadline = deadline;
-    if (deadline)
-        sched_arm_wake(a, deadline);
-    return sched_wait(L, a, cont);
+    uint64_t deadline = lib_check_timeout(L, 1, "smarm.recv", &poll);
+    return lib_wait(L, a, deadline, poll, recv_cont);
 }
 
 static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->deadline ? 0 : -1; }
@@ -350,7 +300,7 @@ static int l_sleep(lua_State *L)
         t = 1e9;
     a->deadline = park_now_ns() + (uint64_t)(t * 1e9);
     sched_arm_wake(a, a->deadline);
-    return sched_wait(L, a, sleep_cont);
+    return body_wait(L, a, sleep_cont);
 }
 
 static int l_yield(lua_State *L)
@@ -365,46 +315,17 @@ static int l_yield(lua_State *L)
 static int l_exit(lua_State *L)
 {
     lua_settop(L, 1);
-    lua_pushlightuserdata(L, (void *)&exit_key);
-    lua_pushvalue(L, 1);
-    lua_rawset(L, LUA_REGISTRYINDEX);
-    lua_pushlightuserdata(L, (void *)&exit_key);
-    return lua_error(L);
-}
-
-int lualib_is_exit(lua_State *L, int idx) { return lua_touserdata(L, idx) == (void *)&exit_key; }
-
-void lualib_push_exit_value(lua_State *L)
-{
-    lua_pushlightuserdata(L, (void *)&exit_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-}
-
-const char *lualib_exit_reason(lua_State *L)
-{
-    lua_pushlightuserdata(L, (void *)&exit_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    const char *r = NULL;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-        r = lua_tostring(L, -1);
-        if (strcmp(r, "normal") == 0)
-            r = NULL;
-    } else if (!lua_isnil(L, -1)) {
-        r = luaL_typename(L, -1);
-    }
-    /* the string stays anchored in the registry */
-    lua_pop(L, 1);
-    return r;
+    return body_raise_exit(L, 1);
 }
 
 /* ---- the table ---- */
 
-static const luaL_Reg smarm_funcs[] = {
+const luaL_Reg smarm_lua_funcs[] = {
     {"spawn", l_spawn},
     {"try_spawn", l_try_spawn},
     {"spawn_opt", l_spawn_opt},
     {"self", l_self},
-    {"send", lualib_send},
+    {"send", smarm_lua_send},
     {"recv", l_recv},
     {"yield", l_yield},
     {"sleep", l_sleep},
@@ -413,97 +334,5 @@ static const luaL_Reg smarm_funcs[] = {
     {"pid_tostring", l_pid_tostring},
     {NULL, NULL},
 };
-
-/* Puts the core functions not yet read into the smarm table at t. */
-static void lualib_fill_core(lua_State *L, int t)
-{
-    for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
-        lua_pushstring(L, r->name);
-        lua_rawget(L, t);
-        int missing = lua_isnil(L, -1);
-        lua_pop(L, 1);
-        if (missing) {
-            lua_pushcfunction(L, r->func);
-            lua_setfield(L, t, r->name);
-        }
-    }
-}
-
-/* Unknown fields load the Lua half of the library (lua/smarm/ext.lua) once. */
-int lualib_index(lua_State *L)
-{
-    /* the C half first: exits, names and groups */
-    lua_pushliteral(L, "kill");
-    lua_rawget(L, 1);
-    int missing = lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (missing) {
-        exit_lua_register(L, 1);
-        lua_pushvalue(L, 2);
-        lua_rawget(L, 1);
-        if (!lua_isnil(L, -1))
-            return 1;
-        lua_pop(L, 1);
-    }
-    lua_getfield(L, LUA_GLOBALSINDEX, "require");
-    lua_pushliteral(L, "smarm.ext");
-    lua_call(L, 1, 1);
-    if (lua_type(L, -1) != LUA_TTABLE)
-        return 0;
-    /* copy the extension's fields into the smarm table, then answer */
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        lua_pushvalue(L, -2);
-        lua_insert(L, -2);
-        lua_rawset(L, 1);
-    }
-    lua_pop(L, 1);
-    /* with no __index left, every core function must be in the table */
-    lualib_fill_core(L, 1);
-    lua_getmetatable(L, 1);
-    lua_pushnil(L);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-    lua_pushvalue(L, 2);
-    lua_rawget(L, 1);
-    return 1;
-}
-
-/* The core functions are put in the table one by one, as they are first read:
- * a typical actor uses two or three of them, and every field made at spawn
- * costs a closure and an interned name in each new state. */
-static int core_index(lua_State *L)
-{
-    if (lua_type(L, 2) == LUA_TSTRING) {
-        const char *k = lua_tostring(L, 2);
-        for (const luaL_Reg *r = smarm_funcs; r->name; r++) {
-            if (strcmp(k, r->name) == 0) {
-                lua_pushcfunction(L, r->func);
-                lua_pushvalue(L, 2);
-                lua_pushvalue(L, -2);
-                lua_rawset(L, 1);
-                return 1;
-            }
-        }
-    }
-    return chan_lua_index(L); /* channel functions, then lualib_index */
-}
-
-void lualib_push(lua_State *L)
-{
-    lua_pushlightuserdata(L, (void *)&smarm_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
-        return;
-    lua_pop(L, 1);
-    lua_createtable(L, 0, 4);
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, core_index);
-    lua_setfield(L, -2, "__index");
-    lua_setmetatable(L, -2);
-    lua_pushlightuserdata(L, (void *)&smarm_key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
-}
 
 LUA_UNWOUND_END

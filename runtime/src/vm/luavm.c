@@ -1,7 +1,7 @@
 /* Per-actor LuaJIT states. A new state opens only the base library eagerly;
  * every other library opens on first use through _G's __index (and the string
- * metatable), which keeps an idle actor small and a spawn cheap. Modules are
- * compiled once per runtime and loaded into states from cached bytecode. */
+ * metatable), which keeps an idle actor small and a spawn cheap. Modules come
+ * from the runtime's bytecode cache (modcache.c). */
 #include "vm/luavm.h"
 
 #include <errno.h>
@@ -17,13 +17,13 @@
 #include "core/actor.h"
 #include "vm/codec.h"
 #include "core/exit.h"
+#include "vm/body.h"
 #include "base/heap.h"
 #include "vm/ljx.h"
-#include "lib/smarm_lua.h"
+#include "vm/modcache.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
-#include "smarm_embedded.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
@@ -96,22 +96,25 @@ static int preload_lib(lua_State *L)
 
 static int fast_require(lua_State *L);
 
+/* require "smarm": the library above installs how its table is made (luavm_shared) */
+static void push_library(lua_State *L) { luavm_runtime(L)->vm->push_library(L); }
+
 static int preload_smarm(lua_State *L)
 {
-    lualib_push(L);
+    push_library(L);
     return 1;
 }
 
 /* Opens the package library with the cache searcher in front of the file searchers. */
 static void open_package(lua_State *L)
 {
-    luavm_shared *vm = &luavm_runtime(L)->vm;
+    luavm_shared *vm = luavm_runtime(L)->vm;
     lua_pushcfunction(L, luaopen_package);
     lua_pushstring(L, LUA_LOADLIBNAME);
     lua_call(L, 1, 1); /* package table */
     /* package.loaders = {preload, cache, C, Croot}: the cache replaces the Lua file searcher */
     lua_getfield(L, -1, "loaders");
-    lua_pushcfunction(L, luavm_searcher);
+    lua_pushcfunction(L, modcache_searcher);
     lua_rawseti(L, -2, 2);
     lua_pop(L, 1);
     if (vm->package_path) {
@@ -208,7 +211,7 @@ static int fast_require(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
     if (strcmp(name, "smarm") == 0) {
-        lualib_push(L);
+        push_library(L);
         return 1;
     }
     lua_pushlightuserdata(L, (void *)&real_require_key);
@@ -244,122 +247,9 @@ static int open_state(lua_State *L)
     return 0;
 }
 
-/* ---- the module cache ---- */
-
-static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
-{
-    wire_buf *b = ud;
-    return wire_buf_append(b, p, sz);
-}
-
-static luavm_module *cache_find(luavm_shared *vm, const char *key)
-{
-    for (luavm_module *m = vm->modules; m; m = m->next)
-        if (strcmp(m->key, key) == 0)
-            return m;
-    return NULL;
-}
-
-/* Compiles source (or the file at key) in the template state into m's bytecode. Lock held. */
-static int cache_compile(luavm_shared *vm, luavm_module *m, const char *src, size_t len,
-                         const char *chunkname, char *err, size_t errlen)
-{
-    lua_State *T = vm->tmpl;
-    int st = src ? luaL_loadbuffer(T, src, len, chunkname) : luaL_loadfile(T, m->key);
-    if (st != 0) {
-        snprintf(err, errlen, "%s", lua_tostring(T, -1));
-        lua_pop(T, 1);
-        return -1;
-    }
-    wire_buf b;
-    wire_buf_init(&b);
-    lua_dump(T, dump_writer, &b);
-    lua_pop(T, 1);
-    free(m->bc);
-    m->bc = b.data;
-    m->len = b.len;
-    m->version++;
-    return 0;
-}
-
-static int64_t file_mtime(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return -2;
-    return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-/* Finds or compiles the module stored under key; pushes its loader on L. */
-static int cache_load(lua_State *L, const char *key, const char *src, size_t srclen,
-                      const char *chunkname)
-{
-    luavm_shared *vm = &luavm_runtime(L)->vm;
-    char err[512] = "";
-    int64_t mtime = src ? -1 : file_mtime(key);
-    pthread_mutex_lock(&vm->lock);
-    luavm_module *m = cache_find(vm, key);
-    if (!m || m->mtime_ns != mtime) {
-        int fresh = !m;
-        if (fresh) {
-            m = calloc(1, sizeof *m);
-            if (m)
-                m->key = strdup(key);
-            if (!m || !m->key) {
-                free(m);
-                pthread_mutex_unlock(&vm->lock);
-                return luaL_error(L, "out of memory caching module %s", key);
-            }
-        }
-        if (cache_compile(vm, m, src, srclen, chunkname, err, sizeof err) != 0) {
-            if (fresh) {
-                free(m->key);
-                free(m);
-            }
-            pthread_mutex_unlock(&vm->lock);
-            return luaL_error(L, "error loading module '%s':\n\t%s", key, err);
-        }
-        m->mtime_ns = mtime;
-        if (fresh) {
-            m->next = vm->modules;
-            vm->modules = m;
-        }
-    }
-    /* the bytes are immutable while the lock is held; loading copies them */
-    int st = luaL_loadbuffer(L, m->bc, m->len, chunkname);
-    pthread_mutex_unlock(&vm->lock);
-    if (st != 0)
-        return lua_error(L);
-    return 1;
-}
-
-int luavm_searcher(lua_State *L)
-{
-    const char *name = luaL_checkstring(L, 1);
-    for (const struct smarm_embedded_module *e = smarm_embedded_modules; e->name; e++) {
-        if (strcmp(e->name, name) == 0) {
-            char chunk[128];
-            snprintf(chunk, sizeof chunk, "=[smarm] %s", name);
-            return cache_load(L, name, e->source, e->len, chunk);
-        }
-    }
-    /* package.searchpath(name, package.path) finds the file */
-    lua_getfield(L, LUA_GLOBALSINDEX, "package");
-    lua_getfield(L, -1, "searchpath");
-    lua_pushvalue(L, 1);
-    lua_getfield(L, -3, "path");
-    lua_call(L, 2, 2);
-    if (lua_isnil(L, -2))
-        return 1; /* the "no file" message */
-    const char *path = lua_tostring(L, -2);
-    lua_pushfstring(L, "@%s", path);
-    cache_load(L, path, NULL, 0, lua_tostring(L, -1));
-    return 1;
-}
-
 /* ---- booting an actor ---- */
 
-static void report(actor *a, const char *what, const char *detail)
+void luavm_report(actor *a, const char *what, const char *detail)
 {
     smarm_runtime *rt = a->rt;
     uint64_t pid = a->pid;
@@ -437,7 +327,7 @@ static int boot_protected(lua_State *L)
     a->co = co;
     /* the coroutine stays reachable from the registry for the actor's life */
     luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushcfunction(L, sched_cont_trampoline);
+    lua_pushcfunction(L, body_cont_trampoline);
     a->cont_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     int n = a->boot_kind == BOOT_FUNC ? boot_func(L, a) : boot_chunk(L, a);
     if (n < 0)
@@ -449,10 +339,10 @@ static int boot_protected(lua_State *L)
 
 int luavm_boot(actor *a)
 {
-    luavm_shared *vm = &a->rt->vm;
+    luavm_shared *vm = a->rt->vm;
     lua_State *L = lua_newstate(actor_alloc, a);
     if (!L) {
-        report(a, "could not start", "out of memory");
+        luavm_report(a, "could not start", "out of memory");
         exit_set_error(a, "out of memory", NULL);
         return -1;
     }
@@ -468,98 +358,13 @@ int luavm_boot(actor *a)
     free(a->boot);
     a->boot = NULL;
     if (st != 0) {
-        report(a, "could not start", lua_tostring(L, -1));
+        luavm_report(a, "could not start", lua_tostring(L, -1));
         exit_set_error(a, lua_tostring(L, -1), NULL);
         if (a->pid == a->rt->root_pid)
             a->rt->root_status = 1;
         return -1;
     }
     return bc.nargs;
-}
-
-/* ---- ending ---- */
-
-/* The reason smarm.exit was given, as codec bytes (a string if it cannot be sent). */
-static void exit_value_reason(actor *a, lua_State *src)
-{
-    lualib_push_exit_value(src);
-    if (lua_isnil(src, -1) ||
-        (lua_type(src, -1) == LUA_TSTRING && strcmp(lua_tostring(src, -1), "normal") == 0)) {
-        lua_pop(src, 1);
-        exit_set_reason(a, "normal", 0);
-        return;
-    }
-    wire_buf b;
-    wire_buf_init(&b);
-    char err[128];
-    if (codec_encode(src, -1, &b, "reason", err, sizeof err) == 0 &&
-        !wire_has_refs(b.data, b.len)) {
-        exit_set_reason_bytes(a, b.data, b.len, 1);
-    } else {
-        if (b.len)
-            wire_release(b.data, b.len);
-        wire_buf_free(&b);
-        exit_set_reason(a, luaL_typename(src, -1), 1);
-    }
-    lua_pop(src, 1);
-}
-
-void luavm_finish(actor *a, int status)
-{
-    smarm_runtime *rt = a->rt;
-    if (status == 0) {
-        exit_set_reason(a, "normal", 0);
-    } else if (a->heap_exceeded) {
-        char detail[96];
-        snprintf(detail, sizeof detail, "its Lua heap would exceed max_heap (%zu bytes)",
-                 a->max_heap);
-        report(a, "stopped (memory)", detail);
-        exit_set_reason(a, "memory", 1);
-    } else if (status == LUAVM_KILLED) {
-        int how = atomic_load_explicit(&a->stop, memory_order_acquire);
-        if (how == STOP_LINKED && a->exit_override) {
-            /* a linked actor died: this one dies with the same reason */
-            char *copy = malloc(a->exit_override_len);
-            if (copy)
-                memcpy(copy, a->exit_override, a->exit_override_len);
-            exit_set_reason_bytes(a, copy, copy ? a->exit_override_len : 0, 1);
-        } else {
-            exit_set_reason(a, how == STOP_SHUTDOWN || how == STOP_SWEEP ? "shutdown" : "killed",
-                            1);
-        }
-        /* the root never ends silently: a run that ends with status 1 says why */
-        if (a->pid == rt->root_pid && how != STOP_SWEEP)
-            report(a, "stopped",
-                   how == STOP_LINKED     ? "a linked actor exited abnormally"
-                   : how == STOP_SHUTDOWN ? "shutdown"
-                                          : "killed");
-    } else {
-        lua_State *src = status == LUAVM_ERROR_ON_MAIN ? a->L : a->co;
-        if (lualib_is_exit(src, -1)) {
-            exit_value_reason(a, src);
-            if (a->reason_abnormal && a->pid == rt->root_pid) {
-                const char *r = lualib_exit_reason(src);
-                report(a, "exited", r ? r : "abnormal");
-            }
-        } else {
-            const char *msg = lua_tostring(src, -1);
-            if (!msg)
-                msg = lua_type(src, -1) == LUA_TNIL ? "nil" : luaL_typename(src, -1);
-            if (status == LUAVM_ERROR_ON_MAIN) {
-                report(a, "crashed", msg);
-                exit_set_error(a, msg, NULL);
-            } else {
-                luaL_traceback(a->L, a->co, NULL, 0);
-                const char *tb = lua_tostring(a->L, -1);
-                lua_pushfstring(a->L, "%s\n%s", msg, tb);
-                report(a, "crashed", lua_tostring(a->L, -1));
-                exit_set_error(a, msg, tb);
-                lua_pop(a->L, 2);
-            }
-        }
-    }
-    if (a->pid == rt->root_pid)
-        rt->root_status = a->reason_abnormal;
 }
 
 void luavm_close(actor *a)
@@ -588,8 +393,7 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
     /* Each state compiles its own traces (machine code, mprotect calls, icache
      * footprint): a loop is compiled after 2000 iterations instead of 56, so
      * message loops of many actors stay interpreted unless they get busy, while
-     * compute loops still compile at once. Measured: ring (1000 actors) 4.0-4.6
-     * -> 2.7-3.0 us per hop at -S 1; primes unchanged (250-273 ms). */
+     * compute loops still compile at once. */
     (void)luaL_dostring(vm->tmpl, "jit.opt.start('hotloop=2000')");
     if (app_dir) {
         size_t n = strlen(app_dir) * 2 + 32;
@@ -603,14 +407,7 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
 
 void luavm_shared_free(luavm_shared *vm)
 {
-    for (luavm_module *m = vm->modules; m;) {
-        luavm_module *next = m->next;
-        free(m->key);
-        free(m->bc);
-        free(m);
-        m = next;
-    }
-    vm->modules = NULL;
+    modcache_free(vm);
     if (vm->tmpl)
         lua_close(vm->tmpl);
     vm->tmpl = NULL;

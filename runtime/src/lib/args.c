@@ -1,0 +1,98 @@
+/* Argument checks, the wait tail and message encoding shared by the Lua faces. */
+#include "lib/args.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "base/park.h"
+#include "base/sanitize.h"
+#include "core/scheduler.h"
+#include "vm/body.h"
+#include "vm/codec.h"
+
+/* Lua errors unwind through every function of this file (see sanitize.h) */
+LUA_UNWOUND_BEGIN
+
+uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
+    double d = lua_tonumber(L, idx);
+    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
+        luaL_error(L, "%s: bad pid (%f is not a pid)", fname, d);
+    return (uint64_t)d;
+}
+
+uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
+{
+    *poll = 0;
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
+                   luaL_typename(L, idx));
+    double t = lua_tonumber(L, idx);
+    if (!(t >= 0))
+        luaL_error(L, "%s: timeout must not be negative", fname);
+    if (t == 0) {
+        *poll = 1;
+        return 0;
+    }
+    if (t > 1e9)
+        return 0; /* effectively forever */
+    return park_now_ns() + (uint64_t)(t * 1e9);
+}
+
+const char *lib_check_name(lua_State *L, int idx, const char *fname)
+{
+    if (lua_type(L, idx) != LUA_TSTRING)
+        luaL_error(L, "%s: a name must be a string, got %s", fname, luaL_typename(L, idx));
+    size_t n;
+    const char *s = lua_tolstring(L, idx, &n);
+    if (n == 0 || strlen(s) != n)
+        luaL_error(L, "%s: a name must be a non-empty string without zero bytes", fname);
+    return s;
+}
+
+int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont)
+{
+    if (poll) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    a->deadline = deadline;
+    if (deadline)
+        sched_arm_wake(a, deadline);
+    return body_wait(L, a, cont);
+}
+
+msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
+                    const char *extra, size_t extralen)
+{
+    char err[256];
+    scratch->len = 0;
+    if (codec_encode(L, idx, scratch, "msg", err, sizeof err) != 0) {
+        luaL_error(L, "%s: %s", fname, err);
+        return NULL;
+    }
+    msg *m = msg_new_extra(scratch->data, scratch->len, extra, extralen);
+    if (!m) {
+        /* the encoding took references to the channels it carries: give them back */
+        wire_release(scratch->data, scratch->len);
+        scratch->len = 0;
+        luaL_error(L, "%s: out of memory", fname);
+    }
+    return m;
+}
+
+msg *lib_encode(lua_State *L, int idx, const char *fname)
+{
+    return lib_encode_msg(L, idx, &sched_current()->enc, fname, NULL, 0);
+}
+
+LUA_UNWOUND_END

@@ -1,0 +1,36 @@
+/* What the Lua faces share: argument checks that raise an error naming the function, the
+ * tail of every blocking wait, and encoding a Lua value into a message. */
+#ifndef SMARM_LIB_ARGS_H
+#define SMARM_LIB_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/mailbox.h"
+#include "base/wire.h"
+#include "core/actor.h"
+
+typedef struct lua_State lua_State;
+
+/* The pid at idx, or a Lua error naming fname. */
+uint64_t lib_check_pid(lua_State *L, int idx, const char *fname);
+/* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever (nil or more
+ * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
+uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
+/* A name (registry, pg) at idx: a non-empty string without zero bytes, or a Lua error. */
+const char *lib_check_name(lua_State *L, int idx, const char *fname);
+
+/* The tail of every blocking receive: nil, "timeout" for a poll, else arm the deadline
+ * (0 = none) and wait with cont (see body_wait). */
+int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont);
+
+/* Encodes the value at idx (rooted "msg" in errors) into scratch and makes a message of it,
+ * with extralen bytes of extra after it (a send_after's name; NULL, 0 for none). Raises an
+ * error naming fname for an unsendable value or when out of memory; the channel references
+ * the encoding took are released on every failure, so a raise leaks nothing. */
+msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
+                    const char *extra, size_t extralen);
+/* The same into the calling scheduler's scratch buffer. */
+msg *lib_encode(lua_State *L, int idx, const char *fname);
+
+#endif

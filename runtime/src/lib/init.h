@@ -1,0 +1,10 @@
+/* The smarm table of an actor state: built empty, filled on first read of each name. */
+#ifndef SMARM_LIB_INIT_H
+#define SMARM_LIB_INIT_H
+
+typedef struct lua_State lua_State;
+
+/* Pushes the state's smarm table, building it on first use (require "smarm"). */
+void lib_push_smarm(lua_State *L);
+
+#endif

@@ -1,0 +1,43 @@
+/* The actor body: what runs on an actor's C stack. Boots its state and resumes its
+ * coroutine, parks a wait (by yielding the coroutine where it can, by switching stacks
+ * where it cannot), yields from the preemption hook, closes a stopped actor, and turns how
+ * the body ended into the actor's exit reason. The scheduler reaches these through the
+ * hooks the runtime installs (core/runtime.h). */
+#ifndef SMARM_VM_BODY_H
+#define SMARM_VM_BODY_H
+
+#include <stdint.h>
+
+typedef struct lua_State lua_State;
+struct actor;
+
+/* The first switch-in of a fresh actor, and every resume of one parked by a coroutine
+ * yield: runs its Lua until it parks, yields or ends. Never returns. */
+void body_entry(struct actor *a);
+/* The switch-in of a stopped actor: its frames are dropped, its state closed. Never returns. */
+void body_stop_entry(struct actor *a);
+/* From the preemption signal handler: 1 if pc lies in the actor's compiled code (and
+ * may_switch): the handler switches it out at once; else arms a one-shot count hook that
+ * yields at the next interpreted bytecode, and returns 0. Async-signal-safe. */
+int body_preempt(struct actor *a, uintptr_t pc, int may_switch);
+
+/* Blocks the calling actor from a C function called by Lua on coroutine L until cont (which
+ * re-checks the wait's condition after every wake) pushes results. Returns what a
+ * lua_CFunction must return: a coroutine park when L can yield (the actor then holds no C
+ * stack), a stack park otherwise. cont returns -1 to keep waiting. */
+int body_wait(lua_State *L, struct actor *a, int (*cont)(struct actor *, lua_State *));
+/* Runs a parked actor's continuation (protected, on its main state). */
+int body_cont_trampoline(lua_State *L);
+
+/* smarm.exit(value): raises the marker that ends the body with that value as its reason. */
+int body_raise_exit(lua_State *L, int idx);
+
+/* status values for body_finish beyond lua_resume's */
+#define BODY_KILLED 100
+#define BODY_ERROR_ON_MAIN 101
+
+/* Records how the actor ended (a lua_resume status or BODY_*); an uncaught error is
+ * printed with the pid and a traceback. */
+void body_finish(struct actor *a, int status);
+
+#endif
