@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "chan.h"
+#include "core/chan.h"
 #include "smarm.h"
 
 static void last_tx_gone_closes_for_the_receiver_after_the_queue(void **state)

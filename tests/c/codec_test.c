@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <lauxlib.h>
 
-#include "codec.h"
+#include "vm/codec.h"
 
 /* From LuaJIT's lualib.h (runtime/src/lualib.h shadows it on the include path). */
 LUALIB_API int luaopen_base(lua_State *L);
@@ -49,7 +49,7 @@ static const char deq_src[] =
 typedef struct fixture {
     lua_State *src; /* the sender: all libraries */
     lua_State *dst; /* the receiver: base, string, table, math; never the ffi */
-    codec_buf buf;
+    wire_buf buf;
     char err[256];
 } fixture;
 
@@ -77,7 +77,7 @@ static int setup(void **state)
     f->src = luaL_newstate();
     luaL_openlibs(f->src);
     f->dst = new_receiver();
-    codec_buf_init(&f->buf);
+    wire_buf_init(&f->buf);
     *state = f;
     return 0;
 }
@@ -87,7 +87,7 @@ static int teardown(void **state)
     fixture *f = *state;
     lua_close(f->src);
     lua_close(f->dst);
-    codec_buf_free(&f->buf);
+    wire_buf_free(&f->buf);
     free(f);
     return 0;
 }
@@ -107,7 +107,7 @@ static size_t round_trip(fixture *f, const char *expr)
 {
     int stop = lua_gettop(f->src), dtop = lua_gettop(f->dst);
     push_expr(f->src, expr);
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     if (codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err) != 0)
         fail_msg("encode %s: %s", expr, f->err);
     lua_pop(f->src, 1);
@@ -142,7 +142,7 @@ static void refused(fixture *f, const char *expr, const char *want)
 {
     int top = lua_gettop(f->src);
     push_expr(f->src, expr);
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err); /* a prefix to keep */
     size_t kept = f->buf.len;
     f->err[0] = '\0';
@@ -263,33 +263,33 @@ static void large_array_round_trips(void **state)
 static void nesting_50_deep_round_trips(void **state)
 {
     fixture *f = *state;
-    lua_pushinteger(f->src, CODEC_MAX_DEPTH);
-    lua_setglobal(f->src, "CODEC_MAX_DEPTH");
-    lua_pushinteger(f->dst, CODEC_MAX_DEPTH);
-    lua_setglobal(f->dst, "CODEC_MAX_DEPTH");
+    lua_pushinteger(f->src, WIRE_MAX_DEPTH);
+    lua_setglobal(f->src, "WIRE_MAX_DEPTH");
+    lua_pushinteger(f->dst, WIRE_MAX_DEPTH);
+    lua_setglobal(f->dst, "WIRE_MAX_DEPTH");
     round_trip(f, "(function() local t = {leaf = true} for i = 1, 50 do t = {a = t, i} end "
                   "return t end)()");
-    round_trip(f, "(function() local t = {} for i = 1, CODEC_MAX_DEPTH - 1 do t = {t} end "
+    round_trip(f, "(function() local t = {} for i = 1, WIRE_MAX_DEPTH - 1 do t = {t} end "
                   "return t end)()");
 }
 
 static void nesting_too_deep_is_refused(void **state)
 {
     fixture *f = *state;
-    lua_pushinteger(f->src, CODEC_MAX_DEPTH);
-    lua_setglobal(f->src, "CODEC_MAX_DEPTH");
-    push_expr(f->src, "(function() local t = {} for i = 1, CODEC_MAX_DEPTH + 50 do t = {t} end "
+    lua_pushinteger(f->src, WIRE_MAX_DEPTH);
+    lua_setglobal(f->src, "WIRE_MAX_DEPTH");
+    push_expr(f->src, "(function() local t = {} for i = 1, WIRE_MAX_DEPTH + 50 do t = {t} end "
                       "return t end)()");
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), -1);
     assert_non_null(strstr(f->err, "message nested too deeply (at msg"));
     assert_int_equal(f->buf.len, 0);
     lua_pop(f->src, 1);
 
-    /* A hand-made message nesting CODEC_MAX_DEPTH + 1 one-element tables: refused too. */
-    char msg[3 * (CODEC_MAX_DEPTH + 1) + 1];
+    /* A hand-made message nesting WIRE_MAX_DEPTH + 1 one-element tables: refused too. */
+    char msg[3 * (WIRE_MAX_DEPTH + 1) + 1];
     size_t len = 0;
-    for (int i = 0; i < CODEC_MAX_DEPTH + 1; i++) {
+    for (int i = 0; i < WIRE_MAX_DEPTH + 1; i++) {
         memcpy(msg + len, "\x0a\x01\x00", 3);
         len += 3;
     }
@@ -313,7 +313,7 @@ static void metatable_is_dropped_without_calling_metamethods(void **state)
     fixture *f = *state;
     push_expr(f->src, "setmetatable({x = 1, 5}, {__index = function() return 7 end, "
                       "__len = function() return 100 end, __pairs = error})");
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
     lua_pop(f->src, 1);
     assert_int_equal(codec_decode(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err), 0);
@@ -375,7 +375,7 @@ static void int64_cdata_round_trip_into_a_state_without_ffi(void **state)
     push_expr(f->src, "{0x7fffffffffffffffLL, 0xffffffffffffffffULL, -1LL, "
                       "require('ffi').new('int64_t', 42), require('ffi').cast('uint64_t', 7), "
                       "require('ffi').new('long', -9), [3LL] = 'key'}");
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
     lua_pop(f->src, 1);
     assert_int_equal(codec_decode(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err), 0);
@@ -397,7 +397,7 @@ static void encode_rich(fixture *f)
     push_expr(f->src, "{1, -2, 300, 70000, 0.5, -0.0, 0/0, true, false, 'short', "
                       "string.rep('L', 100), 5LL, 6ULL, {x = {y = {1, 2}}, [2.5] = 'k'}, "
                       "[true] = {}, name = 'n'}");
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
     lua_pop(f->src, 1);
 }
@@ -535,7 +535,7 @@ static void random_bytes_never_crash_the_decoder(void **state)
 static void messages_append_to_one_buffer(void **state)
 {
     fixture *f = *state;
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     push_expr(f->src, "'first'");
     push_expr(f->src, "{2}");
     assert_int_equal(codec_encode(f->src, -2, &f->buf, "msg", f->err, sizeof f->err), 0);
@@ -558,7 +558,7 @@ static void spawn_arguments_round_trip_and_name_the_bad_one(void **state)
     push_expr(f->src, "{k = 1}");
     lua_pushnil(f->src);
     push_expr(f->src, "42");
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode_args(f->src, top + 1, 4, &f->buf, f->err, sizeof f->err), 0);
     int n = -1, dtop = lua_gettop(f->dst);
     assert_int_equal(codec_decode_args(f->dst, f->buf.data, f->buf.len, &n, f->err, sizeof f->err),
@@ -572,7 +572,7 @@ static void spawn_arguments_round_trip_and_name_the_bad_one(void **state)
     dst_check(f, "return a1 == 'x' and a2.k == 1 and a3 == nil and a4 == 42");
 
     /* Zero arguments. */
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode_args(f->src, top + 1, 0, &f->buf, f->err, sizeof f->err), 0);
     assert_int_equal(codec_decode_args(f->dst, f->buf.data, f->buf.len, &n, f->err, sizeof f->err),
                      0);
@@ -582,7 +582,7 @@ static void spawn_arguments_round_trip_and_name_the_bad_one(void **state)
     lua_settop(f->src, top);
     push_expr(f->src, "1");
     push_expr(f->src, "{cb = print}");
-    codec_buf_reset(&f->buf);
+    wire_buf_reset(&f->buf);
     assert_int_equal(codec_encode_args(f->src, top + 1, 2, &f->buf, f->err, sizeof f->err), -1);
     assert_string_equal(f->err, "cannot send a function (at arg 2.cb)");
     assert_int_equal(f->buf.len, 0);
@@ -618,7 +618,7 @@ static void benchmark_small_table_against_string_buffer(void **state)
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_ns();
         for (int i = 0; i < iters; i++) {
-            codec_buf_reset(&f->buf);
+            wire_buf_reset(&f->buf);
             codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err);
             codec_decode(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err);
             lua_settop(f->dst, top);

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "context.h"
-#include "stack.h"
+#include "base/context.h"
+#include "base/stack.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CT_ASAN 1

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "heap.h"
+#include "base/heap.h"
 
 static void *alloc(heap *h, heap_cache *c, size_t n) { return heap_realloc(h, c, NULL, 0, n); }
 static void release(heap *h, heap_cache *c, void *p, size_t n) { heap_realloc(h, c, p, n, 0); }

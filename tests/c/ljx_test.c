@@ -11,7 +11,7 @@
 #include <cmocka.h>
 #include <lauxlib.h>
 
-#include "ljx.h"
+#include "vm/ljx.h"
 
 /* From LuaJIT's lualib.h (runtime/src/lualib.h shadows it on the include path). */
 LUALIB_API int luaopen_base(lua_State *L);

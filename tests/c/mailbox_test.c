@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mailbox.h"
+#include "base/mailbox.h"
 
 static msg *msg_u64(uint64_t v) { return msg_new(&v, sizeof v); }
 

@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "park.h"
+#include "base/park.h"
 
 static void unpark_before_park_returns_at_once(void **state)
 {

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runq.h"
+#include "base/runq.h"
 
 static void pops_in_fifo_order(void **state)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "slot.h"
+#include "base/slot.h"
 
 static uint32_t gen_of(slot_table *t, uint32_t i) { return pid_gen(slot_pid(t, i)); }
 

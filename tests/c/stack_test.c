@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "stack.h"
+#include "base/stack.h"
 
 /* Let the guard fault kill the forked child with SIGSEGV instead of a sanitizer report. */
 const char *__asan_default_options(void) { return "handle_segv=0"; }

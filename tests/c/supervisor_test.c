@@ -9,7 +9,7 @@
 
 #include <stdlib.h>
 
-#include "supervisor.h"
+#include "core/supervisor.h"
 
 enum { PERM, TRANS, TEMP };
 

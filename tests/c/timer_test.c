@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mailbox.h"
-#include "timer.h"
+#include "base/mailbox.h"
+#include "base/timer.h"
 
 static uint64_t now_ns(void)
 {

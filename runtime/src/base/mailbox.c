@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/spin.h"
 #include "base/wire.h"
 
 static _Atomic int injected_failures;
@@ -42,22 +43,9 @@ void msg_free(msg *m)
     free(m);
 }
 
-static void mb_lock(mailbox *mb)
-{
-    for (int spins = 0;; spins++) {
-        /* acquire: the list and gen read under the lock are what the last holder wrote */
-        if (!atomic_exchange_explicit(&mb->lock, 1, memory_order_acquire))
-            return;
-        while (atomic_load_explicit(&mb->lock, memory_order_relaxed)) {
-            if (spins++ > 100)
-                sched_yield();
-            else
-                __builtin_ia32_pause();
-        }
-    }
-}
+static void mb_lock(mailbox *mb) { spin_lock(&mb->lock); }
 
-static void mb_unlock(mailbox *mb) { atomic_store_explicit(&mb->lock, 0, memory_order_release); }
+static void mb_unlock(mailbox *mb) { spin_unlock(&mb->lock); }
 
 void mailbox_open(mailbox *mb, uint32_t gen)
 {

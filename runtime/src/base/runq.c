@@ -2,6 +2,8 @@
  * relative to their index so the zero-filled mapping is already initialised. */
 #include "base/runq.h"
 
+#include "base/spin.h"
+
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -84,7 +86,7 @@ void runq_push(runq *q, uint32_t v)
                         q->mask + 1);
                 abort();
             }
-            __builtin_ia32_pause();
+            cpu_relax();
             pos = atomic_load_explicit(&q->head, memory_order_relaxed);
         } else {
             pos = atomic_load_explicit(&q->head, memory_order_relaxed);

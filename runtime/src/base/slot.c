@@ -2,6 +2,8 @@
  * generation-checked CAS transitions of each slot's packed (generation, state) word. */
 #include "base/slot.h"
 
+#include "base/spin.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
@@ -30,7 +32,7 @@ static void slot_lock(_Atomic uint32_t *l)
         if (atomic_compare_exchange_weak_explicit(l, &z, 1, memory_order_acquire,
                                                   memory_order_relaxed))
             return;
-        __builtin_ia32_pause();
+        cpu_relax();
     }
     while (atomic_exchange_explicit(l, 2, memory_order_acquire) != 0)
         syscall(SYS_futex, l, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);

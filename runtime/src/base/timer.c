@@ -10,21 +10,11 @@
 #include <stdlib.h>
 
 #include "base/mailbox.h"
+#include "base/spin.h"
 
-static void t_lock(timers *t)
-{
-    int spins = 0;
-    while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(&t->lock, memory_order_relaxed)) {
-            if (++spins > 100)
-                sched_yield();
-            else
-                __builtin_ia32_pause();
-        }
-    }
-}
+static void t_lock(timers *t) { spin_lock(&t->lock); }
 
-static void t_unlock(timers *t) { atomic_store_explicit(&t->lock, 0, memory_order_release); }
+static void t_unlock(timers *t) { spin_unlock(&t->lock); }
 
 void timers_init(timers *t)
 {

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/mailbox.h"
 #include "base/stack.h"
@@ -39,44 +40,50 @@ enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING };
  * on the coroutine and returns their count, or -1 to park again. */
 typedef int (*actor_cont)(struct actor *a, lua_State *co);
 
-typedef struct actor {
-    struct smarm_runtime *rt;
-    uint64_t pid;
-    uint64_t parent;
-    lua_State *L;                   /* the actor's own state */
-    lua_State *co;                  /* the coroutine its body runs in */
+/* The scheduler's part (scheduler.c, preempt.c): where the actor runs and how it left. */
+typedef struct actor_run {
     stack *stk;                     /* its C stack while it holds one */
     void *sp;                       /* saved stack pointer while switched out holding its stack */
     size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
-    mailbox inbox;
     enum actor_leave leave;
-    actor_cont cont;
-    int cont_ref;                  /* registry ref of the continuation trampoline */
-    struct heap_cache *heap_cache; /* its state allocates from this thread\'s cache */
-    enum actor_leave yield_leave;  /* how to leave when its coroutine yields to the entry */
-    uint64_t deadline;             /* of the current wait, 0 = none */
-    _Atomic uint64_t
-        wake_armed;   /* its earliest wake in the timer heap, 0 = none (sched_arm_wake) */
-    _Atomic int stop; /* a stop was requested: STOP_* (0 = none) */
-    int stopping;     /* its stop entry has been set up */
-    int closing;      /* the state is being closed: no more waiting */
-    int boot_kind;
-    char *boot; /* spawn payload, freed once booted */
-    size_t boot_len;
-    size_t mem;                      /* bytes held by the Lua state */
-    uint64_t parks, yields, msgs_in; /* counters for introspection */
-    uint64_t slices;                 /* times it was switched in */
-    uint64_t migrations;             /* times it resumed on another scheduler than before */
-    int last_sched;
-    uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
-    size_t max_heap;                                  /* 0 = unlimited */
-    int heap_exceeded;                                /* an allocation was refused for max_heap */
+    enum actor_leave yield_leave; /* how to leave when its coroutine yields to the entry */
+    uint64_t deadline;            /* of the current wait, 0 = none */
+    _Atomic uint64_t wake_armed;  /* its earliest wake in the timer heap, 0 = none */
+    _Atomic int stop;             /* a stop was requested: STOP_* (0 = none) */
+    int stopping;                 /* its stop entry has been set up */
+    int last_sched;               /* the scheduler it last ran on (-1 = none yet) */
     volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
     struct actor *pin_next;       /* link in its scheduler's pinned list */
-    void *fiber;                  /* TSan fiber */
+    struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
+    void *fiber;                   /* TSan fiber */
+} actor_run;
 
-    /* exit.c: the "cold" part, under the cold lock (taken one actor at a time) */
+/* The vm layer's part: the Lua state, the boot payload, the heap accounting. */
+typedef struct actor_vm {
+    lua_State *L;  /* the actor's own state */
+    lua_State *co; /* the coroutine its body runs in */
+    actor_cont cont;
+    int cont_ref; /* registry ref of the continuation trampoline */
+    int closing;  /* the state is being closed: no more waiting */
+    int boot_kind;
+    char *boot; /* spawn payload, freed once booted */
+    size_t boot_len;
+    size_t mem;        /* bytes held by the Lua state */
+    size_t max_heap;   /* 0 = unlimited */
+    int heap_exceeded; /* an allocation was refused for max_heap */
+} actor_vm;
+
+/* Counters for introspection. */
+typedef struct actor_stats {
+    uint64_t parks, yields, msgs_in;
+    uint64_t slices;     /* times it was switched in */
+    uint64_t migrations; /* times it resumed on another scheduler than before */
+    uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
+} actor_stats;
+
+/* exit.c: links, monitors, trap and reasons, under the cold lock (one actor at a time). */
+typedef struct actor_exit {
     _Atomic uint32_t cold;
     int exited;     /* finalized: new links and monitors get noproc */
     uint64_t owner; /* spawned owned: dies with this actor even if it traps */
@@ -87,7 +94,7 @@ typedef struct actor {
     struct chan *trap;   /* trap_exit channel (one tx reference), or NULL */
     char *exit_override; /* reason bytes a link death imposed (STOP_LINKED) */
     size_t exit_override_len;
-    /* how it ended, filled in by luavm_finish: codec bytes of the reason */
+    /* how it ended, filled in by the body: wire bytes of the reason */
     char *reason;
     size_t reason_len;
     int reason_abnormal;
@@ -96,9 +103,56 @@ typedef struct actor {
     uint32_t terminal_gen;
     char *terminal;
     size_t terminal_len;
-    /* registry.c / pg.c */
+} actor_exit;
+
+/* registry.c and pg.c */
+typedef struct actor_names {
     char *name;
     uint32_t pg_joins;
+} actor_names;
+
+typedef struct actor {
+    struct smarm_runtime *rt;
+    uint64_t pid;
+    uint64_t parent;
+    mailbox inbox;
+    actor_run run;
+    actor_vm vm;
+    actor_stats stats;
+    actor_exit ex;
+    actor_names names;
 } actor;
+
+/* A fresh tenancy's scheduling state, with its stack shape (0 = the defaults). */
+static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack_guard)
+{
+    r->stk = NULL;
+    r->sp = NULL;
+    r->stack_size = stack_size;
+    r->stack_guard = stack_guard;
+    r->leave = 0;
+    r->yield_leave = 0;
+    r->deadline = 0;
+    /* atomics one by one: a stale timer of the slot's last tenant may still touch them */
+    atomic_store_explicit(&r->wake_armed, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->stop, 0, memory_order_relaxed);
+    r->stopping = 0;
+    r->last_sched = -1;
+    r->preempt_pending = 0;
+    r->pinned = 0;
+    r->pin_next = NULL;
+    r->heap_cache = NULL;
+}
+
+/* A fresh tenancy's vm part: not booted yet, booting from payload (taken over). */
+static inline void actor_vm_reset(actor_vm *v, int boot_kind, char *payload, size_t len,
+                                  size_t max_heap)
+{
+    memset(v, 0, sizeof *v);
+    v->boot_kind = boot_kind;
+    v->boot = payload;
+    v->boot_len = len;
+    v->max_heap = max_heap;
+}
 
 #endif

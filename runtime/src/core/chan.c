@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "base/spin.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 
@@ -20,22 +21,9 @@ struct chan {
 
 /* Everything below is under the lock, so the counts need no ordering argument of their
  * own: acquire/release on the lock orders them with the queue. */
-static void c_lock(chan *c)
-{
-    int spins = 0;
-    /* acquire: what the last holder wrote under the lock is visible */
-    while (atomic_exchange_explicit(&c->lock, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(&c->lock, memory_order_relaxed)) {
-            if (++spins > 100)
-                sched_yield();
-            else
-                __builtin_ia32_pause();
-        }
-    }
-}
+static void c_lock(chan *c) { spin_lock(&c->lock); }
 
-/* release: publishes the queue and counts to the next holder */
-static void c_unlock(chan *c) { atomic_store_explicit(&c->lock, 0, memory_order_release); }
+static void c_unlock(chan *c) { spin_unlock(&c->lock); }
 
 chan *chan_new(smarm_runtime *rt, uint64_t owner)
 {

@@ -15,6 +15,7 @@
 
 #include "core/actor.h"
 #include "core/chan.h"
+#include "base/spin.h"
 #include "base/wire.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
@@ -31,21 +32,12 @@ static __thread int cold_held;
 static void cold_lock(actor *a)
 {
     COLD_ENTER();
-    int spins = 0;
-    /* acquire: what the last holder wrote under the lock is visible */
-    while (atomic_exchange_explicit(&a->cold, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(&a->cold, memory_order_relaxed)) {
-            if (++spins > 100)
-                sched_yield();
-            else
-                __builtin_ia32_pause();
-        }
-    }
+    spin_lock(&a->ex.cold);
 }
 
 static void cold_unlock(actor *a)
 {
-    atomic_store_explicit(&a->cold, 0, memory_order_release);
+    spin_unlock(&a->ex.cold);
     COLD_LEAVE();
 }
 
@@ -56,7 +48,7 @@ static actor *lock_live(smarm_runtime *rt, uint64_t pid)
     if (!a)
         return NULL;
     cold_lock(a);
-    if (a->pid != pid || a->exited) {
+    if (a->pid != pid || a->ex.exited) {
         cold_unlock(a);
         return NULL;
     }
@@ -75,19 +67,19 @@ static char *dup_bytes(const char *p, size_t n)
 
 static void clear_reason(actor *a)
 {
-    free(a->reason);
-    free(a->err_msg);
-    free(a->err_tb);
-    a->reason = a->err_msg = a->err_tb = NULL;
-    a->reason_len = 0;
+    free(a->ex.reason);
+    free(a->ex.err_msg);
+    free(a->ex.err_tb);
+    a->ex.reason = a->ex.err_msg = a->ex.err_tb = NULL;
+    a->ex.reason_len = 0;
 }
 
 void exit_set_reason_bytes(actor *a, char *bytes, size_t len, int abnormal)
 {
     clear_reason(a);
-    a->reason = bytes;
-    a->reason_len = len;
-    a->reason_abnormal = abnormal;
+    a->ex.reason = bytes;
+    a->ex.reason_len = len;
+    a->ex.reason_abnormal = abnormal;
 }
 
 void exit_set_reason(actor *a, const char *reason, int abnormal)
@@ -105,8 +97,8 @@ void exit_set_reason(actor *a, const char *reason, int abnormal)
 void exit_set_error(actor *a, const char *msg, const char *traceback)
 {
     exit_set_reason(a, "error", 1);
-    a->err_msg = msg ? strdup(msg) : NULL;
-    a->err_tb = traceback ? strdup(traceback) : NULL;
+    a->ex.err_msg = msg ? strdup(msg) : NULL;
+    a->ex.err_tb = traceback ? strdup(traceback) : NULL;
 }
 
 /* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
@@ -117,7 +109,7 @@ static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
     wire_buf b;
     wire_buf_init(&b);
     unsigned n =
-        2 + (a->err_msg != NULL) + (a->err_tb != NULL) + (exit_signal != 0) + (request != 0);
+        2 + (a->ex.err_msg != NULL) + (a->ex.err_tb != NULL) + (exit_signal != 0) + (request != 0);
     int bad = wire_put_table(&b, 0, n);
     bad |= wire_put_string(&b, "pid", 3) | wire_put_number(&b, (double)pid);
     if (exit_signal)
@@ -125,16 +117,16 @@ static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
     if (request)
         bad |= wire_put_string(&b, "request", 7) | wire_put_boolean(&b, 1);
     bad |= wire_put_string(&b, "reason", 6);
-    if (a->reason)
-        bad |= wire_buf_append(&b, a->reason, a->reason_len);
+    if (a->ex.reason)
+        bad |= wire_buf_append(&b, a->ex.reason, a->ex.reason_len);
     else
         bad |= wire_put_string(&b, "normal", 6);
-    if (a->err_msg)
+    if (a->ex.err_msg)
         bad |=
-            wire_put_string(&b, "error", 5) | wire_put_string(&b, a->err_msg, strlen(a->err_msg));
-    if (a->err_tb)
+            wire_put_string(&b, "error", 5) | wire_put_string(&b, a->ex.err_msg, strlen(a->ex.err_msg));
+    if (a->ex.err_tb)
         bad |= wire_put_string(&b, "traceback", 9) |
-               wire_put_string(&b, a->err_tb, strlen(a->err_tb));
+               wire_put_string(&b, a->ex.err_tb, strlen(a->ex.err_tb));
     msg *m = bad ? NULL : msg_new(b.data, b.len);
     wire_buf_free(&b);
     return m;
@@ -178,17 +170,17 @@ void exit_reset(actor *a, uint64_t pid, uint64_t owner)
     cold_lock(a);
     /* the pid is written under the lock: lock_live reads it under the lock */
     a->pid = pid;
-    a->owner = owner;
-    a->exited = 0;
-    a->nlinks = 0;
-    a->nmonitors = 0;
-    a->trap = NULL;
-    free(a->exit_override);
-    a->exit_override = NULL;
-    a->exit_override_len = 0;
+    a->ex.owner = owner;
+    a->ex.exited = 0;
+    a->ex.nlinks = 0;
+    a->ex.nmonitors = 0;
+    a->ex.trap = NULL;
+    free(a->ex.exit_override);
+    a->ex.exit_override = NULL;
+    a->ex.exit_override_len = 0;
     cold_unlock(a);
     clear_reason(a);
-    a->reason_abnormal = 0;
+    a->ex.reason_abnormal = 0;
 }
 
 static void stop_linked(smarm_runtime *rt, uint64_t peer_pid, actor *dying)
@@ -196,9 +188,9 @@ static void stop_linked(smarm_runtime *rt, uint64_t peer_pid, actor *dying)
     actor *p = lock_live(rt, peer_pid);
     if (!p)
         return;
-    if (!p->exit_override && dying->reason) {
-        p->exit_override = dup_bytes(dying->reason, dying->reason_len);
-        p->exit_override_len = p->exit_override ? dying->reason_len : 0;
+    if (!p->ex.exit_override && dying->ex.reason) {
+        p->ex.exit_override = dup_bytes(dying->ex.reason, dying->ex.reason_len);
+        p->ex.exit_override_len = p->ex.exit_override ? dying->ex.reason_len : 0;
     }
     cold_unlock(p);
     sched_stop(rt, peer_pid, STOP_LINKED);
@@ -208,25 +200,25 @@ void exit_finalize(smarm_runtime *rt, actor *a)
 {
     uint64_t pid = a->pid;
     cold_lock(a);
-    a->exited = 1;
-    uint64_t *links = a->links;
-    uint32_t nlinks = a->nlinks;
-    monitor_ref *mons = a->monitors;
-    uint32_t nmons = a->nmonitors;
-    chan *trap = a->trap;
-    a->links = NULL;
-    a->nlinks = a->caplinks = 0;
-    a->monitors = NULL;
-    a->nmonitors = a->capmonitors = 0;
-    a->trap = NULL;
+    a->ex.exited = 1;
+    uint64_t *links = a->ex.links;
+    uint32_t nlinks = a->ex.nlinks;
+    monitor_ref *mons = a->ex.monitors;
+    uint32_t nmons = a->ex.nmonitors;
+    chan *trap = a->ex.trap;
+    a->ex.links = NULL;
+    a->ex.nlinks = a->ex.caplinks = 0;
+    a->ex.monitors = NULL;
+    a->ex.nmonitors = a->ex.capmonitors = 0;
+    a->ex.trap = NULL;
     /* the terminal record outlives the tenancy until the slot's next death */
-    free(a->terminal);
-    a->terminal = a->reason ? dup_bytes(a->reason, a->reason_len) : NULL;
-    a->terminal_len = a->terminal ? a->reason_len : 0;
-    a->terminal_gen = pid_gen(pid);
-    free(a->exit_override);
-    a->exit_override = NULL;
-    a->exit_override_len = 0;
+    free(a->ex.terminal);
+    a->ex.terminal = a->ex.reason ? dup_bytes(a->ex.reason, a->ex.reason_len) : NULL;
+    a->ex.terminal_len = a->ex.terminal ? a->ex.reason_len : 0;
+    a->ex.terminal_gen = pid_gen(pid);
+    free(a->ex.exit_override);
+    a->ex.exit_override = NULL;
+    a->ex.exit_override_len = 0;
     cold_unlock(a);
 
     for (uint32_t i = 0; i < nlinks; i++) {
@@ -235,25 +227,25 @@ void exit_finalize(smarm_runtime *rt, actor *a)
         if (!p)
             continue;
         /* the link is gone on both sides; a stale entry elsewhere is harmless */
-        for (uint32_t j = 0; j < p->nlinks; j++) {
-            if (p->links[j] == pid) {
-                p->links[j] = p->links[--p->nlinks];
+        for (uint32_t j = 0; j < p->ex.nlinks; j++) {
+            if (p->ex.links[j] == pid) {
+                p->ex.links[j] = p->ex.links[--p->ex.nlinks];
                 break;
             }
         }
         /* an owned child (a supervisor's) dies with its owner even if it traps:
          * nothing of a killed owner runs again to stop it (the spec's drop guard) */
-        chan *ptrap = p->owner == pid ? NULL : p->trap;
+        chan *ptrap = p->ex.owner == pid ? NULL : p->ex.trap;
         if (ptrap) {
             /* queued under p's lock (cold -> channel): a trap_exit(false) that
              * takes the lock finds the signal queued or not sent at all, so the
              * receiver it hands back reads closed once drained, never "timeout" */
-            if (a->reason_abnormal)
+            if (a->ex.reason_abnormal)
                 send_or_drop(ptrap, notice(a, pid, 1));
             cold_unlock(p);
         } else {
             cold_unlock(p);
-            if (a->reason_abnormal)
+            if (a->ex.reason_abnormal)
                 stop_linked(rt, peer_pid, a);
         }
     }
@@ -274,26 +266,26 @@ void exit_finalize(smarm_runtime *rt, actor *a)
 
 static int add_link(actor *a, uint64_t pid)
 {
-    for (uint32_t i = 0; i < a->nlinks; i++)
-        if (a->links[i] == pid)
+    for (uint32_t i = 0; i < a->ex.nlinks; i++)
+        if (a->ex.links[i] == pid)
             return 0;
-    if (a->nlinks == a->caplinks) {
-        uint32_t cap = a->caplinks ? a->caplinks * 2 : 4;
-        uint64_t *l = realloc(a->links, cap * sizeof *l);
+    if (a->ex.nlinks == a->ex.caplinks) {
+        uint32_t cap = a->ex.caplinks ? a->ex.caplinks * 2 : 4;
+        uint64_t *l = realloc(a->ex.links, cap * sizeof *l);
         if (!l)
             return -1;
-        a->links = l;
-        a->caplinks = cap;
+        a->ex.links = l;
+        a->ex.caplinks = cap;
     }
-    a->links[a->nlinks++] = pid;
+    a->ex.links[a->ex.nlinks++] = pid;
     return 0;
 }
 
 static void remove_link(actor *a, uint64_t pid)
 {
-    for (uint32_t i = 0; i < a->nlinks; i++) {
-        if (a->links[i] == pid) {
-            a->links[i] = a->links[--a->nlinks];
+    for (uint32_t i = 0; i < a->ex.nlinks; i++) {
+        if (a->ex.links[i] == pid) {
+            a->ex.links[i] = a->ex.links[--a->ex.nlinks];
             return;
         }
     }
@@ -333,15 +325,15 @@ void exit_unlink(smarm_runtime *rt, actor *self, uint64_t pid)
 void exit_noproc(smarm_runtime *rt, actor *self, uint64_t pid)
 {
     cold_lock(self);
-    chan *trap = self->trap;
+    chan *trap = self->ex.trap;
     if (trap)
         chan_retain(trap, CHAN_TX);
-    if (!trap && !self->exit_override) {
+    if (!trap && !self->ex.exit_override) {
         wire_buf b;
         wire_buf_init(&b);
         if (wire_put_string(&b, "noproc", 6) == 0) {
-            self->exit_override = b.data;
-            self->exit_override_len = b.len;
+            self->ex.exit_override = b.data;
+            self->ex.exit_override_len = b.len;
         } else {
             wire_buf_free(&b);
         }
@@ -362,18 +354,18 @@ uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
     uint64_t id = atomic_fetch_add_explicit(&rt->next_monitor, 1, memory_order_relaxed) + 1;
     actor *t = lock_live(rt, pid);
     if (t) {
-        if (t->nmonitors == t->capmonitors) {
-            uint32_t cap = t->capmonitors ? t->capmonitors * 2 : 4;
-            monitor_ref *m = realloc(t->monitors, cap * sizeof *m);
+        if (t->ex.nmonitors == t->ex.capmonitors) {
+            uint32_t cap = t->ex.capmonitors ? t->ex.capmonitors * 2 : 4;
+            monitor_ref *m = realloc(t->ex.monitors, cap * sizeof *m);
             if (!m) {
                 cold_unlock(t);
                 chan_release(c, CHAN_TX);
                 return 0;
             }
-            t->monitors = m;
-            t->capmonitors = cap;
+            t->ex.monitors = m;
+            t->ex.capmonitors = cap;
         }
-        t->monitors[t->nmonitors++] = (monitor_ref){id, c};
+        t->ex.monitors[t->ex.nmonitors++] = (monitor_ref){id, c};
         cold_unlock(t);
         return id;
     }
@@ -388,10 +380,10 @@ int exit_demonitor(smarm_runtime *rt, uint64_t pid, uint64_t id)
     if (!t)
         return 0;
     chan *c = NULL;
-    for (uint32_t i = 0; i < t->nmonitors; i++) {
-        if (t->monitors[i].id == id) {
-            c = t->monitors[i].c;
-            t->monitors[i] = t->monitors[--t->nmonitors];
+    for (uint32_t i = 0; i < t->ex.nmonitors; i++) {
+        if (t->ex.monitors[i].id == id) {
+            c = t->ex.monitors[i].c;
+            t->ex.monitors[i] = t->ex.monitors[--t->ex.nmonitors];
             break;
         }
     }
@@ -407,8 +399,8 @@ int exit_demonitor(smarm_runtime *rt, uint64_t pid, uint64_t id)
 void exit_set_trap(actor *a, chan *c)
 {
     cold_lock(a);
-    chan *old = a->trap;
-    a->trap = c;
+    chan *old = a->ex.trap;
+    a->ex.trap = c;
     cold_unlock(a);
     if (old)
         chan_release(old, CHAN_TX);
@@ -419,7 +411,7 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
     actor *t = lock_live(rt, pid);
     if (!t)
         return;
-    chan *trap = t->trap;
+    chan *trap = t->ex.trap;
     if (!trap) {
         cold_unlock(t);
         sched_stop(rt, pid, STOP_SHUTDOWN);
@@ -438,10 +430,10 @@ int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)
         return -1;
     int rc = -1;
     cold_lock(a);
-    int alive = a->pid == pid && !a->exited;
-    if (!alive && a->terminal && a->terminal_gen == pid_gen(pid)) {
-        *bytes = dup_bytes(a->terminal, a->terminal_len);
-        *len = a->terminal_len;
+    int alive = a->pid == pid && !a->ex.exited;
+    if (!alive && a->ex.terminal && a->ex.terminal_gen == pid_gen(pid)) {
+        *bytes = dup_bytes(a->ex.terminal, a->ex.terminal_len);
+        *len = a->ex.terminal_len;
         rc = *bytes ? 0 : -1;
     }
     cold_unlock(a);
@@ -451,7 +443,7 @@ int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)
 void exit_retire_unborn(actor *a)
 {
     cold_lock(a);
-    a->exited = 1;
+    a->ex.exited = 1;
     cold_unlock(a);
 }
 
@@ -460,13 +452,13 @@ void exit_free_records(smarm_runtime *rt)
     uint32_t hwm = rt->slots.hwm;
     for (uint32_t i = 0; i < hwm; i++) {
         actor *a = &rt->actors[i];
-        free(a->terminal);
-        free(a->exit_override);
-        free(a->links);
-        free(a->monitors);
-        a->terminal = a->exit_override = NULL;
-        a->links = NULL;
-        a->monitors = NULL;
+        free(a->ex.terminal);
+        free(a->ex.exit_override);
+        free(a->ex.links);
+        free(a->ex.monitors);
+        a->ex.terminal = a->ex.exit_override = NULL;
+        a->ex.links = NULL;
+        a->ex.monitors = NULL;
         clear_reason(a);
     }
 }

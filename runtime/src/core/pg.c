@@ -1,4 +1,4 @@
-/* Process groups under one mutex: a list of groups, each an array of members
+/* Process groups under one mutex: a hash table of groups, each an array of members
  * with the node and incarnation shape the distribution will need (a single
  * node for now). Liveness is read from slot words under the lock. */
 #include "core/pg.h"
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hashtab.h"
 #include "core/actor.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
@@ -19,7 +20,7 @@ typedef struct member {
 } member;
 
 typedef struct group {
-    struct group *next;
+    ht_node node; /* key: name */
     member *m;
     uint32_t n, cap;
     char name[];
@@ -27,7 +28,7 @@ typedef struct group {
 
 struct pg {
     pthread_mutex_t lock;
-    group *groups;
+    hashtab groups;
     uint32_t incarnation;
     uint64_t rng;
 };
@@ -43,6 +44,10 @@ int pg_init(struct smarm_runtime *rt)
     struct pg *g = calloc(1, sizeof *g);
     if (!g)
         return SMARM_ENOMEM;
+    if (hashtab_init(&g->groups, 16) != 0) {
+        free(g);
+        return SMARM_ENOMEM;
+    }
     pthread_mutex_init(&g->lock, NULL);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -52,17 +57,19 @@ int pg_init(struct smarm_runtime *rt)
     return 0;
 }
 
+static void free_group(ht_node *n)
+{
+    group *gr = (group *)n;
+    free(gr->m);
+    free(gr);
+}
+
 void pg_free(struct smarm_runtime *rt)
 {
     struct pg *g = rt->pg;
     if (!g)
         return;
-    for (group *gr = g->groups; gr;) {
-        group *next = gr->next;
-        free(gr->m);
-        free(gr);
-        gr = next;
-    }
+    hashtab_destroy(&g->groups, free_group);
     pthread_mutex_destroy(&g->lock);
     free(g);
     rt->pg = NULL;
@@ -70,18 +77,15 @@ void pg_free(struct smarm_runtime *rt)
 
 static group **find(struct pg *g, const char *name)
 {
-    group **p = &g->groups;
-    while (*p && strcmp((*p)->name, name) != 0)
-        p = &(*p)->next;
-    return p;
+    return (group **)hashtab_find(&g->groups, name, hashtab_hash(name));
 }
 
 /* Removes member i (order is not kept: a multiset). Lock held. */
 static void remove_at(struct smarm_runtime *rt, group *gr, uint32_t i)
 {
     actor *a = sched_actor(rt, gr->m[i].pid);
-    if (a && a->pid == gr->m[i].pid && a->pg_joins)
-        a->pg_joins--;
+    if (a && a->pid == gr->m[i].pid && a->names.pg_joins)
+        a->names.pg_joins--;
     gr->m[i] = gr->m[--gr->n];
 }
 
@@ -89,10 +93,7 @@ static void drop_if_empty(struct pg *g, group **p)
 {
     if ((*p)->n)
         return;
-    group *gr = *p;
-    *p = gr->next;
-    free(gr->m);
-    free(gr);
+    free_group(hashtab_unlink(&g->groups, (ht_node **)p));
 }
 
 int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
@@ -114,7 +115,10 @@ int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
             goto out;
         }
         memcpy(gr->name, name, n);
-        *p = gr;
+        gr->node.hash = hashtab_hash(name);
+        gr->node.key = gr->name;
+        hashtab_insert(&g->groups, &gr->node);
+        p = find(g, name);
     }
     group *gr = *p;
     if (gr->n == gr->cap) {
@@ -129,7 +133,7 @@ int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
         gr->cap = cap;
     }
     gr->m[gr->n++] = (member){pid, 0, g->incarnation};
-    a->pg_joins++;
+    a->names.pg_joins++;
 out:
     pthread_mutex_unlock(&g->lock);
     return rc;
@@ -204,28 +208,31 @@ uint64_t pg_pick(struct smarm_runtime *rt, const char *name)
     return pid;
 }
 
+/* Drops every membership of the dying pid from a group; 1 (the group goes) if none is left. */
+static int leave_all(ht_node *n, void *ud)
+{
+    group *gr = (group *)n;
+    uint64_t pid = *(uint64_t *)ud;
+    for (uint32_t i = 0; i < gr->n;) {
+        if (gr->m[i].pid == pid)
+            gr->m[i] = gr->m[--gr->n];
+        else
+            i++;
+    }
+    if (gr->n)
+        return 0;
+    free_group(n);
+    return 1;
+}
+
 void pg_finalize(struct smarm_runtime *rt, actor *a)
 {
     struct pg *g = rt->pg;
-    if (!g || !a->pg_joins)
+    if (!g || !a->names.pg_joins)
         return;
     pthread_mutex_lock(&g->lock);
-    for (group **p = &g->groups; *p;) {
-        group *gr = *p;
-        for (uint32_t i = 0; i < gr->n;) {
-            if (gr->m[i].pid == a->pid)
-                gr->m[i] = gr->m[--gr->n];
-            else
-                i++;
-        }
-        if (!gr->n) {
-            *p = gr->next;
-            free(gr->m);
-            free(gr);
-        } else {
-            p = &gr->next;
-        }
-    }
-    a->pg_joins = 0;
+    uint64_t pid = a->pid;
+    hashtab_filter(&g->groups, leave_all, &pid);
+    a->names.pg_joins = 0;
     pthread_mutex_unlock(&g->lock);
 }

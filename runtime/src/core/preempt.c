@@ -69,17 +69,17 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     }
     actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
     uint64_t tag = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    if (!a || !a->L || a->closing || a->stopping || si->si_code != SI_QUEUE ||
+    if (!a || !a->vm.L || a->vm.closing || a->run.stopping || si->si_code != SI_QUEUE ||
         (tag && tag != atomic_load_explicit(&s->switches, memory_order_relaxed))) {
         errno = saved_errno;
         return;
     }
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    a->preempt_pending = 1;
+    a->run.preempt_pending = 1;
     if (a->rt->hooks.preempt(a, pc, MCODE_SWITCH_OK)) {
-        a->preempt_jit++;
-        a->preempt_pending = 0;
+        a->stats.preempt_jit++;
+        a->run.preempt_pending = 0;
         sched_leave(a, LEAVE_YIELD);
         /* resumed, maybe on another thread, whose errno is not the one saved
          * above: compiled code never reads errno, so it is left alone */
@@ -99,10 +99,10 @@ void preempt_signal(sched *s)
 
 void preempt_safe_point(actor *a)
 {
-    if (!a->preempt_pending && !atomic_load_explicit(&a->stop, memory_order_relaxed))
+    if (!a->run.preempt_pending && !atomic_load_explicit(&a->run.stop, memory_order_relaxed))
         return;
-    a->preempt_pending = 0;
-    a->preempt_safe++;
+    a->run.preempt_pending = 0;
+    a->stats.preempt_safe++;
     sched_yield_actor(a);
 }
 

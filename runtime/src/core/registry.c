@@ -1,4 +1,4 @@
-/* Names: a chained hash table from name to pid under one mutex. Liveness is
+/* Names: a hash table (base/hashtab.h) from name to pid under one mutex. Liveness is
  * read from the slot word (atomic) under the lock, so no other lock nests in it;
  * bindings to dead actors are dropped at their death and, should one race
  * that, on contact. */
@@ -8,30 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hashtab.h"
 #include "core/actor.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 
 typedef struct binding {
-    struct binding *next;
+    ht_node node; /* key: name */
     uint64_t pid;
-    uint32_t hash;
     char name[];
 } binding;
 
 struct registry {
     pthread_mutex_t lock;
-    binding **buckets;
-    uint32_t mask, count;
+    hashtab names;
 };
-
-static uint32_t hash_str(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
 
 /* A holder is alive from the claim of its slot (a name given at spawn is bound
  * before the actor is published, while the slot still reads VACANT with the
@@ -45,14 +36,14 @@ static int alive(struct smarm_runtime *rt, uint64_t pid)
     return slot_word_gen(w) == pid_gen(pid) && slot_word_state(w) != SLOT_DONE;
 }
 
+static void free_binding(ht_node *n) { free(n); }
+
 int registry_init(struct smarm_runtime *rt)
 {
     struct registry *r = calloc(1, sizeof *r);
     if (!r)
         return SMARM_ENOMEM;
-    r->mask = 63;
-    r->buckets = calloc(r->mask + 1, sizeof *r->buckets);
-    if (!r->buckets) {
+    if (hashtab_init(&r->names, 64) != 0) {
         free(r);
         return SMARM_ENOMEM;
     }
@@ -66,14 +57,7 @@ void registry_free(struct smarm_runtime *rt)
     struct registry *r = rt->registry;
     if (!r)
         return;
-    for (uint32_t i = 0; i <= r->mask; i++) {
-        for (binding *b = r->buckets[i]; b;) {
-            binding *next = b->next;
-            free(b);
-            b = next;
-        }
-    }
-    free(r->buckets);
+    hashtab_destroy(&r->names, free_binding);
     pthread_mutex_destroy(&r->lock);
     free(r);
     rt->registry = NULL;
@@ -81,41 +65,17 @@ void registry_free(struct smarm_runtime *rt)
 
 static binding **find(struct registry *r, const char *name, uint32_t h)
 {
-    binding **p = &r->buckets[h & r->mask];
-    while (*p && ((*p)->hash != h || strcmp((*p)->name, name) != 0))
-        p = &(*p)->next;
-    return p;
-}
-
-static void grow(struct registry *r)
-{
-    uint32_t mask = r->mask * 2 + 1;
-    binding **nb = calloc(mask + 1, sizeof *nb);
-    if (!nb)
-        return; /* chains just get longer */
-    for (uint32_t i = 0; i <= r->mask; i++) {
-        for (binding *b = r->buckets[i]; b;) {
-            binding *next = b->next;
-            b->next = nb[b->hash & mask];
-            nb[b->hash & mask] = b;
-            b = next;
-        }
-    }
-    free(r->buckets);
-    r->buckets = nb;
-    r->mask = mask;
+    return (binding **)hashtab_find(&r->names, name, h);
 }
 
 /* Drops the binding at p; the holder's name goes with it. Lock held. */
 static void drop(struct smarm_runtime *rt, struct registry *r, binding **p)
 {
-    binding *b = *p;
-    *p = b->next;
-    r->count--;
+    binding *b = (binding *)hashtab_unlink(&r->names, (ht_node **)p);
     actor *a = sched_actor(rt, b->pid);
-    if (a && a->name && strcmp(a->name, b->name) == 0) {
-        free(a->name);
-        a->name = NULL;
+    if (a && a->names.name && strcmp(a->names.name, b->name) == 0) {
+        free(a->names.name);
+        a->names.name = NULL;
     }
     free(b);
 }
@@ -133,20 +93,17 @@ static int bind(struct registry *r, const char *name, uint32_t h, actor *a, uint
     }
     memcpy(b->name, name, n);
     b->pid = pid;
-    b->hash = h;
-    binding **p = &r->buckets[h & r->mask];
-    b->next = *p;
-    *p = b;
-    a->name = own;
-    if (++r->count > (r->mask + 1) * 2)
-        grow(r);
+    b->node.hash = h;
+    b->node.key = b->name;
+    hashtab_insert(&r->names, &b->node);
+    a->names.name = own;
     return REG_OK;
 }
 
 int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
 {
     struct registry *r = rt->registry;
-    uint32_t h = hash_str(name);
+    uint32_t h = hashtab_hash(name);
     pthread_mutex_lock(&r->lock);
     binding **p = find(r, name, h);
     int rc = REG_OK;
@@ -157,7 +114,7 @@ int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
         rc = REG_TAKEN;
     } else if (!a || !alive(rt, pid)) {
         rc = REG_DEAD;
-    } else if (a->name) {
+    } else if (a->names.name) {
         rc = REG_NAMED;
     } else {
         if (*p)
@@ -173,7 +130,7 @@ int registry_register_spawning(struct smarm_runtime *rt, const char *name, actor
     /* a is being spawned: not published yet, so not "alive" by its slot, but
      * nobody can reach it before this returns */
     struct registry *r = rt->registry;
-    uint32_t h = hash_str(name);
+    uint32_t h = hashtab_hash(name);
     pthread_mutex_lock(&r->lock);
     binding **p = find(r, name, h);
     int rc = REG_OK;
@@ -192,7 +149,7 @@ int registry_unregister(struct smarm_runtime *rt, const char *name)
 {
     struct registry *r = rt->registry;
     pthread_mutex_lock(&r->lock);
-    binding **p = find(r, name, hash_str(name));
+    binding **p = find(r, name, hashtab_hash(name));
     int found = *p != NULL;
     if (found)
         drop(rt, r, p);
@@ -204,7 +161,7 @@ uint64_t registry_whereis(struct smarm_runtime *rt, const char *name)
 {
     struct registry *r = rt->registry;
     pthread_mutex_lock(&r->lock);
-    binding **p = find(r, name, hash_str(name));
+    binding **p = find(r, name, hashtab_hash(name));
     uint64_t pid = 0;
     if (*p) {
         if (alive(rt, (*p)->pid))
@@ -222,12 +179,12 @@ void registry_finalize(struct smarm_runtime *rt, actor *a)
     if (!r)
         return;
     pthread_mutex_lock(&r->lock);
-    if (a->name) {
-        binding **p = find(r, a->name, hash_str(a->name));
+    if (a->names.name) {
+        binding **p = find(r, a->names.name, hashtab_hash(a->names.name));
         if (*p && (*p)->pid == a->pid)
             drop(rt, r, p);
-        free(a->name);
-        a->name = NULL;
+        free(a->names.name);
+        a->names.name = NULL;
     }
     pthread_mutex_unlock(&r->lock);
 }
@@ -237,8 +194,8 @@ void registry_name_of(struct smarm_runtime *rt, actor *a, char *buf, unsigned le
     struct registry *r = rt->registry;
     buf[0] = 0;
     pthread_mutex_lock(&r->lock);
-    if (a->name) {
-        strncpy(buf, a->name, len - 1);
+    if (a->names.name) {
+        strncpy(buf, a->names.name, len - 1);
         buf[len - 1] = 0;
     }
     pthread_mutex_unlock(&r->lock);

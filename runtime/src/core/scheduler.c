@@ -16,6 +16,7 @@
 #include "core/registry.h"
 #include "core/preempt.h"
 #include "base/sanitize.h"
+#include "base/spin.h"
 #include "core/signals.h"
 
 
@@ -56,9 +57,9 @@ actor *sched_actor(smarm_runtime *rt, uint64_t pid)
 #if defined(SMARM_TSAN)
 static void *actor_fiber(actor *a)
 {
-    if (!a->fiber)
-        a->fiber = __tsan_create_fiber(0);
-    return a->fiber;
+    if (!a->run.fiber)
+        a->run.fiber = __tsan_create_fiber(0);
+    return a->run.fiber;
 }
 #endif
 
@@ -67,12 +68,12 @@ static void switch_in(sched *s, actor *a)
 {
 #if defined(SMARM_ASAN)
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, a->stk->base, a->stk->size);
+    __sanitizer_start_switch_fiber(&fake, a->run.stk->base, a->run.stk->size);
 #endif
 #if defined(SMARM_TSAN)
     __tsan_switch_to_fiber(actor_fiber(a), 0);
 #endif
-    ctx_switch(&s->sp, a->sp);
+    ctx_switch(&s->sp, a->run.sp);
 #if defined(SMARM_ASAN)
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -85,13 +86,13 @@ static void switch_out(actor *a)
 #if defined(SMARM_ASAN)
     void *fake = NULL;
     /* a finished or coroutine-parked actor never comes back to this stack */
-    int gone = a->leave == LEAVE_DONE || a->leave == LEAVE_PARK_CO;
+    int gone = a->run.leave == LEAVE_DONE || a->run.leave == LEAVE_PARK_CO;
     __sanitizer_start_switch_fiber(gone ? NULL : &fake, s->stack_lo, s->stack_size);
 #endif
 #if defined(SMARM_TSAN)
     __tsan_switch_to_fiber(s->fiber, 0);
 #endif
-    ctx_switch(&a->sp, s->sp);
+    ctx_switch(&a->run.sp, s->sp);
 #if defined(SMARM_ASAN)
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -123,12 +124,12 @@ static void actor_stop_start(void *arg)
 
 static stack *take_stack(sched *s, actor *a)
 {
-    if (!a->stack_size && !a->stack_guard && s->spare) {
+    if (!a->run.stack_size && !a->run.stack_guard && s->spare) {
         stack *st = s->spare;
         s->spare = NULL;
         return st;
     }
-    return stack_get(s->rt->stacks, a->stack_size, a->stack_guard);
+    return stack_get(s->rt->stacks, a->run.stack_size, a->run.stack_guard);
 }
 
 static void give_stack(sched *s, stack *st)
@@ -196,18 +197,18 @@ void sched_wake(smarm_runtime *rt, uint64_t pid)
 
 void sched_arm_wake(actor *a, uint64_t deadline)
 {
-    uint64_t armed = atomic_load_explicit(&a->wake_armed, memory_order_acquire);
+    uint64_t armed = atomic_load_explicit(&a->run.wake_armed, memory_order_acquire);
     /* an armed wake no later than this one is in the heap or firing: its wake
      * comes in time, and the wait re-checks and re-arms after it (wait_rearm) */
     if (armed && armed <= deadline)
         return;
     /* published before the entry exists, so a fire that pops it at once finds
      * its deadline here and clears it */
-    atomic_store_explicit(&a->wake_armed, deadline, memory_order_seq_cst);
+    atomic_store_explicit(&a->run.wake_armed, deadline, memory_order_seq_cst);
     int r = timers_arm(&a->rt->tm, deadline, a->pid);
     if (r < 0) {
         uint64_t d = deadline;
-        atomic_compare_exchange_strong(&a->wake_armed, &d, 0);
+        atomic_compare_exchange_strong(&a->run.wake_armed, &d, 0);
     } else if (r == 1) {
         sched_nudge_timekeeper(a->rt);
     }
@@ -215,8 +216,8 @@ void sched_arm_wake(actor *a, uint64_t deadline)
 
 void sched_rearm_wake(actor *a)
 {
-    if (a->deadline)
-        sched_arm_wake(a, a->deadline);
+    if (a->run.deadline)
+        sched_arm_wake(a, a->run.deadline);
 }
 
 void sched_nudge_timekeeper(smarm_runtime *rt)
@@ -237,7 +238,7 @@ static void fire_wake(smarm_runtime *rt, timer_entry *e)
 {
     actor *a = &rt->actors[pid_index(e->pid)];
     uint64_t d = e->deadline;
-    atomic_compare_exchange_strong(&a->wake_armed, &d, 0);
+    atomic_compare_exchange_strong(&a->run.wake_armed, &d, 0);
     sched_wake(rt, e->pid);
 }
 
@@ -294,32 +295,10 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
     a->rt = rt;
     exit_reset(a, pid_make((uint32_t)idx, gen), opts && opts->owned ? parent : 0);
     a->parent = parent;
-    a->L = NULL;
-    a->co = NULL;
-    a->stk = NULL;
-    a->sp = NULL;
-    a->stack_size = opts ? opts->stack_size : 0;
-    a->stack_guard = opts ? opts->stack_guard : 0;
-    a->leave = 0;
-    a->cont = NULL;
-    a->deadline = 0;
-    atomic_store_explicit(&a->wake_armed, 0, memory_order_relaxed);
-    atomic_store_explicit(&a->stop, 0, memory_order_relaxed);
-    a->stopping = 0;
-    a->closing = 0;
-    a->boot_kind = boot_kind;
-    a->boot = payload;
-    a->boot_len = len;
-    a->mem = 0;
-    a->parks = a->yields = a->msgs_in = 0;
-    a->slices = a->preempt_hook = a->preempt_jit = a->preempt_safe = 0;
-    a->migrations = 0;
-    a->last_sched = -1;
-    a->max_heap = opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap;
-    a->heap_exceeded = 0;
-    a->preempt_pending = 0;
-    a->pinned = 0;
-    a->cont = NULL;
+    actor_run_reset(&a->run, opts ? opts->stack_size : 0, opts ? opts->stack_guard : 0);
+    actor_vm_reset(&a->vm, boot_kind, payload, len,
+                   opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap);
+    memset(&a->stats, 0, sizeof a->stats);
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
     if (opts && opts->name) {
@@ -368,7 +347,7 @@ void sched_stop(smarm_runtime *rt, uint64_t pid, int how)
         return;
     int expected = 0;
     /* the first stop decides the reason */
-    atomic_compare_exchange_strong_explicit(&a->stop, &expected, how, memory_order_acq_rel,
+    atomic_compare_exchange_strong_explicit(&a->run.stop, &expected, how, memory_order_acq_rel,
                                             memory_order_acquire);
     sched_wake(rt, pid);
     /* running: make it leave its scheduler now, whatever code it runs */
@@ -383,13 +362,13 @@ void sched_stop(smarm_runtime *rt, uint64_t pid, int how)
 
 void sched_leave(actor *a, enum actor_leave how)
 {
-    a->leave = how;
+    a->run.leave = how;
     switch_out(a);
 }
 
 void sched_yield_actor(actor *a)
 {
-    a->yields++;
+    a->stats.yields++;
     sched_leave(a, LEAVE_YIELD);
 }
 
@@ -408,12 +387,12 @@ static void finalize(sched *s, actor *a)
     pg_finalize(rt, a);
     slot_set_done(sl, gen);
     exit_finalize(rt, a);
-    free(a->boot);
-    a->boot = NULL;
+    free(a->vm.boot);
+    a->vm.boot = NULL;
 #if defined(SMARM_TSAN)
-    if (a->fiber) {
-        __tsan_destroy_fiber(a->fiber);
-        a->fiber = NULL;
+    if (a->run.fiber) {
+        __tsan_destroy_fiber(a->run.fiber);
+        a->run.fiber = NULL;
     }
 #endif
     int was_root = a->pid == rt->root_pid;
@@ -431,9 +410,9 @@ static void finalize(sched *s, actor *a)
 /* An actor preempted inside a LuaJIT hook waits here for this thread. */
 static void pin(sched *s, actor *a)
 {
-    a->pin_next = NULL;
+    a->run.pin_next = NULL;
     if (s->pinned_tail)
-        s->pinned_tail->pin_next = a;
+        s->pinned_tail->run.pin_next = a;
     else
         s->pinned = a;
     s->pinned_tail = a;
@@ -445,11 +424,11 @@ static int unpin(sched *s, uint32_t *idx)
     actor *a = s->pinned;
     if (!a)
         return 0;
-    s->pinned = a->pin_next;
+    s->pinned = a->run.pin_next;
     if (!s->pinned)
         s->pinned_tail = NULL;
     atomic_fetch_sub_explicit(&s->npinned, 1, memory_order_relaxed);
-    a->pinned = 0;
+    a->run.pinned = 0;
     *idx = pid_index(a->pid);
     return 1;
 }
@@ -465,69 +444,69 @@ static void run_actor(sched *s, uint32_t idx)
     }
     actor *a = &rt->actors[idx];
     for (;;) {
-        if (atomic_load_explicit(&a->stop, memory_order_acquire) && !a->stopping) {
+        if (atomic_load_explicit(&a->run.stop, memory_order_acquire) && !a->run.stopping) {
             /* its own stack, if it holds one, is free to reuse: its frames are dropped */
-            a->stopping = 1;
-            if (a->stk) {
-                SANITIZE_UNPOISON(a->stk->base, a->stk->size);
-                a->sp = ctx_make(stack_top(a->stk), actor_stop_start, a);
+            a->run.stopping = 1;
+            if (a->run.stk) {
+                SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
+                a->run.sp = ctx_make(stack_top(a->run.stk), actor_stop_start, a);
             } else {
-                a->stk = take_stack(s, a);
-                if (!a->stk)
+                a->run.stk = take_stack(s, a);
+                if (!a->run.stk)
                     abort();
-                SANITIZE_UNPOISON(a->stk->base, a->stk->size);
-                a->sp = ctx_make(stack_top(a->stk), actor_stop_start, a);
+                SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
+                a->run.sp = ctx_make(stack_top(a->run.stk), actor_stop_start, a);
             }
         }
-        if (!a->stk) {
-            a->stk = take_stack(s, a);
-            if (!a->stk) {
+        if (!a->run.stk) {
+            a->run.stk = take_stack(s, a);
+            if (!a->run.stk) {
                 fprintf(stderr, "smarm: cannot map a C stack for %s: %s\n", "an actor",
                         strerror(errno));
                 abort();
             }
             /* frames left on it by whoever used it last never returned */
-            SANITIZE_UNPOISON(a->stk->base, a->stk->size);
-            a->sp = ctx_make(stack_top(a->stk), actor_start, a);
+            SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
+            a->run.sp = ctx_make(stack_top(a->run.stk), actor_start, a);
         }
-        if (a->last_sched != s->id) {
-            a->migrations += a->slices != 0;
-            a->last_sched = s->id;
+        if (a->run.last_sched != s->id) {
+            a->stats.migrations += a->stats.slices != 0;
+            a->run.last_sched = s->id;
         }
-        a->slices++;
+        a->stats.slices++;
         /* the actor allocates only while it runs, and only on this thread */
-        a->heap_cache = &s->heap_cache;
+        a->run.heap_cache = &s->heap_cache;
         /* relaxed: the watchdog only needs to see the counter move */
         atomic_store_explicit(&s->switches, s->switches + 1, memory_order_relaxed);
         atomic_store_explicit(&s->cur, a, memory_order_relaxed);
         switch_in(s, a);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
-        a->preempt_pending = 0;
-        if (a->leave != LEAVE_DONE && atomic_load_explicit(&a->stop, memory_order_acquire)) {
+        a->run.preempt_pending = 0;
+        if (a->run.leave != LEAVE_DONE && atomic_load_explicit(&a->run.stop, memory_order_acquire)) {
             /* stopped while it ran: end it now rather than queue it again */
-            if (a->leave == LEAVE_PARK_CO || a->leave == LEAVE_YIELD_CO) {
-                give_stack(s, a->stk);
-                a->stk = NULL;
+            if (a->run.leave == LEAVE_PARK_CO || a->run.leave == LEAVE_YIELD_CO) {
+                give_stack(s, a->run.stk);
+                a->run.stk = NULL;
             }
             continue;
         }
-        switch (a->leave) {
+        switch (a->run.leave) {
         case LEAVE_YIELD:
             slot_requeue(sl, gen);
-            if (a->pinned)
+            if (a->run.pinned)
                 pin(s, a);
             else
                 enqueue_yielded(rt, idx);
             return;
         case LEAVE_YIELD_CO:
-            give_stack(s, a->stk);
-            a->stk = NULL;
+            give_stack(s, a->run.stk);
+            a->run.stk = NULL;
             slot_requeue(sl, gen);
             enqueue_yielded(rt, idx);
             return;
         case LEAVE_PARK_CO:
-            give_stack(s, a->stk);
-            a->stk = NULL;
+            give_stack(s, a->run.stk);
+            a->run.stk = NULL;
             /* fall through */
         case LEAVE_PARK_STACK:
             /* the park is settled only now that the actor is off its stack,
@@ -536,8 +515,8 @@ static void run_actor(sched *s, uint32_t idx)
                 return;
             continue; /* woken meanwhile: look again at once */
         case LEAVE_DONE:
-            give_stack(s, a->stk);
-            a->stk = NULL;
+            give_stack(s, a->run.stk);
+            a->run.stk = NULL;
             finalize(s, a);
             return;
         }
@@ -611,7 +590,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
         }
         if ((i & 63) == 63 && park_now_ns() >= until)
             break;
-        __builtin_ia32_pause();
+        cpu_relax();
     }
     if (!found) {
         for (int i = 0; i < rt->nsched && !found; i++) {

@@ -47,7 +47,7 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
     sched *s = sched_current();
     actor *a = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
     uintptr_t addr = (uintptr_t)si->si_addr;
-    stack *stk = a ? a->stk : NULL;
+    stack *stk = a ? a->run.stk : NULL;
     if (stk && addr < (uintptr_t)stk->base && addr >= (uintptr_t)stk->base - stk->guard) {
         char buf[256], *p = buf;
         p = put_str(p, "smarm: actor <0.");

@@ -65,7 +65,7 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
         lua_pushliteral(L, "timeout");
         return 2;
     }
-    a->deadline = deadline;
+    a->run.deadline = deadline;
     if (deadline)
         sched_arm_wake(a, deadline);
     return body_wait(L, a, cont);

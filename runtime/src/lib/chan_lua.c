@@ -199,7 +199,7 @@ static int try_inbox(actor *a, lua_State *L)
     msg *m = mailbox_pop(&a->inbox);
     if (!m)
         return -1;
-    a->msgs_in++;
+    a->stats.msgs_in++;
     decode_or_raise(L, m, "smarm.select");
     return 1;
 }
@@ -207,7 +207,7 @@ static int try_inbox(actor *a, lua_State *L)
 static int timed_out(actor *a, lua_State *L)
 {
     /* message first: arms are always looked at before the deadline */
-    if (!a->deadline || park_now_ns() < a->deadline)
+    if (!a->run.deadline || park_now_ns() < a->run.deadline)
         return 0;
     lua_pushnil(L);
     lua_pushliteral(L, "timeout");

@@ -257,7 +257,7 @@ static int take_msg(actor *a, lua_State *L)
     char err[256];
     int rc = codec_decode(L, m->data, m->len, err, sizeof err);
     msg_free(m);
-    a->msgs_in++;
+    a->stats.msgs_in++;
     if (rc != 0)
         luaL_error(L, "smarm.recv: cannot decode a message: %s", err);
     return 1;
@@ -268,7 +268,7 @@ static int recv_cont(actor *a, lua_State *L)
     if (take_msg(a, L))
         return 1;
     /* message first: a deadline that raced a send loses to the message */
-    if (a->deadline && park_now_ns() >= a->deadline) {
+    if (a->run.deadline && park_now_ns() >= a->run.deadline) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");
         return 2;
@@ -288,7 +288,7 @@ static int l_recv(lua_State *L)
     return lib_wait(L, a, deadline, poll, recv_cont);
 }
 
-static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->deadline ? 0 : -1; }
+static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->run.deadline ? 0 : -1; }
 
 static int l_sleep(lua_State *L)
 {
@@ -298,8 +298,8 @@ static int l_sleep(lua_State *L)
         return 0;
     if (t > 1e9)
         t = 1e9;
-    a->deadline = park_now_ns() + (uint64_t)(t * 1e9);
-    sched_arm_wake(a, a->deadline);
+    a->run.deadline = park_now_ns() + (uint64_t)(t * 1e9);
+    sched_arm_wake(a, a->run.deadline);
     return body_wait(L, a, sleep_cont);
 }
 

@@ -92,20 +92,20 @@ void body_finish(actor *a, int status)
     smarm_runtime *rt = a->rt;
     if (status == 0) {
         exit_set_reason(a, "normal", 0);
-    } else if (a->heap_exceeded) {
+    } else if (a->vm.heap_exceeded) {
         char detail[96];
         snprintf(detail, sizeof detail, "its Lua heap would exceed max_heap (%zu bytes)",
-                 a->max_heap);
+                 a->vm.max_heap);
         luavm_report(a, "stopped (memory)", detail);
         exit_set_reason(a, "memory", 1);
     } else if (status == BODY_KILLED) {
-        int how = atomic_load_explicit(&a->stop, memory_order_acquire);
-        if (how == STOP_LINKED && a->exit_override) {
+        int how = atomic_load_explicit(&a->run.stop, memory_order_acquire);
+        if (how == STOP_LINKED && a->ex.exit_override) {
             /* a linked actor died: this one dies with the same reason */
-            char *copy = malloc(a->exit_override_len);
+            char *copy = malloc(a->ex.exit_override_len);
             if (copy)
-                memcpy(copy, a->exit_override, a->exit_override_len);
-            exit_set_reason_bytes(a, copy, copy ? a->exit_override_len : 0, 1);
+                memcpy(copy, a->ex.exit_override, a->ex.exit_override_len);
+            exit_set_reason_bytes(a, copy, copy ? a->ex.exit_override_len : 0, 1);
         } else {
             exit_set_reason(a, how == STOP_SHUTDOWN || how == STOP_SWEEP ? "shutdown" : "killed",
                             1);
@@ -117,10 +117,10 @@ void body_finish(actor *a, int status)
                    : how == STOP_SHUTDOWN ? "shutdown"
                                           : "killed");
     } else {
-        lua_State *src = status == BODY_ERROR_ON_MAIN ? a->L : a->co;
+        lua_State *src = status == BODY_ERROR_ON_MAIN ? a->vm.L : a->vm.co;
         if (is_exit(src, -1)) {
             exit_value_reason(a, src);
-            if (a->reason_abnormal && a->pid == rt->root_pid) {
+            if (a->ex.reason_abnormal && a->pid == rt->root_pid) {
                 const char *r = exit_reason(src);
                 luavm_report(a, "exited", r ? r : "abnormal");
             }
@@ -132,17 +132,17 @@ void body_finish(actor *a, int status)
                 luavm_report(a, "crashed", msg);
                 exit_set_error(a, msg, NULL);
             } else {
-                luaL_traceback(a->L, a->co, NULL, 0);
-                const char *tb = lua_tostring(a->L, -1);
-                lua_pushfstring(a->L, "%s\n%s", msg, tb);
-                luavm_report(a, "crashed", lua_tostring(a->L, -1));
+                luaL_traceback(a->vm.L, a->vm.co, NULL, 0);
+                const char *tb = lua_tostring(a->vm.L, -1);
+                lua_pushfstring(a->vm.L, "%s\n%s", msg, tb);
+                luavm_report(a, "crashed", lua_tostring(a->vm.L, -1));
                 exit_set_error(a, msg, tb);
-                lua_pop(a->L, 2);
+                lua_pop(a->vm.L, 2);
             }
         }
     }
     if (a->pid == rt->root_pid)
-        rt->root_status = a->reason_abnormal;
+        rt->root_status = a->ex.reason_abnormal;
 }
 
 /* ---- running ---- */
@@ -170,21 +170,21 @@ int body_cont_trampoline(lua_State *L)
     struct cont_call *cc = lua_touserdata(L, 1);
     lua_pop(L, 1);
     int base = lua_gettop(L);
-    cc->nres = cc->a->cont(cc->a, L);
+    cc->nres = cc->a->vm.cont(cc->a, L);
     if (cc->nres > 0)
-        lua_xmove(L, cc->a->co, cc->nres);
+        lua_xmove(L, cc->a->vm.co, cc->nres);
     lua_settop(L, base);
     return 0;
 }
 
 int body_wait(lua_State *L, actor *a, actor_cont cont)
 {
-    if (a->closing)
+    if (a->vm.closing)
         return luaL_error(L, "smarm: cannot wait while the actor is ending");
-    a->parks++;
-    if (L == a->co && ljx_can_yield(L)) {
-        a->cont = cont;
-        a->yield_leave = LEAVE_PARK_CO;
+    a->stats.parks++;
+    if (L == a->vm.co && ljx_can_yield(L)) {
+        a->vm.cont = cont;
+        a->run.yield_leave = LEAVE_PARK_CO;
         return lua_yield(L, 0);
     }
     for (;;) {
@@ -200,7 +200,7 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
 void body_entry(actor *a)
 {
     int nargs;
-    if (!a->L) {
+    if (!a->vm.L) {
         nargs = luavm_boot(a);
         if (nargs < 0) {
             luavm_close(a);
@@ -210,9 +210,9 @@ void body_entry(actor *a)
         struct cont_call cc = {a, 0};
         /* the trampoline is made once per state (lua_cpcall would allocate a
          * closure on every resume) */
-        lua_rawgeti(a->L, LUA_REGISTRYINDEX, a->cont_ref);
-        lua_pushlightuserdata(a->L, &cc);
-        if (lua_pcall(a->L, 1, 0, 0) != 0) {
+        lua_rawgeti(a->vm.L, LUA_REGISTRYINDEX, a->vm.cont_ref);
+        lua_pushlightuserdata(a->vm.L, &cc);
+        if (lua_pcall(a->vm.L, 1, 0, 0) != 0) {
             body_finish(a, BODY_ERROR_ON_MAIN);
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
@@ -223,14 +223,14 @@ void body_entry(actor *a)
         }
         nargs = cc.nres;
     }
-    a->cont = NULL;
-    int st = lua_resume(a->co, nargs);
+    a->vm.cont = NULL;
+    int st = lua_resume(a->vm.co, nargs);
     if (st == LUA_YIELD) {
-        if (a->cont)
-            sched_leave(a, a->yield_leave);
+        if (a->vm.cont)
+            sched_leave(a, a->run.yield_leave);
         /* a bare coroutine.yield() at the body's top level */
-        lua_settop(a->co, 0);
-        lua_pushstring(a->co, "attempt to yield from outside a coroutine");
+        lua_settop(a->vm.co, 0);
+        lua_pushstring(a->vm.co, "attempt to yield from outside a coroutine");
         st = LUA_ERRRUN;
     }
     body_finish(a, st);
@@ -247,29 +247,29 @@ static void hook_yield(lua_State *L, lua_Debug *ar)
 {
     actor *a = luavm_actor(L);
     lua_sethook(L, NULL, 0, 0);
-    if (!a->preempt_pending || a->closing)
+    if (!a->run.preempt_pending || a->vm.closing)
         return;
-    a->preempt_pending = 0;
-    a->preempt_hook++;
-    if (L == a->co && ljx_can_yield(L)) {
+    a->run.preempt_pending = 0;
+    a->stats.preempt_hook++;
+    if (L == a->vm.co && ljx_can_yield(L)) {
         /* a yield from a hook unwinds the hook dispatcher's C frames: the
          * actor then holds no stack and may resume on any thread */
-        a->cont = cont_nothing;
-        a->yield_leave = LEAVE_YIELD_CO;
+        a->vm.cont = cont_nothing;
+        a->run.yield_leave = LEAVE_YIELD_CO;
         lua_yield(L, 0);
         return;
     }
     /* LuaJIT's hook dispatcher keeps errno's address across the hook: resume on this thread */
-    a->pinned = 1;
+    a->run.pinned = 1;
     sched_leave(a, LEAVE_YIELD);
 }
 
 int body_preempt(actor *a, uintptr_t pc, int may_switch)
 {
-    if (may_switch && ljx_pc_in_mcode(a->L, pc))
+    if (may_switch && ljx_pc_in_mcode(a->vm.L, pc))
         return 1;
     /* lua_sethook is async-signal-safe in LuaJIT (its own Ctrl-C handler uses it) */
-    lua_sethook(a->L, hook_yield, LUA_MASKCOUNT, 1);
+    lua_sethook(a->vm.L, hook_yield, LUA_MASKCOUNT, 1);
     return 0;
 }
 

@@ -36,21 +36,21 @@ static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     heap *h = &a->rt->heap;
     if (nsize == 0) {
         if (ptr) {
-            heap_free(h, a->heap_cache, ptr, osize);
-            a->mem -= osize;
+            heap_free(h, a->run.heap_cache, ptr, osize);
+            a->vm.mem -= osize;
         }
         return NULL;
     }
     size_t old = ptr ? osize : 0;
-    if (a->max_heap && nsize > old && a->mem + (nsize - old) > a->max_heap) {
+    if (a->vm.max_heap && nsize > old && a->vm.mem + (nsize - old) > a->vm.max_heap) {
         /* LuaJIT raises "not enough memory"; the actor ends with reason "memory" */
-        a->heap_exceeded = 1;
+        a->vm.heap_exceeded = 1;
         return NULL;
     }
-    void *p = ptr ? heap_realloc(h, a->heap_cache, ptr, osize, nsize)
-                  : heap_alloc(h, a->heap_cache, nsize);
+    void *p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
+                  : heap_alloc(h, a->run.heap_cache, nsize);
     if (p)
-        a->mem += nsize - old;
+        a->vm.mem += nsize - old;
     return p;
 }
 
@@ -269,16 +269,16 @@ static uint32_t rd_u32(const char *p)
 /* payload of BOOT_FILE / BOOT_STRING: text\0 u32 argc then argc strings\0 */
 static int boot_chunk(lua_State *L, actor *a)
 {
-    const char *text = a->boot;
+    const char *text = a->vm.boot;
     const char *p = text + strlen(text) + 1;
     uint32_t argc = rd_u32(p);
     p += 4;
-    int st = a->boot_kind == BOOT_FILE ? luaL_loadfile(L, text)
+    int st = a->vm.boot_kind == BOOT_FILE ? luaL_loadfile(L, text)
                                        : luaL_loadbuffer(L, text, strlen(text), "=(command line)");
     if (st != 0)
         return -1;
     lua_createtable(L, (int)argc, 1);
-    lua_pushstring(L, a->boot_kind == BOOT_FILE ? text : "-e");
+    lua_pushstring(L, a->vm.boot_kind == BOOT_FILE ? text : "-e");
     lua_rawseti(L, -2, 0);
     for (uint32_t i = 0; i < argc; i++) {
         lua_pushstring(L, p);
@@ -299,12 +299,12 @@ static int boot_chunk(lua_State *L, actor *a)
 /* payload of BOOT_FUNC: u32 bytecode length, bytecode, codec argument list */
 static int boot_func(lua_State *L, actor *a)
 {
-    uint32_t bclen = rd_u32(a->boot);
-    if (luaL_loadbuffer(L, a->boot + 4, bclen, "=spawn") != 0)
+    uint32_t bclen = rd_u32(a->vm.boot);
+    if (luaL_loadbuffer(L, a->vm.boot + 4, bclen, "=spawn") != 0)
         return -1;
     char err[256];
     int n = 0;
-    if (codec_decode_args(L, a->boot + 4 + bclen, a->boot_len - 4 - bclen, &n, err, sizeof err) !=
+    if (codec_decode_args(L, a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen, &n, err, sizeof err) !=
         0) {
         lua_pushstring(L, err);
         return -1;
@@ -324,12 +324,12 @@ static int boot_protected(lua_State *L)
     actor *a = bc->a;
     open_state(L);
     lua_State *co = lua_newthread(L);
-    a->co = co;
+    a->vm.co = co;
     /* the coroutine stays reachable from the registry for the actor's life */
     luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushcfunction(L, body_cont_trampoline);
-    a->cont_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    int n = a->boot_kind == BOOT_FUNC ? boot_func(L, a) : boot_chunk(L, a);
+    a->vm.cont_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    int n = a->vm.boot_kind == BOOT_FUNC ? boot_func(L, a) : boot_chunk(L, a);
     if (n < 0)
         return lua_error(L);
     lua_xmove(L, co, n + 1);
@@ -346,17 +346,17 @@ int luavm_boot(actor *a)
         exit_set_error(a, "out of memory", NULL);
         return -1;
     }
-    a->L = L;
+    a->vm.L = L;
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
     int st = lua_cpcall(L, boot_protected, &bc);
-    if (a->boot_kind == BOOT_FUNC) {
+    if (a->vm.boot_kind == BOOT_FUNC) {
         /* arguments never decoded (the boot failed first) still hold channel references */
-        uint32_t bclen = rd_u32(a->boot);
-        wire_release(a->boot + 4 + bclen, a->boot_len - 4 - bclen);
+        uint32_t bclen = rd_u32(a->vm.boot);
+        wire_release(a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen);
     }
-    free(a->boot);
-    a->boot = NULL;
+    free(a->vm.boot);
+    a->vm.boot = NULL;
     if (st != 0) {
         luavm_report(a, "could not start", lua_tostring(L, -1));
         exit_set_error(a, lua_tostring(L, -1), NULL);
@@ -369,12 +369,12 @@ int luavm_boot(actor *a)
 
 void luavm_close(actor *a)
 {
-    if (!a->L)
+    if (!a->vm.L)
         return;
-    a->closing = 1;
-    lua_close(a->L);
-    a->L = NULL;
-    a->co = NULL;
+    a->vm.closing = 1;
+    lua_close(a->vm.L);
+    a->vm.L = NULL;
+    a->vm.co = NULL;
 }
 
 /* ---- the runtime-wide part ---- */
