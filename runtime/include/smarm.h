@@ -48,10 +48,10 @@ void smarm_runtime_free(smarm_runtime *rt);
  * actor it left is swept. *exit_status gets 0 (root ended normally) or 1
  * (root crashed; the reason and a traceback went to stderr). */
 int smarm_run_file(smarm_runtime *rt, const char *path, int argc, char **argv, int *exit_status);
-/* After a run: the signal that started its shutdown (handle_signals), or 0. */
-int smarm_runtime_signal(const smarm_runtime *rt);
 /* Same for a chunk of source (chunkname "=(command line)"). */
 int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv, int *exit_status);
+/* After a run: the signal that started its shutdown (handle_signals), or 0. */
+int smarm_runtime_signal(const smarm_runtime *rt);
 
 const char *smarm_strerror(int err);
 

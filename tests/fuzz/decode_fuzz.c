@@ -12,10 +12,10 @@
 
 #include <lauxlib.h>
 
-#include "codec.h"
+#include "vm/codec.h"
 
 static lua_State *L; /* one state for the whole run: decoding must not wear it down */
-static codec_buf enc1, enc2, canon1, canon2;
+static wire_buf enc1, enc2, canon1, canon2;
 
 __attribute__((noreturn)) static void die(const char *what, const char *err)
 {
@@ -59,9 +59,9 @@ static const unsigned char *skip_varint(const unsigned char *p, uint64_t *v)
     }
 }
 
-static void append(codec_buf *out, const void *p, size_t n)
+static void append(wire_buf *out, const void *p, size_t n)
 {
-    if (codec_buf_append(out, p, n) != 0)
+    if (wire_buf_append(out, p, n) != 0)
         die("out of memory", NULL);
 }
 
@@ -80,7 +80,7 @@ static int span_cmp(const void *a, const void *b)
 /* Appends the canonical form of the encoded value at p (bytes codec_encode wrote, see the
  * format in codec.c) to out: the same bytes with each table's pairs sorted. Returns the end
  * of the value. */
-static const unsigned char *canon(const unsigned char *p, codec_buf *out)
+static const unsigned char *canon(const unsigned char *p, wire_buf *out)
 {
     const unsigned char *v = p;
     unsigned tag = *p++;
@@ -102,8 +102,8 @@ static const unsigned char *canon(const unsigned char *p, codec_buf *out)
             p = canon(p, out);
         span *pairs = calloc(nhash ? nhash : 1, sizeof *pairs);
         for (uint64_t i = 0; i < nhash; i++) {
-            codec_buf pair;
-            codec_buf_init(&pair);
+            wire_buf pair;
+            wire_buf_init(&pair);
             p = canon(canon(p, &pair), &pair);
             pairs[i].data = pair.data;
             pairs[i].len = pair.len;
@@ -123,7 +123,7 @@ static const unsigned char *canon(const unsigned char *p, codec_buf *out)
 
 /* Whether two encodings of `count` values (a value: 1, no count prefix) are equal up to the
  * order of table pairs. */
-static int same_encoding(const codec_buf *a, const codec_buf *b, int args)
+static int same_encoding(const wire_buf *a, const wire_buf *b, int args)
 {
     const unsigned char *pa = (const unsigned char *)a->data, *pb = (const unsigned char *)b->data;
     uint64_t na = 1, nb = 1;
@@ -133,8 +133,8 @@ static int same_encoding(const codec_buf *a, const codec_buf *b, int args)
         pa = skip_varint(pa, &na);
         pb = skip_varint(pb, &nb);
     }
-    codec_buf_reset(&canon1);
-    codec_buf_reset(&canon2);
+    wire_buf_reset(&canon1);
+    wire_buf_reset(&canon2);
     for (uint64_t i = 0; i < na; i++)
         pa = canon(pa, &canon1);
     for (uint64_t i = 0; i < nb; i++)
@@ -149,8 +149,8 @@ static void round_trip_value(void)
 {
     char err[256];
     int top = lua_gettop(L);
-    codec_buf_reset(&enc1);
-    codec_buf_reset(&enc2);
+    wire_buf_reset(&enc1);
+    wire_buf_reset(&enc2);
     if (codec_encode(L, -1, &enc1, "value", err, sizeof err) != 0)
         die("a decoded value does not encode", err);
     char *copy = copy_bytes((const uint8_t *)enc1.data, enc1.len);
@@ -171,8 +171,8 @@ static void round_trip_args(int first, int n)
 {
     char err[256];
     int top = lua_gettop(L), n2;
-    codec_buf_reset(&enc1);
-    codec_buf_reset(&enc2);
+    wire_buf_reset(&enc1);
+    wire_buf_reset(&enc2);
     if (codec_encode_args(L, first, n, &enc1, err, sizeof err) != 0)
         die("decoded arguments do not encode", err);
     char *copy = copy_bytes((const uint8_t *)enc1.data, enc1.len);
@@ -193,10 +193,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     L = luaL_newstate();
     if (L == NULL)
         die("luaL_newstate failed", NULL);
-    codec_buf_init(&enc1);
-    codec_buf_init(&enc2);
-    codec_buf_init(&canon1);
-    codec_buf_init(&canon2);
+    wire_buf_init(&enc1);
+    wire_buf_init(&enc2);
+    wire_buf_init(&canon1);
+    wire_buf_init(&canon2);
     return 0;
 }
 

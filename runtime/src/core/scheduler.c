@@ -662,7 +662,7 @@ static void *sched_main(void *arg)
         if (timers_earliest(&rt->tm) != UINT64_MAX &&
             atomic_compare_exchange_strong(&rt->timekeeper, &none, s->id)) {
             keeper = 1;
-            /* pairs with the fence in sched_wake_at: either it sees us as the
+            /* pairs with the fence in sched_nudge_timekeeper: either it sees us as the
              * keeper and wakes us, or we see its earlier deadline here */
             atomic_thread_fence(memory_order_seq_cst);
             uint64_t t = timers_earliest(&rt->tm);
