@@ -1,6 +1,7 @@
 -- Timers: recv timeouts, sleeps, send_after and cancel_timer (deadlines, precision,
 -- message-first resolution, stale timer entries, exactly-once cancel).
 local smarm = require "smarm"
+local inbox = require "support.inbox"
 
 local function elapsed(t0) return smarm.now() - t0 end
 
@@ -264,4 +265,44 @@ describe("send_after", function()
          assert.are.same({ nil, "timeout" }, { smarm.recv(0.1) })
       end)
    end)
+
+   describe("handles", function()
+      it("cancel only for the actor that armed them: a foreign, guessed or stale handle is false", function()
+         local t = smarm.send_after(3600, smarm.self(), "mine")
+         -- another actor holding the handle cannot cancel it
+         local function canceller(parent, h)
+            local s = require "smarm"
+            s.send(parent, { foreign = s.cancel_timer(h) })
+         end
+         smarm.spawn(canceller, smarm.self(), t)
+         assert.is_false(inbox.expect("foreign").foreign)
+         -- numbers near it are not timers of this actor
+         local hits = 0
+         for d = -2000, 2000 do
+            if d ~= 0 and smarm.cancel_timer(t + d) then hits = hits + 1 end
+         end
+         assert.are.equal(0, hits)
+         -- small integers (what handles used to be) are not timers either
+         local other = smarm.spawn(function(parent)
+            local s = require "smarm"
+            local mine = {}
+            for i = 1, 50 do mine[i] = s.send_after(3600, s.self(), i) end
+            s.send(parent, { armed = true })
+            local m = s.recv(10)
+            local kept = 0
+            for i = 1, 50 do
+               if s.cancel_timer(mine[i]) then kept = kept + 1 end
+            end
+            s.send(parent, { kept = kept, m = m })
+         end, smarm.self())
+         inbox.expect("armed")
+         for guess = 1, 5000 do smarm.cancel_timer(guess) end
+         smarm.send(other, "go")
+         assert.are.equal(50, inbox.expect("kept").kept)
+         -- the owner still can, once
+         assert.is_true(smarm.cancel_timer(t))
+         assert.is_false(smarm.cancel_timer(t))
+      end)
+   end)
 end)
+

@@ -156,6 +156,8 @@ int timers_arm(timers *t, uint64_t deadline, uint64_t pid)
     return r;
 }
 
+static int map_has(const timers *t, uint64_t id);
+
 int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id)
 {
     t_lock(t);
@@ -163,7 +165,11 @@ int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint
         t_unlock(t);
         return -1;
     }
-    *id = t->next_id++;
+    /* ids wrap below TIMER_ID_LIMIT, skipping any still armed */
+    do {
+        *id = t->next_id;
+        t->next_id = t->next_id >= TIMER_ID_LIMIT ? 1 : t->next_id + 1;
+    } while (map_has(t, *id));
     map_put(t, *id, msg);
     int r = heap_push(t, deadline, dest, *id);
     t_unlock(t);

@@ -34,6 +34,10 @@ void timers_init(timers *t);
 void timers_destroy(timers *t);
 /* Arms a wake of pid at deadline; returns 1 if it became the earliest deadline. -1 on OOM. */
 int timers_arm(timers *t, uint64_t deadline, uint64_t pid);
+/* Send timer ids are in 1..TIMER_ID_LIMIT and wrap, skipping ids still armed (so a caller
+ * may fold them into a wider handle that stays an exact Lua number). */
+#define TIMER_ID_LIMIT (((uint64_t)1 << 33) - 1)
+
 /* Arms the delivery of msg (taken over) to dest at deadline; *id gets the timer's id (never
  * 0). Returns 1 if it became the earliest deadline, 0, or -1 on OOM (msg untouched). */
 int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id);

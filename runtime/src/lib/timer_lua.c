@@ -3,6 +3,8 @@
 #include "lib/timer_lua.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,30 @@ static uint64_t check_dest(lua_State *L, int idx, const char *fname)
     return (uint64_t)d;
 }
 
+/* A timer handle is the timer's id with a tag folded in below it: a keyed hash of the id
+ * and the pid (index and generation) of the actor that armed it. Only that actor can
+ * cancel it; another actor's handle, a guessed number or a stale handle finds no timer. */
+#define TAG_BITS 20
+
+static uint64_t tag_key;
+static pthread_once_t tag_once = PTHREAD_ONCE_INIT;
+
+static void tag_key_init(void)
+{
+    if (getrandom(&tag_key, sizeof tag_key, 0) != (ssize_t)sizeof tag_key)
+        tag_key = park_now_ns() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&tag_key;
+    tag_key |= 1;
+}
+
+static uint64_t handle_tag(uint64_t id, uint64_t owner)
+{
+    uint64_t x = (id * 0x9E3779B97F4A7C15ull) ^ (owner * 0xC2B2AE3D27D4EB4Full) ^ tag_key;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    return x & (((uint64_t)1 << TAG_BITS) - 1);
+}
+
 /**
  * smarm.send_after(seconds, dest, msg) -> timer
  * Sends a copy of msg (encoded now: an unsendable value raises here) to dest after
@@ -65,14 +91,15 @@ static int l_send_after(lua_State *L)
     }
     if (r == 1)
         sched_nudge_timekeeper(a->rt);
-    lua_pushnumber(L, (lua_Number)id);
+    pthread_once(&tag_once, tag_key_init);
+    lua_pushnumber(L, (lua_Number)((id << TAG_BITS) | handle_tag(id, a->pid)));
     return 1;
 }
 
 /**
  * smarm.cancel_timer(timer) -> boolean
  * true if the timer was cancelled before it fired (its message will never arrive); false
- * if it had fired already (or was cancelled before). Any actor may cancel any timer.
+ * if it had fired already, was cancelled before, or is not a timer this actor armed.
  */
 static int l_cancel_timer(lua_State *L)
 {
@@ -82,7 +109,11 @@ static int l_cancel_timer(lua_State *L)
     double d = lua_tonumber(L, 1);
     if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
         return luaL_error(L, "smarm.cancel_timer: %f is not a timer", d);
-    msg *m = timers_cancel(&a->rt->tm, (uint64_t)d);
+    uint64_t h = (uint64_t)d, id = h >> TAG_BITS;
+    pthread_once(&tag_once, tag_key_init);
+    msg *m = NULL;
+    if (id && (h & (((uint64_t)1 << TAG_BITS) - 1)) == handle_tag(id, a->pid))
+        m = timers_cancel(&a->rt->tm, id);
     if (m)
         msg_free(m);
     lua_pushboolean(L, m != NULL);
