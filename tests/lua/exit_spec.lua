@@ -68,6 +68,24 @@ describe("monitors", function()
       assert.are.same({ nil, "closed" }, { m:recv(0) })
    end)
 
+   it("whose handle was collected leave the target, while kept ones still fire", function()
+      local p = smarm.spawn(idler)
+      local kept = {}
+      for i = 1, 100000 do
+         local m = smarm.monitor(p) -- dropped at once
+         if i % 1000 == 0 then
+            if i % 10000 == 0 then kept[#kept + 1] = m end
+            collectgarbage()
+         end
+      end
+      local held = smarm.info(p).monitors
+      assert.is_true(held < 5000, "monitors held: " .. held)
+      smarm.kill(p)
+      for _, m in ipairs(kept) do
+         assert.are.equal("killed", assert(m:recv(5)).reason)
+      end
+   end)
+
    it("work as select arms", function()
       local p, mon = smarm.spawn_monitor(function() require("smarm").sleep(0.02) end)
       assert.is_number(p)

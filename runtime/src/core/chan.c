@@ -152,6 +152,14 @@ int chan_get_monitor(chan *c, uint64_t *target, uint64_t *id)
     return *id != 0;
 }
 
+int chan_has_receiver(chan *c)
+{
+    c_lock(c);
+    int r = c->nrx > 0;
+    c_unlock(c);
+    return r;
+}
+
 void chan_drain(chan *c)
 {
     c_lock(c);

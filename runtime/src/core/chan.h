@@ -30,6 +30,8 @@ void chan_close(chan *c);
 /* A monitor's channel records whom it watches and the registration id. */
 void chan_set_monitor(chan *c, uint64_t target, uint64_t id);
 int chan_get_monitor(chan *c, uint64_t *target, uint64_t *id); /* 0: not a monitor */
+/* Whether any rx reference is left (someone can still receive). */
+int chan_has_receiver(chan *c);
 /* Drops every queued message (demonitor discards a notice that already came). */
 void chan_drain(chan *c);
 /* The receiving actor (0 while rx travels inside a message). */

@@ -349,11 +349,31 @@ void exit_noproc(smarm_runtime *rt, actor *self, uint64_t pid)
 
 /* ---- monitors ---- */
 
+/* Drops the monitors of t whose handle is gone (no receiver is left on their channel, e.g.
+ * the watcher dropped it and its GC collected it, or the watcher died): nobody can receive
+ * their notice. Run when the array is full, so a target watched by monitors that are
+ * created and dropped keeps about twice its live ones. Cold lock held; the channels have no
+ * receiver, so releasing them takes no other lock than their own. */
+static void prune_monitors(actor *t)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->ex.nmonitors; i++) {
+        monitor_ref m = t->ex.monitors[i];
+        if (chan_has_receiver(m.c))
+            t->ex.monitors[n++] = m;
+        else
+            chan_release(m.c, CHAN_TX);
+    }
+    t->ex.nmonitors = n;
+}
+
 uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
 {
     uint64_t id = atomic_fetch_add_explicit(&rt->next_monitor, 1, memory_order_relaxed) + 1;
     actor *t = lock_live(rt, pid);
     if (t) {
+        if (t->ex.nmonitors == t->ex.capmonitors)
+            prune_monitors(t);
         if (t->ex.nmonitors == t->ex.capmonitors) {
             uint32_t cap = t->ex.capmonitors ? t->ex.capmonitors * 2 : 4;
             monitor_ref *m = realloc(t->ex.monitors, cap * sizeof *m);
