@@ -10,7 +10,9 @@
 
 #include "base/park.h"
 #include "base/sanitize.h"
+#include "core/runtime.h"
 #include "core/scheduler.h"
+#include "vm/luavm.h"
 #include "vm/body.h"
 #include "vm/codec.h"
 
@@ -23,8 +25,11 @@ uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
     double d = lua_tonumber(L, idx);
     if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
-        luaL_error(L, "%s: bad pid (%f is not a pid)", fname, d);
-    return (uint64_t)d;
+        luaL_error(L, "%s: bad pid (%s is not a pid)", fname, lua_tostring(L, idx));
+    uint64_t pid = (uint64_t)d;
+    if (pid_index(pid) >= luavm_runtime(L)->slots.max || pid_gen(pid) == 0)
+        luaL_error(L, "%s: bad pid (%s is not a pid of this runtime)", fname, lua_tostring(L, idx));
+    return pid;
 }
 
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
@@ -36,7 +41,9 @@ uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
         luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
                    luaL_typename(L, idx));
     double t = lua_tonumber(L, idx);
-    if (!(t >= 0))
+    if (t != t)
+        luaL_error(L, "%s: timeout must be a number of seconds, got nan", fname);
+    if (t < 0)
         luaL_error(L, "%s: timeout must not be negative", fname);
     if (t == 0) {
         *poll = 1;

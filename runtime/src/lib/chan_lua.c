@@ -259,7 +259,8 @@ static int l_rx_recv(lua_State *L)
 static int l_tx_send(lua_State *L)
 {
     chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:send");
-    luaL_checkany(L, 2);
+    if (lua_gettop(L) < 2)
+        return luaL_error(L, "tx:send: a value expected (argument 1)");
     msg *m = lib_encode(L, 2, "tx:send");
     if (chan_send(ep->c, m) != 0) {
         msg_free(m);
@@ -394,7 +395,8 @@ static int select_cont(actor *a, lua_State *L)
 static int l_select(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    luaL_checktype(L, 1, LUA_TTABLE);
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return luaL_error(L, "smarm.select: arms must be a table, got %s", luaL_typename(L, 1));
     int poll;
     uint64_t deadline = lib_check_timeout(L, 2, "smarm.select", &poll);
     lua_settop(L, 1);

@@ -273,7 +273,8 @@ static int l_pg_dispatch(lua_State *L)
 {
     actor *a = luavm_actor(L);
     const char *g = lib_check_name(L, 1, "smarm.pg.dispatch");
-    luaL_checkany(L, 2);
+    if (lua_gettop(L) < 2)
+        return luaL_error(L, "smarm.pg.dispatch: a message expected (argument 2)");
     /* a member that dies between the pick and the send is picked around */
     for (int tries = 0; tries < 8; tries++) {
         uint64_t pid = pg_pick(a->rt, g);

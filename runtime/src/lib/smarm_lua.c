@@ -236,7 +236,8 @@ int smarm_lua_send(lua_State *L)
     } else {
         pid = lib_check_pid(L, 1, "smarm.send");
     }
-    luaL_checkany(L, 2);
+    if (lua_gettop(L) < 2)
+        return luaL_error(L, "smarm.send: a message expected (argument 2)");
     msg *m = lib_encode(L, 2, "smarm.send");
     if (sched_send(a->rt, pid, m) != 0) {
         lua_pushnil(L);
@@ -293,12 +294,16 @@ static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->run.d
 static int l_sleep(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    double t = luaL_checknumber(L, 1);
-    if (!(t > 0))
+    /* the rule of every timeout: a number of seconds, not negative, not NaN */
+    if (lua_isnoneornil(L, 1))
+        return luaL_error(L, "smarm.sleep: seconds must be a number, got %s", luaL_typename(L, 1));
+    int poll;
+    uint64_t deadline = lib_check_timeout(L, 1, "smarm.sleep", &poll);
+    if (poll)
         return 0;
-    if (t > 1e9)
-        t = 1e9;
-    a->run.deadline = park_now_ns() + (uint64_t)(t * 1e9);
+    if (!deadline) /* more than 1e9 s */
+        deadline = park_now_ns() + (uint64_t)1e18;
+    a->run.deadline = deadline;
     sched_arm_wake(a, a->run.deadline);
     return body_wait(L, a, sleep_cont);
 }

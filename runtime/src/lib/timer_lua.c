@@ -79,7 +79,8 @@ static int l_send_after(lua_State *L)
     if (s > 1e9)
         s = 1e9;
     uint64_t dest = check_dest(L, 2, "smarm.send_after");
-    luaL_checkany(L, 3);
+    if (lua_gettop(L) < 3)
+        return luaL_error(L, "smarm.send_after: a message expected (argument 3)");
     size_t namelen = dest ? 0 : lua_objlen(L, 2) + 1;
     msg *m = lib_encode_msg(L, 3, &sched_current()->enc, "smarm.send_after",
                             namelen ? lua_tostring(L, 2) : NULL, namelen);

@@ -27,6 +27,21 @@ static const char exit_key = 'e';
 
 int body_raise_exit(lua_State *L, int idx)
 {
+    /* the reason must be sendable (links and monitors carry it): refused here, as send does */
+    if (!lua_isnil(L, idx)) {
+        wire_buf b;
+        wire_buf_init(&b);
+        char err[200];
+        int bad = codec_encode(L, idx, &b, "reason", err, sizeof err) != 0;
+        int refs = !bad && wire_has_refs(b.data, b.len);
+        if (refs)
+            wire_release(b.data, b.len);
+        wire_buf_free(&b);
+        if (bad)
+            return luaL_error(L, "smarm.exit: %s", err);
+        if (refs)
+            return luaL_error(L, "smarm.exit: a reason cannot carry channel endpoints");
+    }
     lua_pushlightuserdata(L, (void *)&exit_key);
     lua_pushvalue(L, idx);
     lua_rawset(L, LUA_REGISTRYINDEX);
@@ -43,21 +58,77 @@ static void push_exit_value(lua_State *L)
     lua_rawget(L, LUA_REGISTRYINDEX);
 }
 
-/* The reason given to smarm.exit as a string, or NULL for "normal". */
-static const char *exit_reason(lua_State *L)
+/* Appends a short text of the value at idx to buf[*len..n): a string as is (quoted inside a
+ * table), numbers and booleans as Lua prints them, a table shallowly ({code = 7, why = "x",
+ * ...}, nested tables as {...}). Reads raw: no metamethod runs. */
+static void describe(lua_State *L, int idx, char *buf, size_t n, size_t *len, int nested)
 {
-    push_exit_value(L);
-    const char *r = NULL;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-        r = lua_tostring(L, -1);
-        if (strcmp(r, "normal") == 0)
-            r = NULL;
-    } else if (!lua_isnil(L, -1)) {
-        r = luaL_typename(L, -1);
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (*len < n) {                                                                            \
+            int w_ = snprintf(buf + *len, n - *len, __VA_ARGS__);                                  \
+            *len = w_ < 0 ? n : *len + (size_t)w_ > n ? n : *len + (size_t)w_;                    \
+        }                                                                                          \
+    } while (0)
+    idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+        PUT("nil");
+        break;
+    case LUA_TBOOLEAN:
+        PUT("%s", lua_toboolean(L, idx) ? "true" : "false");
+        break;
+    case LUA_TNUMBER:
+        PUT("%.14g", lua_tonumber(L, idx));
+        break;
+    case LUA_TSTRING:
+        if (nested)
+            PUT("\"%.60s\"", lua_tostring(L, idx));
+        else
+            PUT("%s", lua_tostring(L, idx));
+        break;
+    case LUA_TTABLE: {
+        if (nested || !lua_checkstack(L, 4)) {
+            PUT("{...}");
+            break;
+        }
+        PUT("{");
+        int shown = 0;
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            if (shown == 8) {
+                PUT(", ...");
+                lua_pop(L, 2);
+                break;
+            }
+            PUT("%s", shown++ ? ", " : "");
+            if (lua_type(L, -2) == LUA_TSTRING) {
+                PUT("%s = ", lua_tostring(L, -2));
+            } else {
+                PUT("[");
+                describe(L, -2, buf, n, len, 1);
+                PUT("] = ");
+            }
+            describe(L, -1, buf, n, len, 1);
+            lua_pop(L, 1);
+        }
+        PUT("}");
+        break;
     }
-    /* the string stays anchored in the registry */
-    lua_pop(L, 1);
-    return r;
+    default:
+        PUT("%s", luaL_typename(L, idx));
+        break;
+    }
+#undef PUT
+}
+
+/* The value at idx as text, into buf. */
+static const char *describe_value(lua_State *L, int idx, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    describe(L, idx, buf, n, &len, 0);
+    return buf;
 }
 
 /* ---- ending ---- */
@@ -121,13 +192,16 @@ void body_finish(actor *a, int status)
         if (is_exit(src, -1)) {
             exit_value_reason(a, src);
             if (a->ex.reason_abnormal && a->pid == rt->root_pid) {
-                const char *r = exit_reason(src);
-                luavm_report(a, "exited", r ? r : "abnormal");
+                char text[256];
+                push_exit_value(src);
+                luavm_report(a, "exited", describe_value(src, -1, text, sizeof text));
+                lua_pop(src, 1);
             }
         } else {
-            const char *msg = lua_tostring(src, -1);
-            if (!msg)
-                msg = lua_type(src, -1) == LUA_TNIL ? "nil" : luaL_typename(src, -1);
+            char text[256];
+            const char *msg = lua_type(src, -1) == LUA_TSTRING || lua_type(src, -1) == LUA_TNUMBER
+                                  ? lua_tostring(src, -1)
+                                  : describe_value(src, -1, text, sizeof text);
             if (status == BODY_ERROR_ON_MAIN) {
                 luavm_report(a, "crashed", msg);
                 exit_set_error(a, msg, NULL);
