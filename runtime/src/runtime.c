@@ -31,9 +31,7 @@ static const wire_refs_ops refs_ops = {refs_retain, refs_release, chan_lua_take_
 static const codec_endpoints endpoints = {chan_lua_endpoint, chan_lua_push_ref};
 
 /* actors are Lua states: the scheduler runs them through the vm layer's body */
-static void entry(actor *a) { body_entry(a); }
-static void stop_entry(actor *a) { body_stop_entry(a); }
-static const actor_hooks actor_hooks_lua = {entry, stop_entry, body_preempt};
+static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt};
 
 static void install_process_hooks(void)
 {

@@ -13,9 +13,9 @@ static _Atomic int injected_failures;
 void msg_inject_failures(int n) { atomic_store_explicit(&injected_failures, n, memory_order_relaxed); }
 
 /* Whether this allocation is one a test asked to fail. */
-static int injected_failure(void)
+static inline int injected_failure(void)
 {
-    if (atomic_load_explicit(&injected_failures, memory_order_relaxed) <= 0)
+    if (__builtin_expect(atomic_load_explicit(&injected_failures, memory_order_relaxed) <= 0, 1))
         return 0;
     return atomic_fetch_sub_explicit(&injected_failures, 1, memory_order_relaxed) > 0;
 }
@@ -34,7 +34,17 @@ msg *msg_new_extra(const void *data, size_t len, const void *extra, size_t extra
     return m;
 }
 
-msg *msg_new(const void *data, size_t len) { return msg_new_extra(data, len, NULL, 0); }
+msg *msg_new(const void *data, size_t len)
+{
+    msg *m = injected_failure() ? NULL : malloc(sizeof(msg) + len);
+    if (!m)
+        return NULL;
+    m->next = NULL;
+    m->len = (uint32_t)len;
+    m->extra = 0;
+    memcpy(m->data, data, len);
+    return m;
+}
 
 void msg_free(msg *m)
 {

@@ -19,7 +19,7 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
+uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const smarm_runtime *rt)
 {
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
@@ -27,9 +27,14 @@ uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
     if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
         luaL_error(L, "%s: bad pid (%s is not a pid)", fname, lua_tostring(L, idx));
     uint64_t pid = (uint64_t)d;
-    if (pid_index(pid) >= luavm_runtime(L)->slots.max || pid_gen(pid) == 0)
+    if (pid_index(pid) >= rt->slots.max || pid_gen(pid) == 0)
         luaL_error(L, "%s: bad pid (%s is not a pid of this runtime)", fname, lua_tostring(L, idx));
     return pid;
+}
+
+uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
+{
+    return lib_check_pid_in(L, idx, fname, luavm_runtime(L));
 }
 
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
@@ -87,7 +92,8 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
         luaL_error(L, "%s: %s", fname, err);
         return NULL;
     }
-    msg *m = msg_new_extra(scratch->data, scratch->len, extra, extralen);
+    msg *m = extralen ? msg_new_extra(scratch->data, scratch->len, extra, extralen)
+                      : msg_new(scratch->data, scratch->len);
     if (!m) {
         /* the encoding took references to the channels it carries: give them back */
         wire_release(scratch->data, scratch->len);
@@ -95,11 +101,6 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
         luaL_error(L, "%s: out of memory", fname);
     }
     return m;
-}
-
-msg *lib_encode(lua_State *L, int idx, const char *fname)
-{
-    return lib_encode_msg(L, idx, &sched_current()->enc, fname, NULL, 0);
 }
 
 LUA_UNWOUND_END

@@ -9,11 +9,17 @@
 #include "base/mailbox.h"
 #include "base/wire.h"
 #include "core/actor.h"
+#include "core/scheduler.h"
 
 typedef struct lua_State lua_State;
 
-/* The pid at idx, or a Lua error naming fname. */
+/* The pid at idx, or a Lua error naming fname: a number this runtime could have handed out
+ * (an integer with a nonzero generation and a slot index inside the slab). */
 uint64_t lib_check_pid(lua_State *L, int idx, const char *fname);
+/* The same when the caller has the runtime at hand. */
+struct smarm_runtime;
+uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname,
+                          const struct smarm_runtime *rt);
 /* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever (nil or more
  * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
@@ -31,6 +37,9 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
                     const char *extra, size_t extralen);
 /* The same into the calling scheduler's scratch buffer. */
-msg *lib_encode(lua_State *L, int idx, const char *fname);
+static inline msg *lib_encode(lua_State *L, int idx, const char *fname)
+{
+    return lib_encode_msg(L, idx, &sched_current()->enc, fname, NULL, 0);
+}
 
 #endif

@@ -234,7 +234,7 @@ int smarm_lua_send(lua_State *L)
             return 2;
         }
     } else {
-        pid = lib_check_pid(L, 1, "smarm.send");
+        pid = lib_check_pid_in(L, 1, "smarm.send", a->rt);
     }
     if (lua_gettop(L) < 2)
         return luaL_error(L, "smarm.send: a message expected (argument 2)");
