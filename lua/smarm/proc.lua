@@ -9,6 +9,10 @@ local M = {}
 --- Who waits for this actor's start report (a pid), set by whoever spawned it.
 M.ack_to = nil
 
+--- Whether to link to ack_to before reporting a successful start (start_link: the
+-- link comes only once init succeeded, so a failing init does not take the caller down).
+M.link = false
+
 --- Reports the outcome of initialisation to the waiting spawner, once.
 -- @param ok true if init succeeded
 -- @param reason why it failed (any sendable value) when ok is false
@@ -16,6 +20,7 @@ function M.started(ok, reason)
    local to = M.ack_to
    if not to then return end
    M.ack_to = nil
+   if ok and M.link then smarm.link(to) end
    smarm.send(to, { smarm_started = smarm.self(), ok = ok and true or false, reason = reason })
 end
 

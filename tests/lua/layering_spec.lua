@@ -1,0 +1,53 @@
+-- Layering of the Lua library: gen_server and gen_statem share smarm.gen and neither
+-- reaches into the other.
+local smarm = require "smarm"
+local gen_server = require "smarm.gen_server"
+local gen_statem = require "smarm.gen_statem"
+
+local expect = require("support.inbox").expect
+
+-- The library's modules, as {name = source text}.
+local function library_sources()
+   local out = {}
+   local ls = assert(io.popen("ls lua/smarm/*.lua"))
+   for path in ls:lines() do
+      local f = assert(io.open(path))
+      out[path:match("([^/]+)%.lua$")] = f:read("*a")
+      f:close()
+   end
+   ls:close()
+   return out
+end
+
+describe("library layering", function()
+   it("runs a gen_statem without loading gen_server", function()
+      local m = assert(gen_statem.start("support.probe", { report = smarm.self() }))
+      local loaded = expect("loaded", 5).loaded
+      assert.is_true(loaded["smarm.gen_statem"])
+      assert.is_true(loaded["smarm.gen"])
+      assert.is_false(loaded["smarm.gen_server"])
+      assert.is_true(gen_statem.stop(m, "normal", 5))
+   end)
+
+   it("runs a gen_server without loading gen_statem", function()
+      local s = assert(gen_server.start("support.probe", { report = smarm.self() }))
+      local loaded = expect("loaded", 5).loaded
+      assert.is_true(loaded["smarm.gen_server"])
+      assert.is_false(loaded["smarm.gen_statem"])
+      assert.is_true(gen_server.stop(s, "normal", 5))
+   end)
+
+   it("has no module reading another module's private (underscore) fields", function()
+      local sources = library_sources()
+      assert.is_truthy(sources.gen)
+      for name, text in pairs(sources) do
+         for line in text:gmatch("[^\n]+") do
+            local code = line:gsub("%-%-.*$", "")
+            for base, field in code:gmatch("([%w_%)]+)%.(_[%w_]+)") do
+               assert(base == "M", ("%s.lua reaches into %s.%s: %s"):format(name, base, field,
+                  line))
+            end
+         end
+      end
+   end)
+end)
