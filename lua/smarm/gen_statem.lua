@@ -6,6 +6,10 @@ local gen = require "smarm.gen"
 
 local M = {}
 
+--- Functions of this module that report their own start (smarm.proc.started, once init
+-- returned): a supervisor waits for that report from a child started through run.
+M.init_ack = { run = true }
+
 --- Sends a request and waits for the reply (a {"reply", from, v} action).
 -- @param dest a pid or a registered name
 -- @param request any sendable value

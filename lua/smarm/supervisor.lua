@@ -7,35 +7,28 @@ local proc = require "smarm.proc"
 
 local M = {}
 
+--- Functions of this module that report their own start: a supervisor waits for the
+-- report of a child whose start is { "smarm.supervisor", "run", spec }.
+M.init_ack = { run = true }
+
 local STRATEGY = { one_for_one = 0, one_for_all = 1, rest_for_one = 2 }
 local RESTART = { permanent = 0, transient = 1, temporary = 2 }
 local TEMPORARY = 2
 local BRUTAL_KILL, INFINITY = -1, -2
 
--- The body of every child (no upvalues: it runs in the child's own state). A
--- behaviour's run, or a function whose spec says init_ack, reports to the supervisor
--- itself (smarm.proc.started) after its init; anything else counts as started when
--- it begins.
+-- The body of every child (no upvalues: it runs in the child's own state): runs
+-- require(mod)[fname](...). The child counts as started when the function begins,
+-- unless its spec says init_ack or its module lists fname in its init_ack table; then
+-- the function reports its start itself (smarm.proc.started), as behaviours' run do.
 local function child_main(sup, init_ack, mod, fname, ...)
-   local f = require(mod)[fname]
+   local m = require(mod)
+   local f = type(m) == "table" and m[fname]
    if type(f) ~= "function" then
       error(("supervisor child: %s.%s is not a function"):format(mod, tostring(fname)), 0)
    end
-   if init_ack then
-      local p = require "smarm.proc"
-      p.ack_to = sup
-      p.parent = sup
+   if init_ack or (type(m.init_ack) == "table" and m.init_ack[fname]) then
+      require("smarm.proc").ack_to = sup
       return f(...)
-   end
-   -- a behaviour's run is reached through its module, so the module is loaded by now
-   for _, name in ipairs({ "smarm.gen_server", "smarm.gen_statem", "smarm.supervisor" }) do
-      local b = package.loaded[name]
-      if type(b) == "table" and b.run == f then
-         local p = require "smarm.proc"
-         p.ack_to = sup
-         p.parent = sup
-         return f(...)
-      end
    end
    -- what smarm.proc.started sends, without loading it into every plain child
    local sm = require "smarm"

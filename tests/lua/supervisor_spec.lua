@@ -304,6 +304,19 @@ describe("supervisor start", function()
       assert.are.same({ "ok" }, reports("stopped", 0.1))
    end)
 
+   it("waits for the start report of a function its module lists in init_ack", function()
+      local A = "support.acking_worker"
+      assert(start({ children = {
+         { id = "slow", start = { A, "slow_start", "slow", me } },
+         { id = "plain", start = { A, "plain", "plain", me } },
+      } }))
+      -- the plain child starts only once the slow one reported
+      assert.are.same({ "slow", "plain" }, reports("started", 0.2))
+      local pid, err = start({ children = { { id = "no", start = { A, "refuse", "no", me } } } })
+      assert.is_nil(pid)
+      assert.are.same({ failed_to_start_child = "no", reason = "refused" }, err)
+   end)
+
    it("registers its name", function()
       local sup = assert(start({ name = "sup_named", children = {} }))
       assert.are.equal(sup, smarm.whereis("sup_named"))
