@@ -11,10 +11,19 @@ local M = {}
 -- report of a child whose start is { "smarm.supervisor", "run", spec }.
 M.init_ack = { run = true }
 
-local STRATEGY = { one_for_one = 0, one_for_all = 1, rest_for_one = 2 }
-local RESTART = { permanent = 0, transient = 1, temporary = 2 }
-local TEMPORARY = 2
-local BRUTAL_KILL, INFINITY = -1, -2
+-- Names in specs -> the members of bindings/smarm_ffi.h's enums (values read through
+-- the FFI, which is loaded only in a running supervisor).
+local STRATEGY = {
+   one_for_one = "SMARM_SUP_ONE_FOR_ONE",
+   one_for_all = "SMARM_SUP_ONE_FOR_ALL",
+   rest_for_one = "SMARM_SUP_REST_FOR_ONE",
+}
+local RESTART = {
+   permanent = "SMARM_SUP_PERMANENT",
+   transient = "SMARM_SUP_TRANSIENT",
+   temporary = "SMARM_SUP_TEMPORARY",
+}
+local SHUTDOWN = { brutal_kill = "SMARM_SUP_BRUTAL_KILL", infinity = "SMARM_SUP_INFINITY" }
 
 -- The body of every child (no upvalues: it runs in the child's own state): runs
 -- require(mod)[fname](...). The child counts as started when the function begins,
@@ -106,7 +115,7 @@ end
 local function new_state(strategy, intensity, period)
    local ffi = require "ffi"
    local C = require "smarm.ffi"
-   local t = C.smarm_ffi_sup_new(STRATEGY[strategy], math.min(intensity, 2 ^ 31 - 1), period)
+   local t = C.smarm_ffi_sup_new(C[STRATEGY[strategy]], math.min(intensity, 2 ^ 31 - 1), period)
    if t == nil then error("smarm.supervisor: out of memory", 0) end
    return {
       ffi = ffi,
@@ -123,9 +132,9 @@ local function new_state(strategy, intensity, period)
 end
 
 local function add(st, c)
-   local shutdown = c.shutdown == "brutal_kill" and BRUTAL_KILL
-      or c.shutdown == "infinity" and INFINITY or c.shutdown
-   local key = st.C.smarm_ffi_sup_add_child(st.t, RESTART[c.restart], shutdown,
+   local C = st.C
+   local shutdown = SHUTDOWN[c.shutdown] and C[SHUTDOWN[c.shutdown]] or c.shutdown
+   local key = C.smarm_ffi_sup_add_child(st.t, C[RESTART[c.restart]], shutdown,
       c.type == "supervisor" and 1 or 0)
    if key < 0 then error("smarm.supervisor: out of memory", 0) end
    st.specs[key] = c
@@ -243,7 +252,7 @@ end
 local function restart_keys(st, keys)
    for _, key in ipairs(keys) do
       if st.specs[key] then
-         if st.C.smarm_ffi_sup_restart_type(st.t, key) == TEMPORARY then
+         if st.C.smarm_ffi_sup_restart_type(st.t, key) == st.C.SMARM_SUP_TEMPORARY then
             forget(st, key)
          else
             while not start(st, key) do

@@ -383,3 +383,22 @@ describe("supervisor dynamic children", function()
       end)
    end)
 end)
+
+describe("supervisor bindings", function()
+   it("takes its strategy, restart and shutdown codes from bindings/smarm_ffi.h", function()
+      local C = require "smarm.ffi"
+      assert.are.same({ 0, 1, 2 }, { C.SMARM_SUP_ONE_FOR_ONE, C.SMARM_SUP_ONE_FOR_ALL,
+         C.SMARM_SUP_REST_FOR_ONE })
+      assert.are.same({ 0, 1, 2 }, { C.SMARM_SUP_PERMANENT, C.SMARM_SUP_TRANSIENT,
+         C.SMARM_SUP_TEMPORARY })
+      assert.are.same({ -1, -2 }, { C.SMARM_SUP_BRUTAL_KILL, C.SMARM_SUP_INFINITY })
+      -- and supervisor.lua keeps no copies of the numbers
+      local f = assert(io.open("lua/smarm/supervisor.lua"))
+      local src = f:read("*a")
+      f:close()
+      for _, pat in ipairs({ "one_for_all%s*=%s*%d", "temporary%s*=%s*%d", "TEMPORARY%s*=%s*%d",
+                             "BRUTAL_KILL[%w_, ]*=%s*%-%d" }) do
+         assert.is_nil(src:find(pat), pat)
+      end
+   end)
+end)
