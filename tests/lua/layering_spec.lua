@@ -50,4 +50,21 @@ describe("library layering", function()
          end
       end
    end)
+
+   it("keeps info and snapshot in smarm.introspection, which smarm's table loads", function()
+      local introspection = require "smarm.introspection"
+      assert.are.equal("function", type(introspection.info))
+      assert.are.equal("function", type(introspection.snapshot))
+      assert.are.equal(introspection, require "smarm.ext")
+      -- a fresh actor's first smarm.info loads the module
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         local info = s.info(s.self())
+         s.send(parent, { probed = info.pid == s.self(),
+            loaded = package.loaded["smarm.introspection"] ~= nil })
+      end, smarm.self())
+      local m = expect("probed", 5)
+      assert.is_true(m.probed)
+      assert.is_true(m.loaded)
+   end)
 end)
