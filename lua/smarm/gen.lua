@@ -49,8 +49,8 @@ function M.call(dest, request, timeout, fname, tag)
    if not smarm.send(pid, { smarm = tag or "call", req = request, from = tx }) then
       return nil, "noproc"
    end
-   -- Only the request's copy of tx keeps the channel open now: when the server dies its
-   -- state is closed, that copy goes, and rx says "closed" at once (no monitor needed).
+   -- From here on only the request's copy of tx keeps the channel open: when the server
+   -- dies its state is closed, that copy goes, and rx says "closed" (no monitor needed).
    tx:release()
    local t0 = smarm.now()
    local v, err = rx:recv(wait)

@@ -6,8 +6,7 @@ local STATES = { "queued", "running", "running", "parked" }
 
 --- Facts about a live actor.
 -- @param pid the actor
--- @return a table {pid, parent, state, mailbox, memory, parks, yields, messages_in,
---   stack = {reserve, guard}}, or nil if the actor is not alive
+-- @return the table README.md lists under smarm.info, or nil if the actor is not alive
 function M.info(pid)
    if type(pid) ~= "number" then
       error("smarm.info: bad pid (a number expected, got " .. type(pid) .. ")", 2)

@@ -6,10 +6,10 @@ local gen_statem = require "smarm.gen_statem"
 
 local expect = require("support.inbox").expect
 
--- The library's modules, as {name = source text}.
-local function library_sources()
+-- The Lua files matching glob, as {name = source text}.
+local function sources(glob)
    local out = {}
-   local ls = assert(io.popen("ls lua/smarm/*.lua"))
+   local ls = assert(io.popen("ls " .. glob))
    for path in ls:lines() do
       local f = assert(io.open(path))
       out[path:match("([^/]+)%.lua$")] = f:read("*a")
@@ -38,9 +38,9 @@ describe("library layering", function()
    end)
 
    it("has no module reading another module's private (underscore) fields", function()
-      local sources = library_sources()
-      assert.is_truthy(sources.gen)
-      for name, text in pairs(sources) do
+      local library = sources("lua/smarm/*.lua")
+      assert.is_truthy(library.gen)
+      for name, text in pairs(library) do
          for line in text:gmatch("[^\n]+") do
             local code = line:gsub("%-%-.*$", "")
             for base, field in code:gmatch("([%w_%)]+)%.(_[%w_]+)") do
@@ -66,5 +66,17 @@ describe("library layering", function()
       local m = expect("probed", 5)
       assert.is_true(m.probed)
       assert.is_true(m.loaded)
+   end)
+
+   it("keeps bug history and measurements out of code comments", function()
+      local files = sources("lua/smarm/*.lua")
+      for name, text in pairs(sources("tests/lua/*.lua")) do files[name] = text end
+      for name, text in pairs(files) do
+         for comment in text:gmatch("%-%-([^\n]*)") do
+            for _, pat in ipairs({ "[Ff]ound by ", "^%s*fails[%s:]", "%d%s*%->%s*%d" }) do
+               assert(not comment:find(pat), ("%s.lua: %s"):format(name, comment))
+            end
+         end
+      end
    end)
 end)
