@@ -107,9 +107,9 @@ function M.stop(dest, reason, timeout, fname)
 end
 
 -- The body of a started server's actor: the start handshake, then the behaviour's run.
-local function start_main(behaviour, module, args, opts, spawner, link)
+local function start_main(ack, starter, link, behaviour, module, args, opts)
    local p = require "smarm.proc"
-   p.ack_to, p.link = spawner, link
+   p.ack_to, p.parent, p.link = ack, starter, link
    return require(behaviour).run(module, args, opts)
 end
 
@@ -129,13 +129,12 @@ function M.start(behaviour, module, args, opts, link, fname)
       error(fname .. ": bad opts.name (a string expected, got " .. type(opts.name) .. ")", 2)
    end
    local wait = check_timeout(opts.timeout, M.DEFAULT_TIMEOUT, fname)
-   local pid, mon = smarm.spawn_monitor(start_main, behaviour, module, args,
-      { name = opts.name, trap_exit = opts.trap_exit }, smarm.self(), link or opts.link)
-   local ok, why = proc.await(pid, mon, wait)
-   smarm.demonitor(mon)
-   if ok then return pid end
-   if why == "timeout" then smarm.kill(pid) end
-   return nil, why
+   local pid, why = proc.start({}, wait, start_main, smarm.self(), link or opts.link or false,
+      behaviour, module, args, { name = opts.name, trap_exit = opts.trap_exit })
+   if pid == false then error(fname .. ": " .. tostring(why), 2) end
+   if not pid then return nil, why end
+   smarm.demonitor(why)
+   return pid
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -176,7 +175,7 @@ end
 --- Registers the name and reports a clash to the starter; true to go on, else
 -- false, reason.
 function M.begin(name)
-   parent = proc.ack_to
+   parent = proc.parent
    if name then
       local ok, err = smarm.register(name)
       if not ok then

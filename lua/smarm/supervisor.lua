@@ -29,25 +29,27 @@ local SHUTDOWN = { brutal_kill = "SMARM_SUP_BRUTAL_KILL", infinity = "SMARM_SUP_
 -- require(mod)[fname](...). The child counts as started when the function begins,
 -- unless its spec says init_ack or its module lists fname in its init_ack table; then
 -- the function reports its start itself (smarm.proc.started), as behaviours' run do.
-local function child_main(sup, init_ack, mod, fname, ...)
+local function child_main(ack, sup, init_ack, mod, fname, ...)
    local m = require(mod)
    local f = type(m) == "table" and m[fname]
    if type(f) ~= "function" then
       error(("supervisor child: %s.%s is not a function"):format(mod, tostring(fname)), 0)
    end
    if init_ack or (type(m.init_ack) == "table" and m.init_ack[fname]) then
-      require("smarm.proc").ack_to = sup
+      local p = require "smarm.proc"
+      p.ack_to, p.parent = ack, sup
       return f(...)
    end
    -- what smarm.proc.started sends, without loading it into every plain child
-   local sm = require "smarm"
-   sm.send(sup, { smarm_started = sm.self(), ok = true })
+   ack:send({ ok = true })
+   ack:release()
    return f(...)
 end
 
 -- The body of start_link's supervisor.
-local function sup_main(parent, spec)
-   require("smarm.proc").ack_to = parent
+local function sup_main(ack, parent, spec)
+   local p = require "smarm.proc"
+   p.ack_to, p.parent = ack, parent
    return require("smarm.supervisor").run(spec)
 end
 
@@ -169,42 +171,14 @@ local function keys_in_order(st, reverse)
    return out
 end
 
--- Whether pid's "started" report sits in the inbox after all: a child that reports and
--- then dies at once has both its report and its down notice ready, and proc.await
--- looks at the monitor first. Other messages keep their order.
-local function acked(pid)
-   local found, rest = false, {}
-   while true do
-      local m, err = smarm.recv(0)
-      if m == nil and err == "timeout" then break end
-      if not found and type(m) == "table" and m.smarm_started == pid and m.ok then
-         found = true
-      else
-         rest[#rest + 1] = m
-      end
-   end
-   local me = smarm.self()
-   for _, m in ipairs(rest) do smarm.send(me, m) end
-   return found
-end
-
 -- Spawns child key, linked and monitored, and waits for its start report.
 -- -> pid | nil, reason
 local function start(st, key)
    local c = st.specs[key]
    local s = c.start
-   local pid, mon = smarm.spawn_opt({ link = true, owned = true, monitor = true }, child_main,
+   local pid, mon = proc.start({ link = true, owned = true }, st.start_timeout, child_main,
       smarm.self(), c.init_ack, s[1], s[2], unpack(s, 3, #s))
-   local ok, why = proc.await(pid, mon, st.start_timeout)
-   if not ok and why ~= "timeout" and acked(pid) then
-      -- started, then died: await took the down notice, a new monitor says noproc
-      ok, mon = true, smarm.monitor(pid)
-   end
-   if not ok then
-      smarm.demonitor(mon)
-      if why == "timeout" then smarm.kill(pid) end
-      return nil, why
-   end
+   if not pid then return nil, mon end
    st.C.smarm_ffi_sup_set_pid(st.t, key, pid)
    st.mons[key] = mon
    st.arms = nil
@@ -420,8 +394,8 @@ function M.run(spec)
    local waiter = proc.ack_to
    local trap = smarm.trap_exit(true)
    local st = new_state(strategy, intensity, period)
-   st.parent = waiter
-   st.parent_mon = waiter and smarm.monitor(waiter)
+   st.parent = proc.parent
+   st.parent_mon = st.parent and smarm.monitor(st.parent)
    st.trap = trap
    st.start_timeout = spec.start_timeout
    local function fail(why)
@@ -463,17 +437,10 @@ end
 -- @return pid | nil, reason
 function M.start_link(spec, timeout)
    check_spec(spec, "start_link")
-   local pid = smarm.spawn_link(sup_main, smarm.self(), spec)
-   local mon = smarm.monitor(pid)
-   local ok, why = proc.await(pid, mon, timeout)
-   smarm.demonitor(mon)
-   if not ok then
-      if why == "timeout" then
-         smarm.unlink(pid)
-         smarm.kill(pid)
-      end
-      return nil, why
-   end
+   local pid, why = proc.start({ link = true }, timeout, sup_main, smarm.self(), spec)
+   if pid == false then error("supervisor.start_link: " .. tostring(why), 2) end
+   if not pid then return nil, why end
+   smarm.demonitor(why)
    return pid
 end
 
