@@ -6,7 +6,8 @@
 -- Wire protocol: a call is {smarm = "call", req = r, from = tx}, a cast
 -- {smarm = "cast", msg = m}, a stop {smarm = "stop", reason = r}, a code change
 -- {smarm = "code_change", req = {old_vsn = v, extra = e}, from = tx}; the reply travels
--- on the per-call channel as {value}. Anything else in the inbox is an info message.
+-- on the per-call channel as {value}. Anything else in the inbox, a message of this
+-- shape with a field missing or of the wrong type included, is an info message.
 local smarm = require "smarm"
 local proc = require "smarm.proc"
 
@@ -80,7 +81,7 @@ end
 --- Answers a call through its reply handle (from any actor).
 -- @return true | nil, "closed" (the caller has given up)
 function M.reply(from, value, fname)
-   if type(from) ~= "userdata" then
+   if not M.is_reply_handle(from) then
       error(fname .. ": bad from (the reply handle expected, got " .. type(from) .. ")", 2)
    end
    return from:send({ value })
@@ -135,6 +136,28 @@ function M.start(behaviour, module, args, opts, link, fname)
    if not pid then return nil, why end
    smarm.demonitor(why)
    return pid
+end
+
+--- Whether v is a reply handle: the tx of a channel (rx and other values are not).
+function M.is_reply_handle(v)
+   return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
+end
+
+--- The protocol tag of an inbox message ("call", "cast", "stop" or "code_change") when
+-- it is a well-formed protocol message, else nil: the message is an info message.
+function M.protocol(m)
+   if type(m) ~= "table" then return nil end
+   local tag = m.smarm
+   if tag == "call" then
+      if M.is_reply_handle(m.from) then return tag end
+   elseif tag == "cast" then
+      return tag
+   elseif tag == "stop" then
+      if m.reason ~= nil then return tag end
+   elseif tag == "code_change" then
+      if M.is_reply_handle(m.from) and type(m.req) == "table" then return tag end
+   end
+   return nil
 end
 
 -- ---------------------------------------------------------------------------------------

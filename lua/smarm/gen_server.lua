@@ -129,9 +129,9 @@ local function upgrade(m, state)
 end
 
 -- Handles one inbox message: returns the new state, or nil, reason, reply-after-terminate,
--- last state to stop.
+-- last state to stop. A malformed protocol message is an info message.
 local function dispatch(m, state)
-   local tag = type(m) == "table" and m.smarm
+   local tag = gen.protocol(m)
    if tag == "call" then
       local from = m.from
       local h = mod.handle_call

@@ -196,13 +196,15 @@ local function handle_event(etype, content, from)
 end
 
 -- Maps an inbox message to an event; nil for a stale timeout. Returns a stop as
--- "stop", reason.
+-- "stop", reason. A malformed protocol message (or a code change, which machines do not
+-- take) is an info event.
 local function classify(m)
-   local tag = type(m) == "table" and m.smarm
+   local tag = gen.protocol(m)
    if tag == "call" then return "call", m.req, m.from end
    if tag == "cast" then return "cast", m.msg end
    if tag == "stop" then return "stop", m.reason end
-   if tag == "statem_timeout" then
+   if type(m) == "table" and m.smarm == "statem_timeout" and type(m.key) == "string"
+      and type(m.ref) == "number" and type(m.etype) == "string" then
       local t = timers[m.key]
       if not t or t.ref ~= m.ref then return nil end
       timers[m.key] = nil

@@ -60,7 +60,7 @@ end
 -- Checks a child spec and fills in its defaults; returns a fresh table.
 local function child_spec(c, fname)
    if type(c) ~= "table" then bad(fname, "a child spec must be a table") end
-   if c.id == nil then bad(fname, "a child spec needs an id") end
+   if c.id == nil or c.id ~= c.id then bad(fname, "a child spec needs an id (not nil or NaN)") end
    local s = c.start
    if type(s) ~= "table" or type(s[1]) ~= "string" or type(s[2]) ~= "string" then
       bad(fname, ("child %s: start must be { module, function, args... }"):format(tostring(c.id)))
@@ -352,11 +352,32 @@ function handlers.count_children(st)
    return { specs = n[0], active = n[1], supervisors = n[2], workers = n[3] }
 end
 
+-- A line on stderr about a message this supervisor ignores.
+local function warn(what)
+   io.stderr:write(("smarm: supervisor %s ignored %s\n"):format(smarm.pid_tostring(smarm.self()),
+      what))
+end
+
+local function is_tx(v)
+   return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
+end
+
+-- An inbox message: a request {smarm_sup = {op = name, reply = tx, ...}} is answered on
+-- its reply channel; anything else is ignored with a warning.
 local function on_request(st, msg)
    local req = type(msg) == "table" and msg.smarm_sup
-   if type(req) ~= "table" or not handlers[req.op] then return end
-   local a, b, c = handlers[req.op](st, req)
-   pcall(req.reply.send, req.reply, { a, b, c })
+   if type(req) ~= "table" then
+      return warn(("an unexpected message (a %s)"):format(type(msg)))
+   end
+   local op = req.op
+   if type(op) ~= "string" or not handlers[op] then
+      return warn(("a malformed request (unknown op %s)"):format(tostring(op)))
+   end
+   if not is_tx(req.reply) then
+      return warn(("a malformed %s request (reply is not a channel tx)"):format(op))
+   end
+   local a, b, c = handlers[op](st, req)
+   req.reply:send({ a, b, c })
 end
 
 -- Sends a request to sup and waits for the answer, or for sup to go.

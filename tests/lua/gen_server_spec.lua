@@ -300,6 +300,28 @@ describe("gen_server", function()
       assert.are.equal(5, started)
    end)
 
+   it("takes malformed protocol messages as info messages, and keeps serving", function()
+      local pid = assert(gen_server.start("support.counter", { start = 1, report = smarm.self() }))
+      local mon = smarm.monitor(pid)
+      local _, stray_rx = smarm.channel()
+      local malformed = {
+         { smarm = "call" },                            -- no reply handle
+         { smarm = "call", req = "get", from = 42 },    -- a reply handle that is not a tx
+         { smarm = "call", req = "get", from = stray_rx }, -- an rx, not a tx
+         { smarm = "stop" },                            -- no reason
+         { smarm = "code_change" },                     -- no request, no reply handle
+         { smarm = "code_change", req = "x", from = 42 },
+      }
+      for i, m in ipairs(malformed) do
+         smarm.send(pid, m)
+         local info = expect("info").info
+         assert.are.equal(m.smarm, info.smarm, "message " .. i)
+         assert.are.equal(1, gen_server.call(pid, "get", 5), "message " .. i)
+      end
+      assert.is_nil(mon:recv(0))
+      assert.is_true(gen_server.stop(pid, "normal", 5))
+   end)
+
    it("refuses bad arguments", function()
       assert.has_error(function() gen_server.call({}, "x") end)
       assert.has_error(function() gen_server.call(smarm.self(), "x") end)

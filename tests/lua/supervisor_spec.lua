@@ -365,6 +365,57 @@ describe("supervisor dynamic children", function()
       assert.are.equal(1, supervisor.count_children(sup).specs)
    end)
 
+   it("ignores malformed requests and stray messages, and keeps answering", function()
+      local sup = assert(start({ children = { worker("m1") } }))
+      local pid = assert(next_report("started")).pid
+      local tx, rx = smarm.channel()
+      for i, m in ipairs({
+         { smarm_sup = { op = "which_children" } },                -- no reply channel
+         { smarm_sup = { op = "start_child" } },
+         { smarm_sup = { op = "which_children", reply = 42 } },    -- a reply that is no tx
+         { smarm_sup = { op = "no_such_op", reply = tx } },
+         { smarm_sup = { reply = tx } },                            -- no op
+         { smarm_sup = "which_children" },
+         "hello", 42, false,
+      }) do
+         smarm.send(sup, m)
+         assert.are.equal(1, #assert(supervisor.which_children(sup, 1)), "message " .. i)
+      end
+      -- a well-formed request with a bad child spec is answered, not a crash
+      smarm.send(sup, { smarm_sup = { op = "start_child", reply = tx,
+         child = { id = 0 / 0, start = { W, "run" } } } })
+      local answer = assert(rx:recv(1))
+      assert.is_nil(answer[1])
+      assert.matches("id", answer[2])
+      assert.are.same({ nil, "timeout" }, { rx:recv(0.05) })
+      assert.is_truthy(smarm.info(sup))
+      assert.is_truthy(smarm.info(pid))
+      assert.are.same({ specs = 1, active = 1, supervisors = 0, workers = 1 },
+         supervisor.count_children(sup, 1))
+   end)
+
+   it("logs a line on stderr for a malformed request", function()
+      local script = os.tmpname()
+      local f = assert(io.open(script, "w"))
+      f:write([[
+local smarm = require "smarm"
+local supervisor = require "smarm.supervisor"
+local sup = assert(supervisor.start_link({ children = {} }))
+smarm.send(sup, { smarm_sup = { op = "which_children" } })
+smarm.send(sup, "hello")
+print("answered " .. #assert(supervisor.which_children(sup, 5)))
+]])
+      f:close()
+      local p = assert(io.popen("timeout 20 build/smarm-lua " .. script .. " 2>&1"))
+      local out = p:read("*a")
+      p:close()
+      os.remove(script)
+      assert.matches("supervisor <[%d.]+> ignored a malformed which_children request "
+         .. "%(reply is not a channel tx%)", out)
+      assert.matches("supervisor <[%d.]+> ignored an unexpected message %(a string%)", out)
+      assert.matches("answered 0", out)
+   end)
+
    it("answers noproc for a dead supervisor", function()
       local sup = assert(start({ children = {} }))
       local mon = smarm.monitor(sup)
