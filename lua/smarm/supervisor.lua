@@ -124,6 +124,7 @@ local function new_state(strategy, intensity, period)
       C = C,
       t = ffi.gc(t, C.smarm_ffi_sup_free),
       specs = {}, -- key -> child spec
+      restarting = {}, -- key -> true while a failed restart waits for its retry
       keys = {}, -- id -> key
       mons = {}, -- key -> monitor of the running child
       arms = nil, -- select arms, rebuilt when children come or go
@@ -145,6 +146,7 @@ local function add(st, c)
 end
 
 local function forget(st, key)
+   st.restarting[key] = nil
    st.C.smarm_ffi_sup_delete_child(st.t, key)
    st.keys[st.specs[key].id] = nil
    st.specs[key] = nil
@@ -221,20 +223,40 @@ local function allowed(st)
    return st.C.smarm_ffi_sup_restart_allowed(st.t, smarm.now()) ~= 0
 end
 
--- Starts the children of a restart in start order; a start that fails counts as
--- another restart of that child (so a child failing its init trips the cap).
+-- Starts the children of a restart in start order. A start that fails counts as
+-- another restart of that child (so a child failing its init trips the cap); while the
+-- cap allows, that child and the rest are marked restarting and retried from the loop,
+-- through a message on the supervisor's own retry channel (OTP's try_again_restart),
+-- so requests and shutdowns are served between attempts.
 local function restart_keys(st, keys)
-   for _, key in ipairs(keys) do
-      if st.specs[key] then
+   for i, key in ipairs(keys) do
+      st.restarting[key] = nil
+      if st.specs[key] and not pid_of(st, key) then
          if st.C.smarm_ffi_sup_restart_type(st.t, key) == st.C.SMARM_SUP_TEMPORARY then
             forget(st, key)
-         else
-            while not start(st, key) do
-               if not allowed(st) then terminate(st, "shutdown") end
+         elseif not start(st, key) then
+            if not allowed(st) then terminate(st, "shutdown") end
+            for j = i, #keys do
+               if st.specs[keys[j]] then st.restarting[keys[j]] = true end
             end
+            if not st.retry_queued then
+               st.retry_queued = true
+               st.retry_tx:send(true)
+            end
+            return
          end
       end
    end
+end
+
+-- The retry message: restarts the children still marked restarting, in start order.
+local function retry(st)
+   st.retry_queued = false
+   local keys = {}
+   for _, key in ipairs(keys_in_order(st, false)) do
+      if st.restarting[key] then keys[#keys + 1] = key end
+   end
+   restart_keys(st, keys)
 end
 
 local function is_abnormal(reason)
@@ -289,6 +311,8 @@ local function arms_of(st)
       arms[#arms + 1] = mon
       armkeys[#arms] = key
    end
+   -- last: a child that keeps failing its restart delays nothing else
+   arms[#arms + 1] = st.retry_rx
    st.arms, st.armkeys = arms, armkeys
    return arms
 end
@@ -318,6 +342,7 @@ function handlers.terminate_child(st, req)
    local key = st.keys[req.id]
    if not key then return nil, "not_found" end
    stop(st, key)
+   st.restarting[key] = nil
    if st.specs[key].restart == "temporary" then forget(st, key) end
    return true
 end
@@ -326,7 +351,9 @@ function handlers.restart_child(st, req)
    local key = st.keys[req.id]
    if not key then return nil, "not_found" end
    if pid_of(st, key) then return nil, "running" end
-   return start(st, key)
+   local pid, why = start(st, key)
+   if pid then st.restarting[key] = nil end
+   return pid, why
 end
 
 function handlers.delete_child(st, req)
@@ -419,6 +446,7 @@ function M.run(spec)
    st.parent_mon = st.parent and smarm.monitor(st.parent)
    st.trap = trap
    st.start_timeout = spec.start_timeout
+   st.retry_tx, st.retry_rx = smarm.channel()
    local function fail(why)
       stop_all(st)
       if not waiter then error(("smarm.supervisor: start failed: %s"):format(why), 0) end
@@ -446,6 +474,8 @@ function M.run(spec)
          on_request(st, v)
       elseif arms[i] == st.parent_mon then
          terminate(st, v.reason)
+      elseif arms[i] == st.retry_rx then
+         retry(st)
       else
          on_down(st, st.armkeys[i], v)
       end

@@ -124,6 +124,57 @@ describe("supervisor restarts", function()
       assert.are.equal(4, starts)
    end)
 
+   -- A supervisor with child "p" whose restarts fail until unpoison() is called (at the
+   -- latest when the test ends).
+   local function poisoned_child(intensity)
+      local sup = assert(start({ intensity = intensity or 1000000, period = 1, children = {
+         { id = "p", start = { W, "poisonable", "p", me }, init_ack = true } } }))
+      local first = assert(next_report("started")).pid
+      local poison = smarm.spawn(function()
+         local s = require "smarm"
+         s.register("supervisor_spec.poison")
+         s.recv()
+      end)
+      assert.is_truthy(wait_for(function() return smarm.whereis("supervisor_spec.poison") end))
+      local function unpoison() smarm.kill(poison) end
+      finally(unpoison)
+      smarm.send(first, { exit = "boom" })
+      smarm.sleep(0.05)
+      return sup, unpoison
+   end
+
+   it("keeps answering requests and shutdown while a child's restarts keep failing", function()
+      local sup = poisoned_child()
+      local t0 = smarm.now()
+      local which = assert(supervisor.which_children(sup, 2))
+      assert.is_true(smarm.now() - t0 < 1, "which_children took " .. (smarm.now() - t0))
+      assert.are.equal("p", which[1].id)
+      assert.is_nil(which[1].pid)
+      assert.are.same({ specs = 1, active = 0, supervisors = 0, workers = 1 },
+         supervisor.count_children(sup, 2))
+      local mon = smarm.monitor(sup)
+      t0 = smarm.now()
+      smarm.shutdown(sup)
+      assert.is_truthy(mon:recv(2))
+      assert.is_true(smarm.now() - t0 < 1, "shutdown took " .. (smarm.now() - t0))
+   end)
+
+   it("retries a failed restart until it succeeds", function()
+      local sup, unpoison = poisoned_child()
+      assert.is_nil(next_report("started", 0.05))
+      unpoison()
+      local again = assert(next_report("started", 2)).pid
+      assert.are.equal(again, supervisor.which_children(sup, 2)[1].pid)
+   end)
+
+   it("counts each failed restart against the intensity", function()
+      local sup = poisoned_child(3)
+      local down = assert(smarm.monitor(sup):recv(2))
+      -- (it may have ended before the monitor)
+      assert.are.equal("shutdown", down.reason == "noproc" and smarm.terminal_reason(sup)
+         or down.reason)
+   end)
+
    it("restarts within the cap when crashes are spread over more than the period", function()
       local sup = assert(start({ intensity = 1, period = 0.1, children = { worker("slow") } }))
       for _ = 1, 3 do
