@@ -31,6 +31,17 @@ local function check_timeout(timeout, default, fname)
    return timeout
 end
 
+-- The message of an error a smarm function raised on a caller's behalf, as fname's: its
+-- own prefix dropped, and the library's wrapping (path) of the caller's value renamed
+-- to name, e.g. "cannot send a function (at msg.req.f)" -> "(at request.f)".
+local function blame(fname, err, path, name)
+   err = tostring(err):gsub("^[%w_.:]+: ", "", 1):gsub("^bad pid ", "bad dest ", 1)
+   local i, j
+   if path then i, j = err:find("(at " .. path, 1, true) end
+   if i then err = err:sub(1, i + 3) .. name .. err:sub(j + 1) end
+   return fname .. ": " .. err
+end
+
 -- The pid behind dest (a pid or a registered name), or nil if nobody holds the name.
 local function resolve(dest, fname)
    local t = type(dest)
@@ -47,9 +58,9 @@ function M.call(dest, request, timeout, fname, tag)
    if not pid then return nil, "noproc" end
    if pid == smarm.self() then error(fname .. ": a server cannot call itself", 2) end
    local tx, rx = smarm.channel()
-   if not smarm.send(pid, { smarm = tag or "call", req = request, from = tx }) then
-      return nil, "noproc"
-   end
+   local ok, sent = pcall(smarm.send, pid, { smarm = tag or "call", req = request, from = tx })
+   if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
+   if not sent then return nil, "noproc" end
    -- From here on only the request's copy of tx keeps the channel open: when the server
    -- dies its state is closed, that copy goes, and rx says "closed" (no monitor needed).
    tx:release()
@@ -74,7 +85,10 @@ end
 -- @return true | nil, "noproc"
 function M.cast(dest, msg, fname)
    local pid = resolve(dest, fname)
-   if pid and smarm.send(pid, { smarm = "cast", msg = msg }) then return true end
+   if not pid then return nil, "noproc" end
+   local ok, sent = pcall(smarm.send, pid, { smarm = "cast", msg = msg })
+   if not ok then error(blame(fname, sent, "msg.msg", "msg"), 2) end
+   if sent then return true end
    return nil, "noproc"
 end
 
@@ -84,7 +98,9 @@ function M.reply(from, value, fname)
    if not M.is_reply_handle(from) then
       error(fname .. ": bad from (the reply handle expected, got " .. type(from) .. ")", 2)
    end
-   return from:send({ value })
+   local ok, sent, why = pcall(from.send, from, { value })
+   if not ok then error(blame(fname, sent, "msg[1]", "value"), 2) end
+   return sent, why
 end
 
 --- Asks a server to stop with reason and waits until it has ended.
@@ -93,11 +109,14 @@ function M.stop(dest, reason, timeout, fname)
    local wait = check_timeout(timeout, nil, fname)
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
-   local mon = smarm.monitor(pid)
-   if not smarm.send(pid, { smarm = "stop", reason = reason == nil and "normal" or reason }) then
-      smarm.demonitor(mon)
-      return nil, "noproc"
-   end
+   local ok, mon = pcall(smarm.monitor, pid)
+   if not ok then error(blame(fname, mon), 2) end
+   local sent
+   ok, sent = pcall(smarm.send, pid, { smarm = "stop", reason = reason == nil and "normal"
+      or reason })
+   if not ok or not sent then smarm.demonitor(mon) end
+   if not ok then error(blame(fname, sent, "msg.reason", "reason"), 2) end
+   if not sent then return nil, "noproc" end
    local down = mon:recv(wait)
    if not down then
       smarm.demonitor(mon)
@@ -130,9 +149,11 @@ function M.start(behaviour, module, args, opts, link, fname)
       error(fname .. ": bad opts.name (a string expected, got " .. type(opts.name) .. ")", 2)
    end
    local wait = check_timeout(opts.timeout, M.DEFAULT_TIMEOUT, fname)
-   local pid, why = proc.start({}, wait, start_main, smarm.self(), link or opts.link or false,
-      behaviour, module, args, { name = opts.name, trap_exit = opts.trap_exit })
-   if pid == false then error(fname .. ": " .. tostring(why), 2) end
+   local pid, why = proc.start({}, wait, start_main, smarm.self(),
+      (link or opts.link) and true or false, behaviour, module, args,
+      { name = opts.name, trap_exit = opts.trap_exit and true or false })
+   -- start_main's arguments: args is the sixth
+   if pid == false then error(blame(fname, why, "arg 6", "args"), 2) end
    if not pid then return nil, why end
    smarm.demonitor(why)
    return pid

@@ -53,57 +53,115 @@ local function sup_main(ack, parent, spec)
    return require("smarm.supervisor").run(spec)
 end
 
-local function bad(fname, msg)
-   error(("smarm.supervisor.%s: %s"):format(fname, msg), 3)
+-- A value as a spec error message shows it.
+local function show(v)
+   if type(v) == "string" then return ("%q"):format(v) end
+   return tostring(v)
 end
 
--- Checks a child spec and fills in its defaults; returns a fresh table.
-local function child_spec(c, fname)
-   if type(c) ~= "table" then bad(fname, "a child spec must be a table") end
-   if c.id == nil or c.id ~= c.id then bad(fname, "a child spec needs an id (not nil or NaN)") end
+-- What is wrong with child spec c, or nil if nothing.
+local function child_problem(c)
+   if type(c) ~= "table" then return "child spec must be a table, got " .. type(c) end
+   local id = c.id
+   local tid = type(id)
+   if tid ~= "string" and tid ~= "number" and tid ~= "boolean" then
+      return "child spec id must be a string, a number or a boolean, got " .. tid
+   end
+   if id ~= id then return "child spec id must not be NaN" end
+   local child = "child " .. show(id) .. ": "
    local s = c.start
-   if type(s) ~= "table" or type(s[1]) ~= "string" or type(s[2]) ~= "string" then
-      bad(fname, ("child %s: start must be { module, function, args... }"):format(tostring(c.id)))
+   if type(s) ~= "table" then
+      return child .. "start must be { module, function, args... }, got " .. type(s)
    end
-   local restart = c.restart or "permanent"
-   if not RESTART[restart] then
-      bad(fname, ("child %s: bad restart %q"):format(tostring(c.id), tostring(restart)))
+   if type(s[1]) ~= "string" or type(s[2]) ~= "string" then
+      return child .. "start must be { module, function, args... } (module and function "
+         .. "names are strings), got { " .. type(s[1]) .. ", " .. type(s[2]) .. ", ... }"
    end
+   if c.restart ~= nil and not RESTART[c.restart] then
+      return child .. "restart must be \"permanent\", \"transient\" or \"temporary\", got "
+         .. show(c.restart)
+   end
+   if c.type ~= nil and c.type ~= "worker" and c.type ~= "supervisor" then
+      return child .. "type must be \"worker\" or \"supervisor\", got " .. show(c.type)
+   end
+   local sd = c.shutdown
+   if sd ~= nil and not SHUTDOWN[sd] and not (type(sd) == "number" and sd >= 0) then
+      return child .. "shutdown must be seconds >= 0, \"brutal_kill\" or \"infinity\", got "
+         .. show(sd)
+   end
+   if c.init_ack ~= nil and type(c.init_ack) ~= "boolean" then
+      return child .. "init_ack must be a boolean, got " .. type(c.init_ack)
+   end
+end
+
+-- A checked child spec with its defaults filled in, as a fresh table.
+local function child_spec(c)
    local kind = c.type or "worker"
-   if kind ~= "worker" and kind ~= "supervisor" then
-      bad(fname, ("child %s: bad type %q"):format(tostring(c.id), tostring(kind)))
-   end
    local shutdown = c.shutdown
    if shutdown == nil then shutdown = kind == "supervisor" and "infinity" or 5 end
-   if shutdown ~= "brutal_kill" and shutdown ~= "infinity"
-      and not (type(shutdown) == "number" and shutdown >= 0) then
-      bad(fname, ("child %s: bad shutdown %q"):format(tostring(c.id), tostring(shutdown)))
-   end
    return {
       id = c.id,
-      start = s,
-      restart = restart,
+      start = c.start,
+      restart = c.restart or "permanent",
       shutdown = shutdown,
       type = kind,
-      init_ack = c.init_ack and true or false,
+      init_ack = c.init_ack or false,
    }
 end
 
-local function check_spec(spec, fname)
-   if type(spec) ~= "table" then bad(fname, "spec must be a table") end
-   local strategy = spec.strategy or "one_for_one"
-   if not STRATEGY[strategy] then bad(fname, ("bad strategy %q"):format(tostring(strategy))) end
-   local intensity, period = spec.intensity or 3, spec.period or 5
-   if type(intensity) ~= "number" or intensity < 0 or type(period) ~= "number" or period < 0 then
-      bad(fname, "intensity and period must be non-negative numbers")
+-- Whether v is a number >= 0 (not NaN), or nil when optional.
+local function non_negative(v, optional)
+   if v == nil then return optional end
+   return type(v) == "number" and v >= 0
+end
+
+-- What is wrong with a supervisor spec, or nil if nothing.
+local function spec_problem(spec)
+   if type(spec) ~= "table" then return "spec must be a table, got " .. type(spec) end
+   if spec.strategy ~= nil and not STRATEGY[spec.strategy] then
+      return "strategy must be \"one_for_one\", \"one_for_all\" or \"rest_for_one\", got "
+         .. show(spec.strategy)
    end
-   local kids, seen = {}, {}
-   for i, c in ipairs(spec.children or {}) do
-      kids[i] = child_spec(c, fname)
-      if seen[c.id] then bad(fname, ("duplicate child id %s"):format(tostring(c.id))) end
-      seen[c.id] = true
+   if not non_negative(spec.intensity, true) then
+      return "intensity must be a number >= 0, got " .. show(spec.intensity)
    end
-   return strategy, intensity, period, kids
+   if not non_negative(spec.period, true) then
+      return "period must be seconds >= 0, got " .. show(spec.period)
+   end
+   if spec.name ~= nil and type(spec.name) ~= "string" then
+      return "name must be a string, got " .. type(spec.name)
+   end
+   if not non_negative(spec.start_timeout, true) then
+      return "start_timeout must be seconds >= 0, got " .. show(spec.start_timeout)
+   end
+   local kids = spec.children
+   if kids == nil then return end
+   if type(kids) ~= "table" then return "children must be an array of child specs, got "
+      .. type(kids) end
+   local n, seen = #kids, {}
+   for k in pairs(kids) do
+      if type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
+         return "children must be an array of child specs (it has key " .. show(k) .. ")"
+      end
+   end
+   for i = 1, n do
+      local why = child_problem(kids[i])
+      if why then return ("children[%d]: %s"):format(i, why) end
+      local id = kids[i].id
+      if seen[id] then return ("children[%d]: duplicate child id %s"):format(i, show(id)) end
+      seen[id] = true
+   end
+end
+
+-- The message of an error a smarm function raised on a caller's behalf, as fname's: its
+-- own prefix dropped, and the library's wrapping (path) of the caller's value renamed
+-- to name, e.g. "cannot send a function (at arg 3.children[1].start[3])" -> "(at spec...".
+local function blame(fname, err, path, name)
+   err = tostring(err):gsub("^[%w_.:]+: ", "", 1):gsub("^bad pid ", "bad sup ", 1)
+   local i, j
+   if path then i, j = err:find("(at " .. path, 1, true) end
+   if i then err = err:sub(1, i + 3) .. name .. err:sub(j + 1) end
+   return fname .. ": " .. err
 end
 
 -- ---- the supervisor's state and its FFI table ----
@@ -322,8 +380,9 @@ end
 local handlers = {}
 
 function handlers.start_child(st, req)
-   local ok, c = pcall(child_spec, req.child, "start_child")
-   if not ok then return nil, c end
+   local bad = child_problem(req.child)
+   if bad then return nil, bad end
+   local c = child_spec(req.child)
    local key = st.keys[c.id]
    if key then
       local pid = pid_of(st, key)
@@ -407,25 +466,57 @@ local function on_request(st, msg)
    req.reply:send({ a, b, c })
 end
 
--- Sends a request to sup and waits for the answer, or for sup to go.
-local function call(sup, op, req, timeout)
+-- Sends a request to sup and waits for the answer, or for sup to go. Tail-called by the
+-- public functions, so error level 2 blames their caller.
+local function call(fname, sup, op, req, timeout)
    req.op = op
    if type(sup) == "string" then
       sup = smarm.whereis(sup)
       if not sup then return nil, "noproc" end
    end
+   local ok, mon = pcall(smarm.monitor, sup)
+   if not ok then error(blame(fname, mon), 2) end
    local tx, rx = smarm.channel()
    req.reply = tx
-   local mon = smarm.monitor(sup)
-   if not smarm.send(sup, { smarm_sup = req }) then
+   local sent
+   ok, sent = pcall(smarm.send, sup, { smarm_sup = req })
+   if not ok then
+      smarm.demonitor(mon)
+      error(blame(fname, sent, "msg.smarm_sup.child", "child"), 2)
+   end
+   if not sent then
       smarm.demonitor(mon)
       return nil, "noproc"
    end
-   local i, v = smarm.select({ rx, mon }, timeout or 5)
+   local i, v = smarm.select({ rx, mon }, timeout)
    smarm.demonitor(mon)
    if i == 1 and type(v) == "table" then return v[1], v[2], v[3] end
    if i == 2 then return nil, "noproc" end
    return nil, v or "timeout"
+end
+
+-- Checks the arguments every request takes: what is wrong, or nil and the timeout
+-- (nil = forever).
+local function request_problem(sup, timeout)
+   local t = type(sup)
+   if t ~= "number" and t ~= "string" then
+      return "bad sup (a pid or a registered name expected, got " .. t .. ")"
+   end
+   if timeout == nil then return nil, 5 end
+   if timeout == "infinity" then return nil, nil end
+   if not non_negative(timeout) then
+      return "bad timeout (seconds >= 0, \"infinity\" or nil expected, got " .. show(timeout)
+         .. ")"
+   end
+   return nil, timeout
+end
+
+-- A request about the child named id (tail-called too).
+local function child_request(fname, op, sup, id, timeout)
+   local why, wait = request_problem(sup, timeout)
+   if not why and (id == nil or id ~= id) then why = "bad id (" .. tostring(id) .. ")" end
+   if why then error(fname .. ": " .. why, 2) end
+   return call(fname, sup, op, { id = id }, wait)
 end
 
 -- ---- public API ----
@@ -438,10 +529,13 @@ end
 -- @param spec {strategy, intensity, period, name, children = {child spec, ...}}
 -- @return "shutdown" | nil, reason (a child failed to start; raised if nobody waits)
 function M.run(spec)
-   local strategy, intensity, period, kids = check_spec(spec, "run")
+   local bad = spec_problem(spec)
+   if bad then error("supervisor.run: " .. bad, 2) end
+   local kids = {}
+   for i, c in ipairs(spec.children or {}) do kids[i] = child_spec(c) end
    local waiter = proc.ack_to
    local trap = smarm.trap_exit(true)
-   local st = new_state(strategy, intensity, period)
+   local st = new_state(spec.strategy or "one_for_one", spec.intensity or 3, spec.period or 5)
    st.parent = proc.parent
    st.parent_mon = st.parent and smarm.monitor(st.parent)
    st.trap = trap
@@ -449,7 +543,13 @@ function M.run(spec)
    st.retry_tx, st.retry_rx = smarm.channel()
    local function fail(why)
       stop_all(st)
-      if not waiter then error(("smarm.supervisor: start failed: %s"):format(why), 0) end
+      if not waiter then
+         if type(why) == "table" then
+            why = ("child %s failed to start: %s"):format(show(why.failed_to_start_child),
+               tostring(why.reason))
+         end
+         error("supervisor.run: " .. why, 0)
+      end
       proc.started(false, why)
       return nil, why
    end
@@ -487,9 +587,13 @@ end
 -- @param timeout seconds to wait for the start, nil = forever
 -- @return pid | nil, reason
 function M.start_link(spec, timeout)
-   check_spec(spec, "start_link")
+   local bad = spec_problem(spec)
+   if not bad and not non_negative(timeout, true) then
+      bad = "bad timeout (seconds >= 0 or nil expected, got " .. show(timeout) .. ")"
+   end
+   if bad then error("supervisor.start_link: " .. bad, 2) end
    local pid, why = proc.start({ link = true }, timeout, sup_main, smarm.self(), spec)
-   if pid == false then error("supervisor.start_link: " .. tostring(why), 2) end
+   if pid == false then error(blame("supervisor.start_link", why, "arg 3", "spec"), 2) end
    if not pid then return nil, why end
    smarm.demonitor(why)
    return pid
@@ -498,37 +602,44 @@ end
 --- Adds a child spec to a running supervisor and starts it.
 -- @return pid | nil, "already_started" | "already_present" | reason
 function M.start_child(sup, child, timeout)
-   return call(sup, "start_child", { child = child }, timeout)
+   local why, wait = request_problem(sup, timeout)
+   why = why or child_problem(child)
+   if why then error("supervisor.start_child: " .. why, 2) end
+   return call("supervisor.start_child", sup, "start_child", { child = child }, wait)
 end
 
 --- Stops a child (as its shutdown says); its spec stays unless it is temporary.
 -- @return true | nil, "not_found"
 function M.terminate_child(sup, id, timeout)
-   return call(sup, "terminate_child", { id = id }, timeout)
+   return child_request("supervisor.terminate_child", "terminate_child", sup, id, timeout)
 end
 
 --- Starts a stopped child again from its spec.
 -- @return pid | nil, "running" | "not_found" | reason
 function M.restart_child(sup, id, timeout)
-   return call(sup, "restart_child", { id = id }, timeout)
+   return child_request("supervisor.restart_child", "restart_child", sup, id, timeout)
 end
 
 --- Removes the spec of a stopped child.
 -- @return true | nil, "running" | "not_found"
 function M.delete_child(sup, id, timeout)
-   return call(sup, "delete_child", { id = id }, timeout)
+   return child_request("supervisor.delete_child", "delete_child", sup, id, timeout)
 end
 
 --- The children in start order.
 -- @return array of {id, pid (nil if not running), type} | nil, reason
 function M.which_children(sup, timeout)
-   return call(sup, "which_children", {}, timeout)
+   local why, wait = request_problem(sup, timeout)
+   if why then error("supervisor.which_children: " .. why, 2) end
+   return call("supervisor.which_children", sup, "which_children", {}, wait)
 end
 
 --- Counts of the children.
 -- @return {specs, active, supervisors, workers} | nil, reason
 function M.count_children(sup, timeout)
-   return call(sup, "count_children", {}, timeout)
+   local why, wait = request_problem(sup, timeout)
+   if why then error("supervisor.count_children: " .. why, 2) end
+   return call("supervisor.count_children", sup, "count_children", {}, wait)
 end
 
 return M

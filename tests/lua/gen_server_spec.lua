@@ -329,6 +329,49 @@ describe("gen_server", function()
       assert.has_error(function() gen_server.start(42) end)
    end)
 
+   it("raises bad arguments at the caller's line, naming the function and the problem",
+      function()
+         local raised = require("support.errors").raised_here
+         local gen_statem = require "smarm.gen_statem"
+         local f = function() end
+         local pid = assert(gen_server.start("support.counter", {}))
+         local _, rx = smarm.channel()
+         for _, case in ipairs({
+            { "gen_server.call: cannot send a function (at request.f)",
+              raised(function() gen_server.call(pid, { f = f }) end) },
+            { "gen_server.call: bad dest (1.5 is not a pid)",
+              raised(function() gen_server.call(1.5, "get") end) },
+            { "gen_server.call: bad dest (a pid or a name expected, got table)",
+              raised(function() gen_server.call({}, "get") end) },
+            { "gen_server.call: bad timeout (seconds, \"infinity\" or nil expected, got -1)",
+              raised(function() gen_server.call(pid, "get", -1) end) },
+            { "gen_server.call: a server cannot call itself",
+              raised(function() gen_server.call(smarm.self(), "get") end) },
+            { "gen_server.cast: cannot send a function (at msg)",
+              raised(function() gen_server.cast(pid, f) end) },
+            { "gen_server.stop: cannot send a function (at reason[1])",
+              raised(function() gen_server.stop(pid, { f }) end) },
+            { "gen_server.start: cannot send a function (at args.f)",
+              raised(function() gen_server.start("support.counter", { f = f }) end) },
+            { "gen_server.start: bad module (a module name expected, got number)",
+              raised(function() gen_server.start(42) end) },
+            { "gen_server.start_link: bad opts.name (a string expected, got number)",
+              raised(function() gen_server.start_link("support.counter", {}, { name = 1 }) end) },
+            { "gen_server.reply: bad from (the reply handle expected, got userdata)",
+              raised(function() gen_server.reply(rx, 1) end) },
+            { "gen_statem.call: bad dest (a pid or a name expected, got nil)",
+              raised(function() gen_statem.call(nil, "x") end) },
+            { "gen_statem.start: cannot send a function (at args[1])",
+              raised(function() gen_statem.start("support.switch", { f }) end) },
+            { "gen_statem.run: bad module (a module name expected, got nil)",
+              raised(function() gen_statem.run() end) },
+         }) do
+            assert.are.equal(case[1], case[2])
+         end
+         assert.are.equal(0, gen_server.call(pid, "get", 5))
+         assert.is_true(gen_server.stop(pid, "normal", 5))
+      end)
+
    it("runs inline as the current actor with run", function()
       local pid, mon = smarm.spawn_monitor(function()
          require("smarm.gen_server").run("support.counter", { start = 2 },

@@ -475,6 +475,58 @@ print("answered " .. #assert(supervisor.which_children(sup, 5)))
       assert.are.same({ nil, "noproc" }, { supervisor.which_children(sup) })
    end)
 
+   it("raises bad arguments at the caller's line, naming the function and the problem",
+      function()
+         local raised = require("support.errors").raised_here
+         local f = function() end
+         local sup = assert(start({ children = {} }))
+         local nan_id = { id = 0 / 0, start = { W, "run" } }
+         local sends_f = { id = "x", start = { W, "run", f } }
+         local twice = { children = { worker("x"), worker("x") } }
+         local never = { children = { worker("x", { restart = "never" }) } }
+         local S = supervisor
+         for _, case in ipairs({
+            { "supervisor.start_child: child spec must be a table, got nil",
+              raised(function() supervisor.start_child(sup, nil) end) },
+            { "supervisor.start_child: bad sup (a pid or a registered name expected, got nil)",
+              raised(function() supervisor.start_child(nil, worker("x")) end) },
+            { "supervisor.start_child: child spec id must not be NaN",
+              raised(function() S.start_child(sup, nan_id) end) },
+            { "supervisor.start_child: child \"x\": start must be { module, function, args... }"
+                 .. " (module and function names are strings), got { string, nil, ... }",
+              raised(function() supervisor.start_child(sup, { id = "x", start = { W } }) end) },
+            { "supervisor.start_child: cannot send a function (at child.start[3])",
+              raised(function() S.start_child(sup, sends_f) end) },
+            { "supervisor.start_link: children must be an array of child specs, got number",
+              raised(function() supervisor.start_link({ children = 5 }) end) },
+            { "supervisor.start_link: children[2]: duplicate child id \"x\"",
+              raised(function() S.start_link(twice) end) },
+            { "supervisor.start_link: children[1]: child \"x\": restart must be \"permanent\", "
+                 .. "\"transient\" or \"temporary\", got \"never\"",
+              raised(function() S.start_link(never) end) },
+            { "supervisor.start_link: intensity must be a number >= 0, got nan",
+              raised(function() supervisor.start_link({ intensity = 0 / 0 }) end) },
+            { "supervisor.start_link: spec must be a table, got nil",
+              raised(function() supervisor.start_link() end) },
+            { "supervisor.start_link: cannot send a function (at spec.children[1].start[3])",
+              raised(function() S.start_link({ children = { sends_f } }) end) },
+            { "supervisor.run: strategy must be \"one_for_one\", \"one_for_all\" or "
+                 .. "\"rest_for_one\", got \"one_for_none\"",
+              raised(function() supervisor.run({ strategy = "one_for_none" }) end) },
+            { "supervisor.which_children: bad sup (1.5 is not a pid)",
+              raised(function() supervisor.which_children(1.5) end) },
+            { "supervisor.count_children: bad timeout (seconds >= 0, \"infinity\" or nil "
+                 .. "expected, got -1)",
+              raised(function() supervisor.count_children(sup, -1) end) },
+            { "supervisor.terminate_child: bad id (nil)",
+              raised(function() supervisor.terminate_child(sup) end) },
+         }) do
+            assert.are.equal(case[1], case[2])
+         end
+         -- nothing reached the supervisor
+         assert.are.same({}, supervisor.which_children(sup, 5))
+      end)
+
    it("raises on bad specs", function()
       assert.has_error(function() supervisor.start_link({ strategy = "one_for_none" }) end)
       assert.has_error(function()
