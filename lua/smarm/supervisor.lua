@@ -35,7 +35,9 @@ local function child_main(ack, sup, init_ack, mod, fname, ...)
    if type(f) ~= "function" then
       error(("supervisor child: %s.%s is not a function"):format(mod, tostring(fname)), 0)
    end
-   if init_ack or (type(m.init_ack) == "table" and m.init_ack[fname]) then
+   -- rawget: a module's __index (the smarm table has one) is not asked
+   local acks = rawget(m, "init_ack")
+   if init_ack or (type(acks) == "table" and acks[fname]) then
       local p = require "smarm.proc"
       p.ack_to, p.parent = ack, sup
       return f(...)
