@@ -1,6 +1,7 @@
 /* The C functions Lua reaches through the LuaJIT FFI. scripts/gen-cdef turns
  * this header into the cdefs that lua/smarm/ffi.lua loads: edit only here.
- * Plain declarations only (ffi.cdef does not expand macros). */
+ * Plain declarations only (ffi.cdef does not expand macros): constants shared
+ * with Lua are enum members, which Lua reads as require("smarm.ffi").NAME. */
 #ifndef SMARM_FFI_H
 #define SMARM_FFI_H
 
@@ -44,13 +45,31 @@ int64_t smarm_ffi_timers_pending(void);
  * (one thread at a time); children are named by keys > 0 that are never reused. */
 typedef struct smarm_sup smarm_sup;
 
-/* strategy: 0 one_for_one, 1 one_for_all, 2 rest_for_one. More than intensity
- * restarts within period seconds trip the cap. NULL if out of memory. */
+/* Restart strategies. */
+enum smarm_sup_strategy {
+    SMARM_SUP_ONE_FOR_ONE = 0,
+    SMARM_SUP_ONE_FOR_ALL = 1,
+    SMARM_SUP_REST_FOR_ONE = 2
+};
+/* Restart types of a child. */
+enum smarm_sup_restart {
+    SMARM_SUP_PERMANENT = 0,
+    SMARM_SUP_TRANSIENT = 1,
+    SMARM_SUP_TEMPORARY = 2
+};
+/* A child's shutdown is seconds of grace (>= 0) or one of these. */
+enum smarm_sup_shutdown {
+    SMARM_SUP_BRUTAL_KILL = -1,
+    SMARM_SUP_INFINITY = -2
+};
+
+/* strategy: an smarm_sup_strategy. More than intensity restarts within period
+ * seconds trip the cap. NULL if out of memory. */
 smarm_sup *smarm_ffi_sup_new(int32_t strategy, int32_t intensity, double period);
 void smarm_ffi_sup_free(smarm_sup *s);
-/* Appends a child at the end of the start order; restart: 0 permanent,
- * 1 transient, 2 temporary; shutdown: seconds, -1 brutal_kill, -2 infinity.
- * Returns its key, or -1 if out of memory. */
+/* Appends a child at the end of the start order; restart: an smarm_sup_restart;
+ * shutdown: seconds, or an smarm_sup_shutdown value. Returns its key, or -1 if out
+ * of memory. */
 int32_t smarm_ffi_sup_add_child(smarm_sup *s, int32_t restart, double shutdown, int32_t is_sup);
 /* Removes a child that is not running: 0, -1 unknown key, -2 running. */
 int32_t smarm_ffi_sup_delete_child(smarm_sup *s, int32_t key);

@@ -1,11 +1,14 @@
 --- gen_statem: a state machine behaviour (Erlang/OTP's gen_statem) over a callback module
--- loaded by name in the machine's own actor. Calls, casts and stops use gen_server's wire
+-- loaded by name in the machine's own actor. Calls, casts and stops are smarm.gen's
 -- protocol, so gen_server.call and gen_statem.call are interchangeable.
 local smarm = require "smarm"
-local proc = require "smarm.proc"
-local gen_server = require "smarm.gen_server"
+local gen = require "smarm.gen"
 
 local M = {}
+
+--- Functions of this module that report their own start (smarm.proc.started, once init
+-- returned): a supervisor waits for that report from a child started through run.
+M.init_ack = { run = true }
 
 --- Sends a request and waits for the reply (a {"reply", from, v} action).
 -- @param dest a pid or a registered name
@@ -13,15 +16,20 @@ local M = {}
 -- @param timeout seconds (default 5), or "infinity"
 -- @return the reply | nil, "timeout" | "server_down" | "noproc"
 function M.call(dest, request, timeout)
-   return gen_server._call(dest, request, timeout, "gen_statem.call")
+   return gen.call(dest, request, timeout, "gen_statem.call")
 end
 
 --- Sends a "cast" event without waiting.
 -- @return true | nil, "noproc"
-M.cast = gen_server.cast
+function M.cast(dest, msg)
+   return gen.cast(dest, msg, "gen_statem.cast")
+end
 
 --- Replies to a call outside of a {"reply", from, v} action.
-M.reply = gen_server.reply
+-- @return true | nil, "closed" (the caller has given up)
+function M.reply(from, value)
+   return gen.reply(from, value, "gen_statem.reply")
+end
 
 --- Stops a machine and waits until it has ended (its terminate has run).
 -- @param dest a pid or a registered name
@@ -29,7 +37,7 @@ M.reply = gen_server.reply
 -- @param timeout seconds (default forever)
 -- @return true | nil, "noproc" | "timeout"
 function M.stop(dest, reason, timeout)
-   return gen_server._stop(dest, reason, timeout, "gen_statem.stop")
+   return gen.stop(dest, reason, timeout, "gen_statem.stop")
 end
 
 --- Starts a machine in a new actor and waits until its init has returned.
@@ -38,24 +46,21 @@ end
 -- @param opts {name, link, timeout, trap_exit} as for gen_server.start
 -- @return pid | nil, reason
 function M.start(module, args, opts)
-   return gen_server._start("smarm.gen_statem", module, args, opts, false, "gen_statem.start")
+   return gen.start("smarm.gen_statem", module, args, opts, false, "gen_statem.start")
 end
 
 --- Like start, and links the machine to the caller once init has succeeded.
 function M.start_link(module, args, opts)
-   return gen_server._start("smarm.gen_statem", module, args, opts, true,
-      "gen_statem.start_link")
+   return gen.start("smarm.gen_statem", module, args, opts, true, "gen_statem.start_link")
 end
 
 --- Makes the running machine trap exits (call it from init): a "shutdown" exit signal then
 -- calls handle_shutdown(state, data) if defined (else the machine stops with "shutdown");
 -- other exit signals arrive as "info" events.
-M.trap_exit = gen_server.trap_exit
+M.trap_exit = gen.trap_exit
 
 -- ---------------------------------------------------------------------------------------
 -- The machine, one per actor
-
-local srv = gen_server._server
 
 local mod, mod_name, handler -- the callback module and its event function
 local state, data
@@ -109,7 +114,7 @@ local function apply_actions(actions, enter)
    for _, a in ipairs(actions) do
       local kind = a[1]
       if kind == "reply" then
-         gen_server.reply(a[2], a[3])
+         gen.reply(a[2], a[3], "gen_statem reply action")
       elseif kind == "postpone" then
          if enter then fail("postpone in an enter call") end
          postpone = true
@@ -191,13 +196,15 @@ local function handle_event(etype, content, from)
 end
 
 -- Maps an inbox message to an event; nil for a stale timeout. Returns a stop as
--- "stop", reason.
+-- "stop", reason. A malformed protocol message (or a code change, which machines do not
+-- take) is an info event.
 local function classify(m)
-   local tag = type(m) == "table" and m.smarm
+   local tag = gen.protocol(m)
    if tag == "call" then return "call", m.req, m.from end
    if tag == "cast" then return "cast", m.msg end
    if tag == "stop" then return "stop", m.reason end
-   if tag == "statem_timeout" then
+   if type(m) == "table" and m.smarm == "statem_timeout" and type(m.key) == "string"
+      and type(m.ref) == "number" and type(m.etype) == "string" then
       local t = timers[m.key]
       if not t or t.ref ~= m.ref then return nil end
       timers[m.key] = nil
@@ -222,8 +229,7 @@ local function exit_signal(sig)
       data = a
       return nil
    end
-   local from = sig.from or sig.pid
-   if from ~= nil and from == srv.parent() then return "stop", sig.reason end
+   if gen.from_parent(sig) then return "stop", sig.reason end
    return "info", sig
 end
 
@@ -239,7 +245,7 @@ local function loop()
          etype, content, from = ev[1], ev[2], ev[3]
       else
          queue, qhead, qtail = {}, 1, 0
-         local trap_rx = srv.trap()
+         local trap_rx = gen.trap()
          if trap_rx then
             local i, m = select({ trap_rx, inbox })
             if i == 1 then
@@ -266,35 +272,34 @@ local function terminate(reason)
    if mod.terminate then mod.terminate(reason, state, data) end
 end
 
---- Internal: the machine body behind run and start (link_to: the start_link caller).
-function M._serve(module, args, opts, link_to)
-   opts = opts or {}
-   mod, mod_name = srv.load_module("gen_statem", module), module
+-- The machine body behind run (and so start).
+local function serve(module, args, opts)
+   mod, mod_name = gen.load_module("gen_statem", module), module
    if mod.callback_mode == "handle_event_function" then
       handler = mod.handle_event
       if type(handler) ~= "function" then
-         proc.started(false, "gen_statem: " .. module .. " has no handle_event")
+         gen.started(false, "gen_statem: " .. module .. " has no handle_event")
          error("gen_statem: " .. module .. " has no handle_event", 0)
       end
    elseif mod.callback_mode ~= nil and mod.callback_mode ~= "state_functions" then
-      proc.started(false, "gen_statem: bad callback_mode")
+      gen.started(false, "gen_statem: bad callback_mode")
       error("gen_statem: " .. module .. ": bad callback_mode " .. tostring(mod.callback_mode), 0)
    end
-   local named, err = srv.begin(opts.name)
+   local named, err = gen.begin(opts.name)
    if not named then return smarm.exit(err) end
-   if opts.trap_exit then gen_server.trap_exit() end
+   if opts.trap_exit then gen.trap_exit() end
    local iok, s, d, actions = pcall(mod.init, args)
    if not iok then
-      proc.started(false, s)
+      gen.started(false, s)
       error(s, 0)
    end
    if s == nil then
       local why = d == nil and "init_failed" or d
-      proc.started(false, why)
-      return srv.finish(why)
+      gen.started(false, why)
+      return gen.finish(why)
    end
    state, data = s, d
-   srv.started(link_to)
+   gen.started(true)
    local rok, reason = pcall(function()
       local _, event_timeout, inserted = apply_actions(actions, false)
       if inserted then push_front(inserted) end
@@ -315,17 +320,17 @@ function M._serve(module, args, opts, link_to)
       error(reason, 0)
    end
    terminate(reason)
-   return srv.finish(reason)
+   return gen.finish(reason)
 end
 
---- Runs a machine inline as the current actor (a supervisor child's function): registers
--- opts.name, reports started once init returned, and returns when the machine stops
--- normally (other reasons exit the actor).
+--- Runs a machine inline as the current actor (a supervisor child's function, and the
+-- body of a started machine): registers opts.name, reports started once init returned,
+-- and returns when the machine stops normally (other reasons exit the actor).
 -- @param module the callback module's name
 -- @param args passed to init
 -- @param opts {name = registered name, trap_exit = bool}
 function M.run(module, args, opts)
-   return srv.run_inline("gen_statem.run", M._serve, module, args, opts)
+   return gen.run_inline("gen_statem.run", serve, module, args, opts)
 end
 
 return M

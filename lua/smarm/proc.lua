@@ -1,64 +1,65 @@
---- The start handshake shared by behaviours (gen_server, gen_statem, supervisor).
--- An actor started by a supervisor, or by a behaviour's start/start_link, reports
--- once it is initialised: "started" after its init returned, or why it failed.
--- Plain function children count as started when they begin.
+--- The start handshake of behaviours (gen_server, gen_statem, supervisor) and of
+-- supervisor children that report their own start. The starter spawns the actor with
+-- the tx of a fresh channel and waits on its rx and on a monitor of the new actor, so
+-- neither actor's inbox is touched. The started actor reports once it is initialised:
+-- started(true) after its init returned, or started(false, reason).
 local smarm = require "smarm"
 
 local M = {}
 
---- Who waits for this actor's start report (a pid), set by whoever spawned it.
+--- Where this actor's start report goes (a channel tx), until it is sent.
 M.ack_to = nil
 
---- Reports the outcome of initialisation to the waiting spawner, once.
+--- The actor that started this one (a behaviour ends when it exits, as in OTP).
+M.parent = nil
+
+--- Whether to link to parent before reporting a successful start (start_link: the
+-- link comes only once init succeeded, so a failing init does not take the caller down).
+M.link = false
+
+--- Reports the outcome of initialisation to the waiting starter, once.
 -- @param ok true if init succeeded
 -- @param reason why it failed (any sendable value) when ok is false
 function M.started(ok, reason)
    local to = M.ack_to
    if not to then return end
    M.ack_to = nil
-   smarm.send(to, { smarm_started = smarm.self(), ok = ok and true or false, reason = reason })
+   if ok and M.link and M.parent then smarm.link(M.parent) end
+   to:send({ ok = ok and true or false, reason = reason })
+   to:release()
 end
 
---- Waits for the start report of pid (spawned with its ack_to set to this actor).
--- Other messages that arrive meanwhile stay queued in order.
--- @param pid the started actor
--- @param mon a monitor on pid (its down notice means it died before reporting)
--- @param timeout seconds, nil = forever
--- @return true | nil, reason
-function M.await(pid, mon, timeout)
-   local deadline = timeout and smarm.now() + timeout
-   local held = {}
-   local result, why
-   while true do
-      local left = deadline and math.max(0, deadline - smarm.now())
-      -- the inbox first: a report sent just before dying must win over the down notice
-      local i, v = smarm.select({ smarm.inbox, mon }, left)
-      if not i then
-         result, why = nil, "timeout"
-         break
-      elseif i == 2 then
-         result, why = nil, v and v.reason or "noproc"
-         break
-      elseif type(v) == "table" and v.smarm_started == pid then
-         if v.ok then result = true else result, why = nil, v.reason end
-         break
-      else
-         held[#held + 1] = v
-      end
+--- Spawns fn(ack, ...) and waits for its start report. fn either sets ack_to = ack
+-- (and parent) so that its init reports through started, or sends {ok = true} on ack.
+-- @param opts smarm.spawn_opt options (monitor is added)
+-- @param timeout seconds, nil = forever; on timeout the actor is unlinked and killed
+-- @return pid, mon (the monitor of the started actor, still active)
+--   | nil, reason (its reported reason, the reason it died with before reporting,
+--     or "timeout")
+--   | false, err (spawn_opt raised err, e.g. an argument that cannot be sent)
+function M.start(opts, timeout, fn, ...)
+   local tx, rx = smarm.channel()
+   opts.monitor = true
+   local ok, pid, mon = pcall(smarm.spawn_opt, opts, fn, tx, ...)
+   if not ok then
+      tx:release()
+      return false, pid
    end
-   -- put back what was not ours, in order, ahead of anything newer
-   if #held > 0 then
-      local me = smarm.self()
-      local rest = {}
-      while true do
-         local m, err = smarm.recv(0)
-         if m == nil and err == "timeout" then break end
-         rest[#rest + 1] = m
-      end
-      for _, m in ipairs(held) do smarm.send(me, m) end
-      for _, m in ipairs(rest) do smarm.send(me, m) end
+   -- the report comes first when it and the down notice are both ready
+   local i, v = smarm.select({ rx, mon }, timeout)
+   tx:release()
+   if i == 1 then
+      if type(v) == "table" and v.ok then return pid, mon end
+      smarm.demonitor(mon)
+      local why = type(v) == "table" and v.reason or nil
+      return nil, why == nil and "init_failed" or why
+   elseif i == 2 then
+      return nil, v.reason
    end
-   return result, why
+   smarm.demonitor(mon)
+   smarm.unlink(pid)
+   smarm.kill(pid)
+   return nil, "timeout"
 end
 
 return M

@@ -7,99 +7,163 @@ local proc = require "smarm.proc"
 
 local M = {}
 
-local STRATEGY = { one_for_one = 0, one_for_all = 1, rest_for_one = 2 }
-local RESTART = { permanent = 0, transient = 1, temporary = 2 }
-local TEMPORARY = 2
-local BRUTAL_KILL, INFINITY = -1, -2
+--- Functions of this module that report their own start: a supervisor waits for the
+-- report of a child whose start is { "smarm.supervisor", "run", spec }.
+M.init_ack = { run = true }
 
--- The body of every child (no upvalues: it runs in the child's own state). A
--- behaviour's run, or a function whose spec says init_ack, reports to the supervisor
--- itself (smarm.proc.started) after its init; anything else counts as started when
--- it begins.
-local function child_main(sup, init_ack, mod, fname, ...)
-   local f = require(mod)[fname]
+-- Names in specs -> the members of bindings/smarm_ffi.h's enums (values read through
+-- the FFI, which is loaded only in a running supervisor).
+local STRATEGY = {
+   one_for_one = "SMARM_SUP_ONE_FOR_ONE",
+   one_for_all = "SMARM_SUP_ONE_FOR_ALL",
+   rest_for_one = "SMARM_SUP_REST_FOR_ONE",
+}
+local RESTART = {
+   permanent = "SMARM_SUP_PERMANENT",
+   transient = "SMARM_SUP_TRANSIENT",
+   temporary = "SMARM_SUP_TEMPORARY",
+}
+local SHUTDOWN = { brutal_kill = "SMARM_SUP_BRUTAL_KILL", infinity = "SMARM_SUP_INFINITY" }
+
+-- The body of every child (no upvalues: it runs in the child's own state): runs
+-- require(mod)[fname](...). The child counts as started when the function begins,
+-- unless its spec says init_ack or its module lists fname in its init_ack table; then
+-- the function reports its start itself (smarm.proc.started), as behaviours' run do.
+local function child_main(ack, sup, init_ack, mod, fname, ...)
+   local m = require(mod)
+   local f = type(m) == "table" and m[fname]
    if type(f) ~= "function" then
       error(("supervisor child: %s.%s is not a function"):format(mod, tostring(fname)), 0)
    end
-   if init_ack then
+   -- rawget: a module's __index (the smarm table has one) is not asked
+   local acks = rawget(m, "init_ack")
+   if init_ack or (type(acks) == "table" and acks[fname]) then
       local p = require "smarm.proc"
-      p.ack_to = sup
-      p.parent = sup
+      p.ack_to, p.parent = ack, sup
       return f(...)
    end
-   -- a behaviour's run is reached through its module, so the module is loaded by now
-   for _, name in ipairs({ "smarm.gen_server", "smarm.gen_statem", "smarm.supervisor" }) do
-      local b = package.loaded[name]
-      if type(b) == "table" and b.run == f then
-         local p = require "smarm.proc"
-         p.ack_to = sup
-         p.parent = sup
-         return f(...)
-      end
-   end
    -- what smarm.proc.started sends, without loading it into every plain child
-   local sm = require "smarm"
-   sm.send(sup, { smarm_started = sm.self(), ok = true })
+   ack:send({ ok = true })
+   ack:release()
    return f(...)
 end
 
 -- The body of start_link's supervisor.
-local function sup_main(parent, spec)
-   require("smarm.proc").ack_to = parent
+local function sup_main(ack, parent, spec)
+   local p = require "smarm.proc"
+   p.ack_to, p.parent = ack, parent
    return require("smarm.supervisor").run(spec)
 end
 
-local function bad(fname, msg)
-   error(("smarm.supervisor.%s: %s"):format(fname, msg), 3)
+-- A value as a spec error message shows it.
+local function show(v)
+   if type(v) == "string" then return ("%q"):format(v) end
+   return tostring(v)
 end
 
--- Checks a child spec and fills in its defaults; returns a fresh table.
-local function child_spec(c, fname)
-   if type(c) ~= "table" then bad(fname, "a child spec must be a table") end
-   if c.id == nil then bad(fname, "a child spec needs an id") end
+-- What is wrong with child spec c, or nil if nothing.
+local function child_problem(c)
+   if type(c) ~= "table" then return "child spec must be a table, got " .. type(c) end
+   local id = c.id
+   local tid = type(id)
+   if tid ~= "string" and tid ~= "number" and tid ~= "boolean" then
+      return "child spec id must be a string, a number or a boolean, got " .. tid
+   end
+   if id ~= id then return "child spec id must not be NaN" end
+   local child = "child " .. show(id) .. ": "
    local s = c.start
-   if type(s) ~= "table" or type(s[1]) ~= "string" or type(s[2]) ~= "string" then
-      bad(fname, ("child %s: start must be { module, function, args... }"):format(tostring(c.id)))
+   if type(s) ~= "table" then
+      return child .. "start must be { module, function, args... }, got " .. type(s)
    end
-   local restart = c.restart or "permanent"
-   if not RESTART[restart] then
-      bad(fname, ("child %s: bad restart %q"):format(tostring(c.id), tostring(restart)))
+   if type(s[1]) ~= "string" or type(s[2]) ~= "string" then
+      return child .. "start must be { module, function, args... } (module and function "
+         .. "names are strings), got { " .. type(s[1]) .. ", " .. type(s[2]) .. ", ... }"
    end
+   if c.restart ~= nil and not RESTART[c.restart] then
+      return child .. "restart must be \"permanent\", \"transient\" or \"temporary\", got "
+         .. show(c.restart)
+   end
+   if c.type ~= nil and c.type ~= "worker" and c.type ~= "supervisor" then
+      return child .. "type must be \"worker\" or \"supervisor\", got " .. show(c.type)
+   end
+   local sd = c.shutdown
+   if sd ~= nil and not SHUTDOWN[sd] and not (type(sd) == "number" and sd >= 0) then
+      return child .. "shutdown must be seconds >= 0, \"brutal_kill\" or \"infinity\", got "
+         .. show(sd)
+   end
+   if c.init_ack ~= nil and type(c.init_ack) ~= "boolean" then
+      return child .. "init_ack must be a boolean, got " .. type(c.init_ack)
+   end
+end
+
+-- A checked child spec with its defaults filled in, as a fresh table.
+local function child_spec(c)
    local kind = c.type or "worker"
-   if kind ~= "worker" and kind ~= "supervisor" then
-      bad(fname, ("child %s: bad type %q"):format(tostring(c.id), tostring(kind)))
-   end
    local shutdown = c.shutdown
    if shutdown == nil then shutdown = kind == "supervisor" and "infinity" or 5 end
-   if shutdown ~= "brutal_kill" and shutdown ~= "infinity"
-      and not (type(shutdown) == "number" and shutdown >= 0) then
-      bad(fname, ("child %s: bad shutdown %q"):format(tostring(c.id), tostring(shutdown)))
-   end
    return {
       id = c.id,
-      start = s,
-      restart = restart,
+      start = c.start,
+      restart = c.restart or "permanent",
       shutdown = shutdown,
       type = kind,
-      init_ack = c.init_ack and true or false,
+      init_ack = c.init_ack or false,
    }
 end
 
-local function check_spec(spec, fname)
-   if type(spec) ~= "table" then bad(fname, "spec must be a table") end
-   local strategy = spec.strategy or "one_for_one"
-   if not STRATEGY[strategy] then bad(fname, ("bad strategy %q"):format(tostring(strategy))) end
-   local intensity, period = spec.intensity or 3, spec.period or 5
-   if type(intensity) ~= "number" or intensity < 0 or type(period) ~= "number" or period < 0 then
-      bad(fname, "intensity and period must be non-negative numbers")
+-- Whether v is a number >= 0 (not NaN), or nil when optional.
+local function non_negative(v, optional)
+   if v == nil then return optional end
+   return type(v) == "number" and v >= 0
+end
+
+-- What is wrong with a supervisor spec, or nil if nothing.
+local function spec_problem(spec)
+   if type(spec) ~= "table" then return "spec must be a table, got " .. type(spec) end
+   if spec.strategy ~= nil and not STRATEGY[spec.strategy] then
+      return "strategy must be \"one_for_one\", \"one_for_all\" or \"rest_for_one\", got "
+         .. show(spec.strategy)
    end
-   local kids, seen = {}, {}
-   for i, c in ipairs(spec.children or {}) do
-      kids[i] = child_spec(c, fname)
-      if seen[c.id] then bad(fname, ("duplicate child id %s"):format(tostring(c.id))) end
-      seen[c.id] = true
+   if not non_negative(spec.intensity, true) then
+      return "intensity must be a number >= 0, got " .. show(spec.intensity)
    end
-   return strategy, intensity, period, kids
+   if not non_negative(spec.period, true) then
+      return "period must be seconds >= 0, got " .. show(spec.period)
+   end
+   if spec.name ~= nil and type(spec.name) ~= "string" then
+      return "name must be a string, got " .. type(spec.name)
+   end
+   if not non_negative(spec.start_timeout, true) then
+      return "start_timeout must be seconds >= 0, got " .. show(spec.start_timeout)
+   end
+   local kids = spec.children
+   if kids == nil then return end
+   if type(kids) ~= "table" then return "children must be an array of child specs, got "
+      .. type(kids) end
+   local n, seen = #kids, {}
+   for k in pairs(kids) do
+      if type(k) ~= "number" or k < 1 or k > n or k % 1 ~= 0 then
+         return "children must be an array of child specs (it has key " .. show(k) .. ")"
+      end
+   end
+   for i = 1, n do
+      local why = child_problem(kids[i])
+      if why then return ("children[%d]: %s"):format(i, why) end
+      local id = kids[i].id
+      if seen[id] then return ("children[%d]: duplicate child id %s"):format(i, show(id)) end
+      seen[id] = true
+   end
+end
+
+-- The message of an error a smarm function raised on a caller's behalf, as fname's: its
+-- own prefix dropped, and the library's wrapping (path) of the caller's value renamed
+-- to name, e.g. "cannot send a function (at arg 3.children[1].start[3])" -> "(at spec...".
+local function blame(fname, err, path, name)
+   err = tostring(err):gsub("^[%w_.:]+: ", "", 1):gsub("^bad pid ", "bad sup ", 1)
+   local i, j
+   if path then i, j = err:find("(at " .. path, 1, true) end
+   if i then err = err:sub(1, i + 3) .. name .. err:sub(j + 1) end
+   return fname .. ": " .. err
 end
 
 -- ---- the supervisor's state and its FFI table ----
@@ -113,13 +177,14 @@ end
 local function new_state(strategy, intensity, period)
    local ffi = require "ffi"
    local C = require "smarm.ffi"
-   local t = C.smarm_ffi_sup_new(STRATEGY[strategy], math.min(intensity, 2 ^ 31 - 1), period)
+   local t = C.smarm_ffi_sup_new(C[STRATEGY[strategy]], math.min(intensity, 2 ^ 31 - 1), period)
    if t == nil then error("smarm.supervisor: out of memory", 0) end
    return {
       ffi = ffi,
       C = C,
       t = ffi.gc(t, C.smarm_ffi_sup_free),
       specs = {}, -- key -> child spec
+      restarting = {}, -- key -> true while a failed restart waits for its retry
       keys = {}, -- id -> key
       mons = {}, -- key -> monitor of the running child
       arms = nil, -- select arms, rebuilt when children come or go
@@ -130,9 +195,9 @@ local function new_state(strategy, intensity, period)
 end
 
 local function add(st, c)
-   local shutdown = c.shutdown == "brutal_kill" and BRUTAL_KILL
-      or c.shutdown == "infinity" and INFINITY or c.shutdown
-   local key = st.C.smarm_ffi_sup_add_child(st.t, RESTART[c.restart], shutdown,
+   local C = st.C
+   local shutdown = SHUTDOWN[c.shutdown] and C[SHUTDOWN[c.shutdown]] or c.shutdown
+   local key = C.smarm_ffi_sup_add_child(st.t, C[RESTART[c.restart]], shutdown,
       c.type == "supervisor" and 1 or 0)
    if key < 0 then error("smarm.supervisor: out of memory", 0) end
    st.specs[key] = c
@@ -141,6 +206,7 @@ local function add(st, c)
 end
 
 local function forget(st, key)
+   st.restarting[key] = nil
    st.C.smarm_ffi_sup_delete_child(st.t, key)
    st.keys[st.specs[key].id] = nil
    st.specs[key] = nil
@@ -167,42 +233,14 @@ local function keys_in_order(st, reverse)
    return out
 end
 
--- Whether pid's "started" report sits in the inbox after all: a child that reports and
--- then dies at once has both its report and its down notice ready, and proc.await
--- looks at the monitor first. Other messages keep their order.
-local function acked(pid)
-   local found, rest = false, {}
-   while true do
-      local m, err = smarm.recv(0)
-      if m == nil and err == "timeout" then break end
-      if not found and type(m) == "table" and m.smarm_started == pid and m.ok then
-         found = true
-      else
-         rest[#rest + 1] = m
-      end
-   end
-   local me = smarm.self()
-   for _, m in ipairs(rest) do smarm.send(me, m) end
-   return found
-end
-
 -- Spawns child key, linked and monitored, and waits for its start report.
 -- -> pid | nil, reason
 local function start(st, key)
    local c = st.specs[key]
    local s = c.start
-   local pid, mon = smarm.spawn_opt({ link = true, owned = true, monitor = true }, child_main,
+   local pid, mon = proc.start({ link = true, owned = true }, st.start_timeout, child_main,
       smarm.self(), c.init_ack, s[1], s[2], unpack(s, 3, #s))
-   local ok, why = proc.await(pid, mon, st.start_timeout)
-   if not ok and why ~= "timeout" and acked(pid) then
-      -- started, then died: await took the down notice, a new monitor says noproc
-      ok, mon = true, smarm.monitor(pid)
-   end
-   if not ok then
-      smarm.demonitor(mon)
-      if why == "timeout" then smarm.kill(pid) end
-      return nil, why
-   end
+   if not pid then return nil, mon end
    st.C.smarm_ffi_sup_set_pid(st.t, key, pid)
    st.mons[key] = mon
    st.arms = nil
@@ -245,20 +283,40 @@ local function allowed(st)
    return st.C.smarm_ffi_sup_restart_allowed(st.t, smarm.now()) ~= 0
 end
 
--- Starts the children of a restart in start order; a start that fails counts as
--- another restart of that child (so a child failing its init trips the cap).
+-- Starts the children of a restart in start order. A start that fails counts as
+-- another restart of that child (so a child failing its init trips the cap); while the
+-- cap allows, that child and the rest are marked restarting and retried from the loop,
+-- through a message on the supervisor's own retry channel (OTP's try_again_restart),
+-- so requests and shutdowns are served between attempts.
 local function restart_keys(st, keys)
-   for _, key in ipairs(keys) do
-      if st.specs[key] then
-         if st.C.smarm_ffi_sup_restart_type(st.t, key) == TEMPORARY then
+   for i, key in ipairs(keys) do
+      st.restarting[key] = nil
+      if st.specs[key] and not pid_of(st, key) then
+         if st.C.smarm_ffi_sup_restart_type(st.t, key) == st.C.SMARM_SUP_TEMPORARY then
             forget(st, key)
-         else
-            while not start(st, key) do
-               if not allowed(st) then terminate(st, "shutdown") end
+         elseif not start(st, key) then
+            if not allowed(st) then terminate(st, "shutdown") end
+            for j = i, #keys do
+               if st.specs[keys[j]] then st.restarting[keys[j]] = true end
             end
+            if not st.retry_queued then
+               st.retry_queued = true
+               st.retry_tx:send(true)
+            end
+            return
          end
       end
    end
+end
+
+-- The retry message: restarts the children still marked restarting, in start order.
+local function retry(st)
+   st.retry_queued = false
+   local keys = {}
+   for _, key in ipairs(keys_in_order(st, false)) do
+      if st.restarting[key] then keys[#keys + 1] = key end
+   end
+   restart_keys(st, keys)
 end
 
 local function is_abnormal(reason)
@@ -313,6 +371,8 @@ local function arms_of(st)
       arms[#arms + 1] = mon
       armkeys[#arms] = key
    end
+   -- last: a child that keeps failing its restart delays nothing else
+   arms[#arms + 1] = st.retry_rx
    st.arms, st.armkeys = arms, armkeys
    return arms
 end
@@ -322,8 +382,9 @@ end
 local handlers = {}
 
 function handlers.start_child(st, req)
-   local ok, c = pcall(child_spec, req.child, "start_child")
-   if not ok then return nil, c end
+   local bad = child_problem(req.child)
+   if bad then return nil, bad end
+   local c = child_spec(req.child)
    local key = st.keys[c.id]
    if key then
       local pid = pid_of(st, key)
@@ -342,6 +403,7 @@ function handlers.terminate_child(st, req)
    local key = st.keys[req.id]
    if not key then return nil, "not_found" end
    stop(st, key)
+   st.restarting[key] = nil
    if st.specs[key].restart == "temporary" then forget(st, key) end
    return true
 end
@@ -350,7 +412,9 @@ function handlers.restart_child(st, req)
    local key = st.keys[req.id]
    if not key then return nil, "not_found" end
    if pid_of(st, key) then return nil, "running" end
-   return start(st, key)
+   local pid, why = start(st, key)
+   if pid then st.restarting[key] = nil end
+   return pid, why
 end
 
 function handlers.delete_child(st, req)
@@ -376,32 +440,85 @@ function handlers.count_children(st)
    return { specs = n[0], active = n[1], supervisors = n[2], workers = n[3] }
 end
 
-local function on_request(st, msg)
-   local req = type(msg) == "table" and msg.smarm_sup
-   if type(req) ~= "table" or not handlers[req.op] then return end
-   local a, b, c = handlers[req.op](st, req)
-   pcall(req.reply.send, req.reply, { a, b, c })
+-- A line on stderr about a message this supervisor ignores.
+local function warn(what)
+   io.stderr:write(("smarm: supervisor %s ignored %s\n"):format(smarm.pid_tostring(smarm.self()),
+      what))
 end
 
--- Sends a request to sup and waits for the answer, or for sup to go.
-local function call(sup, op, req, timeout)
+local function is_tx(v)
+   return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
+end
+
+-- An inbox message: a request {smarm_sup = {op = name, reply = tx, ...}} is answered on
+-- its reply channel; anything else is ignored with a warning.
+local function on_request(st, msg)
+   local req = type(msg) == "table" and msg.smarm_sup
+   if type(req) ~= "table" then
+      return warn(("an unexpected message (a %s)"):format(type(msg)))
+   end
+   local op = req.op
+   if type(op) ~= "string" or not handlers[op] then
+      return warn(("a malformed request (unknown op %s)"):format(tostring(op)))
+   end
+   if not is_tx(req.reply) then
+      return warn(("a malformed %s request (reply is not a channel tx)"):format(op))
+   end
+   local a, b, c = handlers[op](st, req)
+   req.reply:send({ a, b, c })
+end
+
+-- Sends a request to sup and waits for the answer, or for sup to go. Tail-called by the
+-- public functions, so error level 2 blames their caller.
+local function call(fname, sup, op, req, timeout)
    req.op = op
    if type(sup) == "string" then
       sup = smarm.whereis(sup)
       if not sup then return nil, "noproc" end
    end
+   local ok, mon = pcall(smarm.monitor, sup)
+   if not ok then error(blame(fname, mon), 2) end
    local tx, rx = smarm.channel()
    req.reply = tx
-   local mon = smarm.monitor(sup)
-   if not smarm.send(sup, { smarm_sup = req }) then
+   local sent
+   ok, sent = pcall(smarm.send, sup, { smarm_sup = req })
+   if not ok then
+      smarm.demonitor(mon)
+      error(blame(fname, sent, "msg.smarm_sup.child", "child"), 2)
+   end
+   if not sent then
       smarm.demonitor(mon)
       return nil, "noproc"
    end
-   local i, v = smarm.select({ rx, mon }, timeout or 5)
+   local i, v = smarm.select({ rx, mon }, timeout)
    smarm.demonitor(mon)
    if i == 1 and type(v) == "table" then return v[1], v[2], v[3] end
    if i == 2 then return nil, "noproc" end
    return nil, v or "timeout"
+end
+
+-- Checks the arguments every request takes: what is wrong, or nil and the timeout
+-- (nil = forever).
+local function request_problem(sup, timeout)
+   local t = type(sup)
+   if t ~= "number" and t ~= "string" then
+      return "bad sup (a pid or a registered name expected, got " .. t .. ")"
+   end
+   if timeout == nil then return nil, 5 end
+   if timeout == "infinity" then return nil, nil end
+   if not non_negative(timeout) then
+      return "bad timeout (seconds >= 0, \"infinity\" or nil expected, got " .. show(timeout)
+         .. ")"
+   end
+   return nil, timeout
+end
+
+-- A request about the child named id (tail-called too).
+local function child_request(fname, op, sup, id, timeout)
+   local why, wait = request_problem(sup, timeout)
+   if not why and (id == nil or id ~= id) then why = "bad id (" .. tostring(id) .. ")" end
+   if why then error(fname .. ": " .. why, 2) end
+   return call(fname, sup, op, { id = id }, wait)
 end
 
 -- ---- public API ----
@@ -414,17 +531,27 @@ end
 -- @param spec {strategy, intensity, period, name, children = {child spec, ...}}
 -- @return "shutdown" | nil, reason (a child failed to start; raised if nobody waits)
 function M.run(spec)
-   local strategy, intensity, period, kids = check_spec(spec, "run")
+   local bad = spec_problem(spec)
+   if bad then error("supervisor.run: " .. bad, 2) end
+   local kids = {}
+   for i, c in ipairs(spec.children or {}) do kids[i] = child_spec(c) end
    local waiter = proc.ack_to
    local trap = smarm.trap_exit(true)
-   local st = new_state(strategy, intensity, period)
-   st.parent = waiter
-   st.parent_mon = waiter and smarm.monitor(waiter)
+   local st = new_state(spec.strategy or "one_for_one", spec.intensity or 3, spec.period or 5)
+   st.parent = proc.parent
+   st.parent_mon = st.parent and smarm.monitor(st.parent)
    st.trap = trap
    st.start_timeout = spec.start_timeout
+   st.retry_tx, st.retry_rx = smarm.channel()
    local function fail(why)
       stop_all(st)
-      if not waiter then error(("smarm.supervisor: start failed: %s"):format(why), 0) end
+      if not waiter then
+         if type(why) == "table" then
+            why = ("child %s failed to start: %s"):format(show(why.failed_to_start_child),
+               tostring(why.reason))
+         end
+         error("supervisor.run: " .. why, 0)
+      end
       proc.started(false, why)
       return nil, why
    end
@@ -449,6 +576,8 @@ function M.run(spec)
          on_request(st, v)
       elseif arms[i] == st.parent_mon then
          terminate(st, v.reason)
+      elseif arms[i] == st.retry_rx then
+         retry(st)
       else
          on_down(st, st.armkeys[i], v)
       end
@@ -460,55 +589,59 @@ end
 -- @param timeout seconds to wait for the start, nil = forever
 -- @return pid | nil, reason
 function M.start_link(spec, timeout)
-   check_spec(spec, "start_link")
-   local pid = smarm.spawn_link(sup_main, smarm.self(), spec)
-   local mon = smarm.monitor(pid)
-   local ok, why = proc.await(pid, mon, timeout)
-   smarm.demonitor(mon)
-   if not ok then
-      if why == "timeout" then
-         smarm.unlink(pid)
-         smarm.kill(pid)
-      end
-      return nil, why
+   local bad = spec_problem(spec)
+   if not bad and not non_negative(timeout, true) then
+      bad = "bad timeout (seconds >= 0 or nil expected, got " .. show(timeout) .. ")"
    end
+   if bad then error("supervisor.start_link: " .. bad, 2) end
+   local pid, why = proc.start({ link = true }, timeout, sup_main, smarm.self(), spec)
+   if pid == false then error(blame("supervisor.start_link", why, "arg 3", "spec"), 2) end
+   if not pid then return nil, why end
+   smarm.demonitor(why)
    return pid
 end
 
 --- Adds a child spec to a running supervisor and starts it.
 -- @return pid | nil, "already_started" | "already_present" | reason
 function M.start_child(sup, child, timeout)
-   return call(sup, "start_child", { child = child }, timeout)
+   local why, wait = request_problem(sup, timeout)
+   why = why or child_problem(child)
+   if why then error("supervisor.start_child: " .. why, 2) end
+   return call("supervisor.start_child", sup, "start_child", { child = child }, wait)
 end
 
 --- Stops a child (as its shutdown says); its spec stays unless it is temporary.
 -- @return true | nil, "not_found"
 function M.terminate_child(sup, id, timeout)
-   return call(sup, "terminate_child", { id = id }, timeout)
+   return child_request("supervisor.terminate_child", "terminate_child", sup, id, timeout)
 end
 
 --- Starts a stopped child again from its spec.
 -- @return pid | nil, "running" | "not_found" | reason
 function M.restart_child(sup, id, timeout)
-   return call(sup, "restart_child", { id = id }, timeout)
+   return child_request("supervisor.restart_child", "restart_child", sup, id, timeout)
 end
 
 --- Removes the spec of a stopped child.
 -- @return true | nil, "running" | "not_found"
 function M.delete_child(sup, id, timeout)
-   return call(sup, "delete_child", { id = id }, timeout)
+   return child_request("supervisor.delete_child", "delete_child", sup, id, timeout)
 end
 
 --- The children in start order.
 -- @return array of {id, pid (nil if not running), type} | nil, reason
 function M.which_children(sup, timeout)
-   return call(sup, "which_children", {}, timeout)
+   local why, wait = request_problem(sup, timeout)
+   if why then error("supervisor.which_children: " .. why, 2) end
+   return call("supervisor.which_children", sup, "which_children", {}, wait)
 end
 
 --- Counts of the children.
 -- @return {specs, active, supervisors, workers} | nil, reason
 function M.count_children(sup, timeout)
-   return call(sup, "count_children", {}, timeout)
+   local why, wait = request_problem(sup, timeout)
+   if why then error("supervisor.count_children: " .. why, 2) end
+   return call("supervisor.count_children", sup, "count_children", {}, wait)
 end
 
 return M

@@ -11,12 +11,11 @@
 
 #include "core/supervisor.h"
 
-enum { PERM, TRANS, TEMP };
 
 static void intensity_allows_exactly_intensity_restarts_within_the_period(void **state)
 {
     (void)state;
-    smarm_sup *s = smarm_ffi_sup_new(0, 3, 5.0);
+    smarm_sup *s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, 3, 5.0);
     assert_int_equal(smarm_ffi_sup_restart_allowed(s, 0.0), 1);
     assert_int_equal(smarm_ffi_sup_restart_allowed(s, 1.0), 1);
     assert_int_equal(smarm_ffi_sup_restart_allowed(s, 2.0), 1);
@@ -24,7 +23,7 @@ static void intensity_allows_exactly_intensity_restarts_within_the_period(void *
     assert_int_equal(smarm_ffi_sup_restart_allowed(s, 5.0), 0);
     smarm_ffi_sup_free(s);
 
-    s = smarm_ffi_sup_new(0, 3, 5.0);
+    s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, 3, 5.0);
     smarm_ffi_sup_restart_allowed(s, 0.0);
     smarm_ffi_sup_restart_allowed(s, 1.0);
     smarm_ffi_sup_restart_allowed(s, 2.0);
@@ -37,7 +36,7 @@ static void intensity_allows_exactly_intensity_restarts_within_the_period(void *
 static void intensity_zero_never_restarts(void **state)
 {
     (void)state;
-    smarm_sup *s = smarm_ffi_sup_new(0, 0, 5.0);
+    smarm_sup *s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, 0, 5.0);
     assert_int_equal(smarm_ffi_sup_restart_allowed(s, 100.0), 0);
     smarm_ffi_sup_free(s);
 }
@@ -60,7 +59,7 @@ static void intensity_ring_agrees_with_otp_on_random_arrivals(void **state)
     (void)state;
     uint64_t seed = 0x9e3779b97f4a7c15u;
     for (int intensity = 1; intensity <= 12; intensity++) {
-        smarm_sup *s = smarm_ffi_sup_new(0, intensity, 1.0);
+        smarm_sup *s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, intensity, 1.0);
         double *hist = malloc(100000 * sizeof *hist);
         int n = 0;
         double now = 0;
@@ -74,7 +73,7 @@ static void intensity_ring_agrees_with_otp_on_random_arrivals(void **state)
             assert_int_equal(want, got);
             if (!want) { /* the supervisor would stop: start a fresh one */
                 smarm_ffi_sup_free(s);
-                s = smarm_ffi_sup_new(0, intensity, 1.0);
+                s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, intensity, 1.0);
                 n = 0;
             }
         }
@@ -86,7 +85,7 @@ static void intensity_ring_agrees_with_otp_on_random_arrivals(void **state)
 static void huge_intensity_costs_only_what_is_used(void **state)
 {
     (void)state;
-    smarm_sup *s = smarm_ffi_sup_new(0, 2000000000, 1.0);
+    smarm_sup *s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, 2000000000, 1.0);
     for (int i = 0; i < 100000; i++)
         assert_int_equal(smarm_ffi_sup_restart_allowed(s, i * 1e-6), 1);
     smarm_ffi_sup_free(s);
@@ -101,10 +100,10 @@ static void restart_types_decide(void **state)
 {
     (void)state;
     int32_t out[16];
-    smarm_sup *s = smarm_ffi_sup_new(0, 3, 5.0);
-    int32_t p = smarm_ffi_sup_add_child(s, PERM, 5, 0);
-    int32_t t = smarm_ffi_sup_add_child(s, TRANS, 5, 0);
-    int32_t x = smarm_ffi_sup_add_child(s, TEMP, -1, 0);
+    smarm_sup *s = smarm_ffi_sup_new(SMARM_SUP_ONE_FOR_ONE, 3, 5.0);
+    int32_t p = smarm_ffi_sup_add_child(s, SMARM_SUP_PERMANENT, 5, 0);
+    int32_t t = smarm_ffi_sup_add_child(s, SMARM_SUP_TRANSIENT, 5, 0);
+    int32_t x = smarm_ffi_sup_add_child(s, SMARM_SUP_TEMPORARY, SMARM_SUP_BRUTAL_KILL, 0);
     smarm_ffi_sup_set_pid(s, p, 101);
     smarm_ffi_sup_set_pid(s, t, 102);
     smarm_ffi_sup_set_pid(s, x, 103);
@@ -126,7 +125,7 @@ static smarm_sup *five(int strategy, int32_t *keys)
 {
     smarm_sup *s = smarm_ffi_sup_new(strategy, 3, 5.0);
     for (int i = 0; i < 5; i++) {
-        keys[i] = smarm_ffi_sup_add_child(s, PERM, 5, i == 4);
+        keys[i] = smarm_ffi_sup_add_child(s, SMARM_SUP_PERMANENT, 5, i == 4);
         smarm_ffi_sup_set_pid(s, keys[i], 200 + i);
     }
     return s;
@@ -136,18 +135,18 @@ static void strategies_cycle_the_right_children_in_start_order(void **state)
 {
     (void)state;
     int32_t k[5], out[16];
-    smarm_sup *s = five(0, k);
+    smarm_sup *s = five(SMARM_SUP_ONE_FOR_ONE, k);
     assert_int_equal(exited(s, 202, 1, out), 1);
     assert_int_equal(out[0], k[2]);
     smarm_ffi_sup_free(s);
 
-    s = five(1, k);
+    s = five(SMARM_SUP_ONE_FOR_ALL, k);
     assert_int_equal(exited(s, 202, 1, out), 5);
     for (int i = 0; i < 5; i++)
         assert_int_equal(out[i], k[i]);
     smarm_ffi_sup_free(s);
 
-    s = five(2, k);
+    s = five(SMARM_SUP_REST_FOR_ONE, k);
     assert_int_equal(exited(s, 202, 1, out), 3);
     for (int i = 0; i < 3; i++)
         assert_int_equal(out[i], k[2 + i]);
@@ -158,7 +157,7 @@ static void order_queries_delete_and_count(void **state)
 {
     (void)state;
     int32_t k[5], out[16], n[4];
-    smarm_sup *s = five(0, k);
+    smarm_sup *s = five(SMARM_SUP_ONE_FOR_ONE, k);
     assert_int_equal(smarm_ffi_sup_children(s, out, 16, 1), 5);
     for (int i = 0; i < 5; i++)
         assert_int_equal(out[i], k[4 - i]);
@@ -173,7 +172,7 @@ static void order_queries_delete_and_count(void **state)
     assert_int_equal(smarm_ffi_sup_children(s, out, 16, 0), 4);
     assert_int_equal(out[1], k[2]);
     /* keys are not reused */
-    assert_true(smarm_ffi_sup_add_child(s, PERM, -2, 0) > k[4]);
+    assert_true(smarm_ffi_sup_add_child(s, SMARM_SUP_PERMANENT, SMARM_SUP_INFINITY, 0) > k[4]);
     smarm_ffi_sup_count(s, n);
     assert_int_equal(n[0], 5);
     assert_int_equal(n[1], 4);

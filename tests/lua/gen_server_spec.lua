@@ -202,12 +202,175 @@ describe("gen_server", function()
       assert.is_truthy(mon:recv(5))
    end)
 
+   it("starts without touching the caller's inbox: a concurrent flood arrives once, in order",
+      function()
+         local me = smarm.self()
+         local n = 20000
+         -- message k is false when k % 3 == 0, nil when k % 3 == 1, else {n = k}; a
+         -- {done = true} ends the flood. The producer says on a channel (not in the
+         -- inbox) when the first messages are out, so the starts overlap the flood.
+         -- (late reports of earlier tests' servers are tables without n: skipped)
+         while select(2, smarm.recv(0)) ~= "timeout" do end
+         local tx, rx = smarm.channel()
+         smarm.spawn(function(to, count, flowing)
+            local s = require "smarm"
+            for k = 1, count do
+               local r = k % 3
+               if r == 0 then
+                  s.send(to, false)
+               elseif r == 1 then
+                  s.send(to, nil)
+               else
+                  s.send(to, { n = k, unset = nil })
+               end
+               if k == 100 then flowing:send(true) end
+               if k % 64 == 0 then s.yield() end
+            end
+            s.send(to, { done = true })
+         end, me, n, tx)
+         assert.is_true(rx:recv(5))
+         local supervisor = require "smarm.supervisor"
+         local gen_statem = require "smarm.gen_statem"
+         local servers, sups = {}, {}
+         for i = 1, 3 do
+            servers[#servers + 1] = assert(gen_server.start("support.counter", { start = i }))
+            servers[#servers + 1] = assert(gen_server.start_link("support.counter", {}))
+            servers[#servers + 1] = assert(gen_statem.start("support.switch", nil))
+            sups[#sups + 1] = assert(supervisor.start_link({ children = {} }, 5))
+         end
+         local function next_message()
+            while true do
+               local m, err = smarm.recv(5)
+               if type(m) ~= "table" or m.n or m.done or err then return m, err end
+            end
+         end
+         for k = 1, n do
+            local m, err = next_message()
+            assert(err == nil, ("message %d: %s"):format(k, tostring(err)))
+            local r = k % 3
+            if r == 0 then
+               assert(m == false, ("message %d: %s, expected false"):format(k, tostring(m)))
+            elseif r == 1 then
+               assert(m == nil, ("message %d: %s, expected nil"):format(k, tostring(m)))
+            else
+               assert(type(m) == "table" and m.n == k,
+                  ("message %d: %s"):format(k, type(m) == "table" and tostring(m.n) or tostring(m)))
+            end
+         end
+         assert.are.same({ done = true }, next_message())
+         for _, pid in ipairs(servers) do
+            smarm.unlink(pid)
+            assert.is_true(gen_server.stop(pid, "normal", 5))
+         end
+         for _, sup in ipairs(sups) do
+            smarm.unlink(sup)
+            local mon = smarm.monitor(sup)
+            smarm.shutdown(sup)
+            assert.is_truthy(mon:recv(5))
+         end
+      end)
+
+   it("returns from start while a producer floods the caller without pause", function()
+      -- the flooded starter is a helper actor; it reports on a channel, so a start that
+      -- never returns fails this test after 5 s instead of hanging it
+      local tx, rx = smarm.channel()
+      local starter = smarm.spawn(function(done)
+         local s = require "smarm"
+         local me = s.self()
+         local producer = s.spawn_link(function(to) -- dies with the starter
+            local s2 = require "smarm"
+            local k = 0
+            while true do
+               k = k + 1
+               s2.send(to, k)
+               if k % 64 == 0 then s2.yield() end
+            end
+         end, me)
+         s.sleep(0.01)
+         local gs = require "smarm.gen_server"
+         local pids = {}
+         for i = 1, 5 do pids[i] = gs.start("support.counter", {}) end
+         s.unlink(producer)
+         s.kill(producer)
+         for _, pid in ipairs(pids) do gs.stop(pid, "normal", 5) end
+         done:send(#pids)
+      end, tx)
+      local started = rx:recv(5)
+      smarm.kill(starter)
+      assert.are.equal(5, started)
+   end)
+
+   it("takes malformed protocol messages as info messages, and keeps serving", function()
+      local pid = assert(gen_server.start("support.counter", { start = 1, report = smarm.self() }))
+      local mon = smarm.monitor(pid)
+      local _, stray_rx = smarm.channel()
+      local malformed = {
+         { smarm = "call" },                            -- no reply handle
+         { smarm = "call", req = "get", from = 42 },    -- a reply handle that is not a tx
+         { smarm = "call", req = "get", from = stray_rx }, -- an rx, not a tx
+         { smarm = "stop" },                            -- no reason
+         { smarm = "code_change" },                     -- no request, no reply handle
+         { smarm = "code_change", req = "x", from = 42 },
+      }
+      for i, m in ipairs(malformed) do
+         smarm.send(pid, m)
+         local info = expect("info").info
+         assert.are.equal(m.smarm, info.smarm, "message " .. i)
+         assert.are.equal(1, gen_server.call(pid, "get", 5), "message " .. i)
+      end
+      assert.is_nil(mon:recv(0))
+      assert.is_true(gen_server.stop(pid, "normal", 5))
+   end)
+
    it("refuses bad arguments", function()
       assert.has_error(function() gen_server.call({}, "x") end)
       assert.has_error(function() gen_server.call(smarm.self(), "x") end)
       assert.has_error(function() gen_server.call(1, "x", -1) end)
       assert.has_error(function() gen_server.start(42) end)
    end)
+
+   it("raises bad arguments at the caller's line, naming the function and the problem",
+      function()
+         local raised = require("support.errors").raised_here
+         local gen_statem = require "smarm.gen_statem"
+         local f = function() end
+         local pid = assert(gen_server.start("support.counter", {}))
+         local _, rx = smarm.channel()
+         for _, case in ipairs({
+            { "gen_server.call: cannot send a function (at request.f)",
+              raised(function() gen_server.call(pid, { f = f }) end) },
+            { "gen_server.call: bad dest (1.5 is not a pid)",
+              raised(function() gen_server.call(1.5, "get") end) },
+            { "gen_server.call: bad dest (a pid or a name expected, got table)",
+              raised(function() gen_server.call({}, "get") end) },
+            { "gen_server.call: bad timeout (seconds, \"infinity\" or nil expected, got -1)",
+              raised(function() gen_server.call(pid, "get", -1) end) },
+            { "gen_server.call: a server cannot call itself",
+              raised(function() gen_server.call(smarm.self(), "get") end) },
+            { "gen_server.cast: cannot send a function (at msg)",
+              raised(function() gen_server.cast(pid, f) end) },
+            { "gen_server.stop: cannot send a function (at reason[1])",
+              raised(function() gen_server.stop(pid, { f }) end) },
+            { "gen_server.start: cannot send a function (at args.f)",
+              raised(function() gen_server.start("support.counter", { f = f }) end) },
+            { "gen_server.start: bad module (a module name expected, got number)",
+              raised(function() gen_server.start(42) end) },
+            { "gen_server.start_link: bad opts.name (a string expected, got number)",
+              raised(function() gen_server.start_link("support.counter", {}, { name = 1 }) end) },
+            { "gen_server.reply: bad from (the reply handle expected, got userdata)",
+              raised(function() gen_server.reply(rx, 1) end) },
+            { "gen_statem.call: bad dest (a pid or a name expected, got nil)",
+              raised(function() gen_statem.call(nil, "x") end) },
+            { "gen_statem.start: cannot send a function (at args[1])",
+              raised(function() gen_statem.start("support.switch", { f }) end) },
+            { "gen_statem.run: bad module (a module name expected, got nil)",
+              raised(function() gen_statem.run() end) },
+         }) do
+            assert.are.equal(case[1], case[2])
+         end
+         assert.are.equal(0, gen_server.call(pid, "get", 5))
+         assert.is_true(gen_server.stop(pid, "normal", 5))
+      end)
 
    it("runs inline as the current actor with run", function()
       local pid, mon = smarm.spawn_monitor(function()

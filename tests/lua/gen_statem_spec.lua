@@ -191,4 +191,25 @@ describe("gen_statem", function()
       assert.are.equal("shutdown", expect("terminated").terminated)
       assert.are.equal("shutdown", assert(mon:recv(5)).reason)
    end)
+
+   it("takes malformed protocol messages as info events, and keeps running", function()
+      local m = lab(false)
+      local mon = smarm.monitor(m)
+      local malformed = {
+         { smarm = "call", req = "state" },              -- no reply handle
+         { smarm = "call", req = "state", from = 42 },   -- a reply handle that is not a tx
+         { smarm = "stop" },                             -- no reason
+         { smarm = "statem_timeout" },                   -- no key, ref or event type
+         { smarm = "statem_timeout", key = "state", ref = "1", etype = "state_timeout" },
+         { smarm = "code_change", req = {}, from = 42 },
+      }
+      for i, msg in ipairs(malformed) do
+         smarm.send(m, msg)
+         local info = expect("info")
+         assert.are.equal(msg.smarm, info.info.smarm, "message " .. i)
+         assert.are.equal("idle", gen_statem.call(m, "state", 5), "message " .. i)
+      end
+      assert.is_nil(mon:recv(0))
+      assert.is_true(gen_statem.stop(m, "normal", 5))
+   end)
 end)

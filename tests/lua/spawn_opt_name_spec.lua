@@ -1,7 +1,5 @@
--- spawn_opt{name = ...}: the name is the contract. Found by tests/stress/exits.lua: these
--- specs fail against lualib.c's do_spawn, which registers the name only after
--- sched_spawn has made the actor runnable (and links it first), then kills it if the name
--- is taken.
+-- spawn_opt{name = ...}: the name is the contract. The actor holds its name before it
+-- runs, and an actor refused a taken name never runs, nor signals a linked caller.
 local smarm = require "smarm"
 
 local function idler()
@@ -19,7 +17,7 @@ describe("spawn_opt with a name", function()
          end, smarm.self(), "spawn_opt_name_spec.y" .. i)
          if not smarm.recv(5) then late = late + 1 end
       end
-      assert.are.equal(0, late) -- fails: some actors run before their name is registered
+      assert.are.equal(0, late)
    end)
 
    it("never runs an actor refused a taken name", function()
@@ -29,7 +27,7 @@ describe("spawn_opt with a name", function()
          assert.are.same({ nil, "taken" }, { smarm.spawn_opt({ name = "spawn_opt_name_spec.x" },
             function(parent) require("smarm").send(parent, "ran") end, smarm.self()) })
       end
-      assert.are.same({ nil, "timeout" }, { smarm.recv(0.1) }) -- fails: some ran
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0.1) })
       smarm.kill(holder)
    end)
 
@@ -43,19 +41,19 @@ describe("spawn_opt with a name", function()
          s.sleep(0.05)
          s.exit("survived")
       end)
-      assert.are.equal("survived", assert(mon:recv(5)).reason) -- fails: "killed"
+      assert.are.equal("survived", assert(mon:recv(5)).reason)
       local rx = smarm.trap_exit(true)
       assert.is_nil(smarm.spawn_opt({ name = "spawn_opt_name_spec.z", link = true }, idler))
-      assert.are.same({ nil, "timeout" }, { rx:recv(0.05) }) -- fails: an exit signal "killed"
+      assert.are.same({ nil, "timeout" }, { rx:recv(0.05) })
       smarm.trap_exit(false)
       smarm.kill(holder)
    end)
 
    it("keeps the name from a whereis that runs while the actor is being spawned", function()
-      -- registry_register_spawning binds the name before the slot is published; a
-      -- whereis (or register) in that window sees a holder that is not alive and drops
-      -- the binding, so the actor starts without its name. A busy poller on the other
-      -- scheduler hits the window; rounds, since it may land on the spawner's.
+      -- The name is bound before the new actor is published; a whereis (or register)
+      -- in between must not take the not-yet-alive holder for a dead one and drop the
+      -- binding. A busy poller on the other scheduler hits that window; rounds, since it
+      -- may land on the spawner's.
       local lost = 0
       for _ = 1, 60 do
          local poller = smarm.spawn(function()

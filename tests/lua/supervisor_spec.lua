@@ -124,6 +124,57 @@ describe("supervisor restarts", function()
       assert.are.equal(4, starts)
    end)
 
+   -- A supervisor with child "p" whose restarts fail until unpoison() is called (at the
+   -- latest when the test ends).
+   local function poisoned_child(intensity)
+      local sup = assert(start({ intensity = intensity or 1000000, period = 1, children = {
+         { id = "p", start = { W, "poisonable", "p", me }, init_ack = true } } }))
+      local first = assert(next_report("started")).pid
+      local poison = smarm.spawn(function()
+         local s = require "smarm"
+         s.register("supervisor_spec.poison")
+         s.recv()
+      end)
+      assert.is_truthy(wait_for(function() return smarm.whereis("supervisor_spec.poison") end))
+      local function unpoison() smarm.kill(poison) end
+      finally(unpoison)
+      smarm.send(first, { exit = "boom" })
+      smarm.sleep(0.05)
+      return sup, unpoison
+   end
+
+   it("keeps answering requests and shutdown while a child's restarts keep failing", function()
+      local sup = poisoned_child()
+      local t0 = smarm.now()
+      local which = assert(supervisor.which_children(sup, 2))
+      assert.is_true(smarm.now() - t0 < 1, "which_children took " .. (smarm.now() - t0))
+      assert.are.equal("p", which[1].id)
+      assert.is_nil(which[1].pid)
+      assert.are.same({ specs = 1, active = 0, supervisors = 0, workers = 1 },
+         supervisor.count_children(sup, 2))
+      local mon = smarm.monitor(sup)
+      t0 = smarm.now()
+      smarm.shutdown(sup)
+      assert.is_truthy(mon:recv(2))
+      assert.is_true(smarm.now() - t0 < 1, "shutdown took " .. (smarm.now() - t0))
+   end)
+
+   it("retries a failed restart until it succeeds", function()
+      local sup, unpoison = poisoned_child()
+      assert.is_nil(next_report("started", 0.05))
+      unpoison()
+      local again = assert(next_report("started", 2)).pid
+      assert.are.equal(again, supervisor.which_children(sup, 2)[1].pid)
+   end)
+
+   it("counts each failed restart against the intensity", function()
+      local sup = poisoned_child(3)
+      local down = assert(smarm.monitor(sup):recv(2))
+      -- (it may have ended before the monitor)
+      assert.are.equal("shutdown", down.reason == "noproc" and smarm.terminal_reason(sup)
+         or down.reason)
+   end)
+
    it("restarts within the cap when crashes are spread over more than the period", function()
       local sup = assert(start({ intensity = 1, period = 0.1, children = { worker("slow") } }))
       for _ = 1, 3 do
@@ -304,6 +355,19 @@ describe("supervisor start", function()
       assert.are.same({ "ok" }, reports("stopped", 0.1))
    end)
 
+   it("waits for the start report of a function its module lists in init_ack", function()
+      local A = "support.acking_worker"
+      assert(start({ children = {
+         { id = "slow", start = { A, "slow_start", "slow", me } },
+         { id = "plain", start = { A, "plain", "plain", me } },
+      } }))
+      -- the plain child starts only once the slow one reported
+      assert.are.same({ "slow", "plain" }, reports("started", 0.2))
+      local pid, err = start({ children = { { id = "no", start = { A, "refuse", "no", me } } } })
+      assert.is_nil(pid)
+      assert.are.same({ failed_to_start_child = "no", reason = "refused" }, err)
+   end)
+
    it("registers its name", function()
       local sup = assert(start({ name = "sup_named", children = {} }))
       assert.are.equal(sup, smarm.whereis("sup_named"))
@@ -352,6 +416,57 @@ describe("supervisor dynamic children", function()
       assert.are.equal(1, supervisor.count_children(sup).specs)
    end)
 
+   it("ignores malformed requests and stray messages, and keeps answering", function()
+      local sup = assert(start({ children = { worker("m1") } }))
+      local pid = assert(next_report("started")).pid
+      local tx, rx = smarm.channel()
+      for i, m in ipairs({
+         { smarm_sup = { op = "which_children" } },                -- no reply channel
+         { smarm_sup = { op = "start_child" } },
+         { smarm_sup = { op = "which_children", reply = 42 } },    -- a reply that is no tx
+         { smarm_sup = { op = "no_such_op", reply = tx } },
+         { smarm_sup = { reply = tx } },                            -- no op
+         { smarm_sup = "which_children" },
+         "hello", 42, false,
+      }) do
+         smarm.send(sup, m)
+         assert.are.equal(1, #assert(supervisor.which_children(sup, 1)), "message " .. i)
+      end
+      -- a well-formed request with a bad child spec is answered, not a crash
+      smarm.send(sup, { smarm_sup = { op = "start_child", reply = tx,
+         child = { id = 0 / 0, start = { W, "run" } } } })
+      local answer = assert(rx:recv(1))
+      assert.is_nil(answer[1])
+      assert.matches("id", answer[2])
+      assert.are.same({ nil, "timeout" }, { rx:recv(0.05) })
+      assert.is_truthy(smarm.info(sup))
+      assert.is_truthy(smarm.info(pid))
+      assert.are.same({ specs = 1, active = 1, supervisors = 0, workers = 1 },
+         supervisor.count_children(sup, 1))
+   end)
+
+   it("logs a line on stderr for a malformed request", function()
+      local script = os.tmpname()
+      local f = assert(io.open(script, "w"))
+      f:write([[
+local smarm = require "smarm"
+local supervisor = require "smarm.supervisor"
+local sup = assert(supervisor.start_link({ children = {} }))
+smarm.send(sup, { smarm_sup = { op = "which_children" } })
+smarm.send(sup, "hello")
+print("answered " .. #assert(supervisor.which_children(sup, 5)))
+]])
+      f:close()
+      local p = assert(io.popen("timeout 20 build/smarm-lua " .. script .. " 2>&1"))
+      local out = p:read("*a")
+      p:close()
+      os.remove(script)
+      assert.matches("supervisor <[%d.]+> ignored a malformed which_children request "
+         .. "%(reply is not a channel tx%)", out)
+      assert.matches("supervisor <[%d.]+> ignored an unexpected message %(a string%)", out)
+      assert.matches("answered 0", out)
+   end)
+
    it("answers noproc for a dead supervisor", function()
       local sup = assert(start({ children = {} }))
       local mon = smarm.monitor(sup)
@@ -359,6 +474,58 @@ describe("supervisor dynamic children", function()
       mon:recv(5)
       assert.are.same({ nil, "noproc" }, { supervisor.which_children(sup) })
    end)
+
+   it("raises bad arguments at the caller's line, naming the function and the problem",
+      function()
+         local raised = require("support.errors").raised_here
+         local f = function() end
+         local sup = assert(start({ children = {} }))
+         local nan_id = { id = 0 / 0, start = { W, "run" } }
+         local sends_f = { id = "x", start = { W, "run", f } }
+         local twice = { children = { worker("x"), worker("x") } }
+         local never = { children = { worker("x", { restart = "never" }) } }
+         local S = supervisor
+         for _, case in ipairs({
+            { "supervisor.start_child: child spec must be a table, got nil",
+              raised(function() supervisor.start_child(sup, nil) end) },
+            { "supervisor.start_child: bad sup (a pid or a registered name expected, got nil)",
+              raised(function() supervisor.start_child(nil, worker("x")) end) },
+            { "supervisor.start_child: child spec id must not be NaN",
+              raised(function() S.start_child(sup, nan_id) end) },
+            { "supervisor.start_child: child \"x\": start must be { module, function, args... }"
+                 .. " (module and function names are strings), got { string, nil, ... }",
+              raised(function() supervisor.start_child(sup, { id = "x", start = { W } }) end) },
+            { "supervisor.start_child: cannot send a function (at child.start[3])",
+              raised(function() S.start_child(sup, sends_f) end) },
+            { "supervisor.start_link: children must be an array of child specs, got number",
+              raised(function() supervisor.start_link({ children = 5 }) end) },
+            { "supervisor.start_link: children[2]: duplicate child id \"x\"",
+              raised(function() S.start_link(twice) end) },
+            { "supervisor.start_link: children[1]: child \"x\": restart must be \"permanent\", "
+                 .. "\"transient\" or \"temporary\", got \"never\"",
+              raised(function() S.start_link(never) end) },
+            { "supervisor.start_link: intensity must be a number >= 0, got nan",
+              raised(function() supervisor.start_link({ intensity = 0 / 0 }) end) },
+            { "supervisor.start_link: spec must be a table, got nil",
+              raised(function() supervisor.start_link() end) },
+            { "supervisor.start_link: cannot send a function (at spec.children[1].start[3])",
+              raised(function() S.start_link({ children = { sends_f } }) end) },
+            { "supervisor.run: strategy must be \"one_for_one\", \"one_for_all\" or "
+                 .. "\"rest_for_one\", got \"one_for_none\"",
+              raised(function() supervisor.run({ strategy = "one_for_none" }) end) },
+            { "supervisor.which_children: bad sup (1.5 is not a pid)",
+              raised(function() supervisor.which_children(1.5) end) },
+            { "supervisor.count_children: bad timeout (seconds >= 0, \"infinity\" or nil "
+                 .. "expected, got -1)",
+              raised(function() supervisor.count_children(sup, -1) end) },
+            { "supervisor.terminate_child: bad id (nil)",
+              raised(function() supervisor.terminate_child(sup) end) },
+         }) do
+            assert.are.equal(case[1], case[2])
+         end
+         -- nothing reached the supervisor
+         assert.are.same({}, supervisor.which_children(sup, 5))
+      end)
 
    it("raises on bad specs", function()
       assert.has_error(function() supervisor.start_link({ strategy = "one_for_none" }) end)
@@ -368,5 +535,24 @@ describe("supervisor dynamic children", function()
       assert.has_error(function()
          supervisor.start_link({ children = { worker("x"), worker("x") } })
       end)
+   end)
+end)
+
+describe("supervisor bindings", function()
+   it("takes its strategy, restart and shutdown codes from bindings/smarm_ffi.h", function()
+      local C = require "smarm.ffi"
+      assert.are.same({ 0, 1, 2 }, { C.SMARM_SUP_ONE_FOR_ONE, C.SMARM_SUP_ONE_FOR_ALL,
+         C.SMARM_SUP_REST_FOR_ONE })
+      assert.are.same({ 0, 1, 2 }, { C.SMARM_SUP_PERMANENT, C.SMARM_SUP_TRANSIENT,
+         C.SMARM_SUP_TEMPORARY })
+      assert.are.same({ -1, -2 }, { C.SMARM_SUP_BRUTAL_KILL, C.SMARM_SUP_INFINITY })
+      -- and supervisor.lua keeps no copies of the numbers
+      local f = assert(io.open("lua/smarm/supervisor.lua"))
+      local src = f:read("*a")
+      f:close()
+      for _, pat in ipairs({ "one_for_all%s*=%s*%d", "temporary%s*=%s*%d", "TEMPORARY%s*=%s*%d",
+                             "BRUTAL_KILL[%w_, ]*=%s*%-%d" }) do
+         assert.is_nil(src:find(pat), pat)
+      end
    end)
 end)

@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ONE_FOR_ONE, ONE_FOR_ALL, REST_FOR_ONE };
-enum { PERMANENT, TRANSIENT, TEMPORARY };
-
 typedef struct sup_child {
     int32_t key;
     int32_t restart;
@@ -154,15 +151,15 @@ int32_t smarm_ffi_sup_child_exited(smarm_sup *s, uint64_t pid, int32_t abnormal,
         return -1;
     sup_child *c = &s->kids[i];
     c->pid = 0;
-    int restart = c->restart == PERMANENT || (c->restart == TRANSIENT && abnormal);
-    if (c->restart == TEMPORARY) {
+    int restart = c->restart == SMARM_SUP_PERMANENT || (c->restart == SMARM_SUP_TRANSIENT && abnormal);
+    if (c->restart == SMARM_SUP_TEMPORARY) {
         remove_at(s, i);
         return 0;
     }
     if (!restart)
         return 0;
-    int32_t from = s->strategy == ONE_FOR_ALL ? 0 : i;
-    int32_t to = s->strategy == ONE_FOR_ONE ? i + 1 : s->nkids;
+    int32_t from = s->strategy == SMARM_SUP_ONE_FOR_ALL ? 0 : i;
+    int32_t to = s->strategy == SMARM_SUP_ONE_FOR_ONE ? i + 1 : s->nkids;
     int32_t n = 0;
     for (int32_t j = from; j < to && n < max; j++)
         out[n++] = s->kids[j].key;

@@ -83,7 +83,7 @@ static int group_has(const lib_group *g, const char *k)
 static void complete(lua_State *L, int t)
 {
     lua_getfield(L, LUA_GLOBALSINDEX, "require");
-    lua_pushliteral(L, "smarm.ext");
+    lua_pushliteral(L, "smarm.introspection");
     lua_call(L, 1, 1);
     if (lua_type(L, -1) == LUA_TTABLE) {
         lua_pushnil(L);

@@ -36,6 +36,15 @@ function M.run(id, collector, trap)
    end
 end
 
+--- run, except that while an actor holds the name "supervisor_spec.poison" its start
+-- fails (a report, not a crash, so a long run of failures prints nothing).
+function M.poisonable(id, collector)
+   if smarm.whereis("supervisor_spec.poison") then
+      return require("smarm.proc").started(false, "poisoned")
+   end
+   return M.run(id, collector, false)
+end
+
 --- Reports, then raises at once: a crash loop under a permanent restart.
 function M.crash_on_start(id, collector)
    smarm.send(collector, { started = id, pid = smarm.self() })

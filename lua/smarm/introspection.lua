@@ -1,13 +1,12 @@
---- The less frequently used half of the smarm library, loaded into a state on
--- the first access to a field the C core does not define.
+--- Introspection (smarm.info, smarm.snapshot): the Lua half of the smarm table, loaded
+-- into a state on the first access to a field the C core does not define.
 local M = {}
 
 local STATES = { "queued", "running", "running", "parked" }
 
 --- Facts about a live actor.
 -- @param pid the actor
--- @return a table {pid, parent, state, mailbox, memory, parks, yields, messages_in,
---   stack = {reserve, guard}}, or nil if the actor is not alive
+-- @return the table README.md lists under smarm.info, or nil if the actor is not alive
 function M.info(pid)
    if type(pid) ~= "number" then
       error("smarm.info: bad pid (a number expected, got " .. type(pid) .. ")", 2)
