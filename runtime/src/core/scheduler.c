@@ -19,7 +19,6 @@
 #include "base/spin.h"
 #include "core/signals.h"
 
-
 #if defined(SMARM_ASAN)
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -122,6 +121,10 @@ static void actor_stop_start(void *arg)
 
 /* ---- stacks: one warm spare per scheduler in front of the shared pool ---- */
 
+/* Not a stop_kind of actor.h: the body ends such an actor as for a kill, then the
+ * scheduler gives it the reason "no_stack" (see run_actor). */
+#define STOP_NO_STACK 0x4e53
+
 static stack *take_stack(sched *s, actor *a)
 {
     if (!a->run.stack_size && !a->run.stack_guard && s->spare) {
@@ -134,12 +137,32 @@ static stack *take_stack(sched *s, actor *a)
 
 static void give_stack(sched *s, stack *st)
 {
-    if (!s->spare && st->size == stack_pool_default_size(s->rt->stacks) &&
-        st->guard == s->rt->cfg.stack_guard) {
+    if (!s->spare && st->pooled) {
         s->spare = st;
         return;
     }
     stack_put(s->rt->stacks, st);
+}
+
+/* No C stack could be had for a to run on: it ends with reason "no_stack" (unless it is
+ * already being stopped for another reason), on one of the pool's reserve stacks. */
+static void no_stack(sched *s, actor *a, int err)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&a->run.stop, &expected, STOP_NO_STACK,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return;
+    stack_pool *p = s->rt->stacks;
+    size_t size = a->run.stack_size ? a->run.stack_size : stack_pool_default_size(p);
+    size_t guard = a->run.stack_guard ? a->run.stack_guard : stack_pool_default_guard(p);
+    fprintf(stderr,
+            "smarm: actor <0.%u.%u> cannot have a C stack (%zu bytes, guard %zu bytes): %s%s; "
+            "it ends with reason no_stack\n",
+            pid_index(a->pid), pid_gen(a->pid), size, guard, strerror(err),
+            err == ENOMEM && stack_pool_scheme(p) == STACK_SCHEME_MPROTECT
+                ? " (this kernel lacks MADV_GUARD_INSTALL: each stack is two mappings, "
+                  "against vm.max_map_count)"
+                : "");
 }
 
 /* ---- run queue with the wake tail ---- */
@@ -444,26 +467,31 @@ static void run_actor(sched *s, uint32_t idx)
     }
     actor *a = &rt->actors[idx];
     for (;;) {
-        if (atomic_load_explicit(&a->run.stop, memory_order_acquire) && !a->run.stopping) {
+        int stop = atomic_load_explicit(&a->run.stop, memory_order_acquire);
+        if (stop && !a->run.stopping) {
             /* its own stack, if it holds one, is free to reuse: its frames are dropped */
-            a->run.stopping = 1;
-            if (a->run.stk) {
-                SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
-                a->run.sp = ctx_make(stack_top(a->run.stk), actor_stop_start, a);
-            } else {
-                a->run.stk = take_stack(s, a);
+            if (!a->run.stk) {
+                a->run.stk = stop == STOP_NO_STACK ? NULL : take_stack(s, a);
                 if (!a->run.stk)
-                    abort();
-                SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
-                a->run.sp = ctx_make(stack_top(a->run.stk), actor_stop_start, a);
+                    a->run.stk = stack_get_reserve(rt->stacks);
+                if (!a->run.stk) {
+                    /* every reserve stack is ending another actor. Not expected: a stop
+                     * entry runs to its end within one run_actor (it is not preempted and
+                     * cannot wait), and there is a reserve stack per scheduler */
+                    slot_requeue(sl, gen);
+                    enqueue_yielded(rt, idx);
+                    return;
+                }
             }
+            a->run.stopping = 1;
+            SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
+            a->run.sp = ctx_make(stack_top(a->run.stk), actor_stop_start, a);
         }
         if (!a->run.stk) {
             a->run.stk = take_stack(s, a);
             if (!a->run.stk) {
-                fprintf(stderr, "smarm: cannot map a C stack for %s: %s\n", "an actor",
-                        strerror(errno));
-                abort();
+                no_stack(s, a, errno);
+                continue; /* the stop above ends it */
             }
             /* frames left on it by whoever used it last never returned */
             SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
@@ -482,7 +510,8 @@ static void run_actor(sched *s, uint32_t idx)
         switch_in(s, a);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         a->run.preempt_pending = 0;
-        if (a->run.leave != LEAVE_DONE && atomic_load_explicit(&a->run.stop, memory_order_acquire)) {
+        if (a->run.leave != LEAVE_DONE &&
+            atomic_load_explicit(&a->run.stop, memory_order_acquire)) {
             /* stopped while it ran: end it now rather than queue it again */
             if (a->run.leave == LEAVE_PARK_CO || a->run.leave == LEAVE_YIELD_CO) {
                 give_stack(s, a->run.stk);
@@ -517,6 +546,8 @@ static void run_actor(sched *s, uint32_t idx)
         case LEAVE_DONE:
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
+            if (atomic_load_explicit(&a->run.stop, memory_order_acquire) == STOP_NO_STACK)
+                exit_set_reason(a, "no_stack", 1); /* the body took it for a kill */
             finalize(s, a);
             return;
         }
@@ -691,6 +722,11 @@ static void *sched_main(void *arg)
 int sched_run(smarm_runtime *rt)
 {
     int n = rt->nsched;
+    /* one stack per scheduler kept apart, to end actors that cannot have their own */
+    if (stack_pool_reserve(rt->stacks, (unsigned)n) != 0) {
+        fprintf(stderr, "smarm: cannot map the reserve C stacks: %s\n", strerror(errno));
+        return SMARM_ENOMEM;
+    }
     rt->scheds = calloc((size_t)n, sizeof(sched));
     if (!rt->scheds)
         return SMARM_ENOMEM;

@@ -177,14 +177,25 @@ int smarm_lua_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
 static int l_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 0, "smarm.spawn"); }
 static int l_try_spawn(lua_State *L) { return do_spawn(L, 1, NULL, 1, "smarm.try_spawn"); }
 
-static size_t opt_size(lua_State *L, const char *field)
+/* spawn_opt's byte-count option field: nil gives 0 (the default), anything else must be an
+ * integral number in [min, max], or the call raises an error naming the option. */
+static size_t opt_size(lua_State *L, const char *field, lua_Number min, lua_Number max)
 {
     lua_getfield(L, 1, field);
     size_t v = 0;
     if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) < 0)
-            luaL_error(L, "smarm.spawn_opt: %s must be a non-negative number of bytes", field);
-        v = (size_t)lua_tonumber(L, -1);
+        lua_Number n = lua_tonumber(L, -1);
+        /* written so that NaN fails too */
+        if (lua_type(L, -1) != LUA_TNUMBER || !(n >= min && n <= max) || n != floor(n)) {
+            const char *got =
+                lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1);
+            char want[160];
+            /* lua_pushfstring has no %.0f */
+            snprintf(want, sizeof want, "%s must be a whole number of bytes from %.0f to %.0f",
+                     field, (double)min, (double)max);
+            luaL_error(L, "smarm.spawn_opt: %s (got %s)", want, got);
+        }
+        v = (size_t)n;
     }
     lua_pop(L, 1);
     return v;
@@ -194,11 +205,10 @@ static int l_spawn_opt(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     spawn_opts o = {0};
-    o.stack_size = opt_size(L, "stack");
-    o.stack_guard = opt_size(L, "guard");
-    o.max_heap = opt_size(L, "max_heap");
-    if (o.stack_size && o.stack_size < 16384)
-        return luaL_error(L, "smarm.spawn_opt: stack must be at least 16384 bytes");
+    o.stack_size = opt_size(L, "stack", STACK_MIN_SIZE, (lua_Number)STACK_MAX_SIZE);
+    o.stack_guard = opt_size(L, "guard", STACK_MIN_GUARD, (lua_Number)STACK_MAX_GUARD);
+    /* 0 = unlimited; 2^53: the largest count a Lua number holds exactly */
+    o.max_heap = opt_size(L, "max_heap", 0, 9007199254740992.0);
     lua_getfield(L, 1, "link");
     o.link = lua_toboolean(L, -1);
     lua_getfield(L, 1, "owned");
