@@ -24,7 +24,13 @@ enum actor_leave {
 };
 
 /* Why an actor is stopped from outside; it never runs Lua code again. */
-enum stop_kind { STOP_KILL = 1, STOP_SHUTDOWN, STOP_SWEEP, STOP_LINKED };
+enum stop_kind {
+    STOP_KILL = 1, /* smarm.kill, a second SIGINT/SIGTERM: reason "killed" */
+    STOP_SHUTDOWN, /* smarm.shutdown of a non-trapping actor: "shutdown" */
+    STOP_SWEEP,    /* the root-exit sweep: "shutdown" */
+    STOP_LINKED,   /* a linked actor died abnormally: its reason */
+    STOP_NO_STACK, /* no C stack could be had for it: "no_stack" */
+};
 
 struct chan;
 

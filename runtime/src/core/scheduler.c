@@ -121,10 +121,6 @@ static void actor_stop_start(void *arg)
 
 /* ---- stacks: one warm spare per scheduler in front of the shared pool ---- */
 
-/* Not a stop_kind of actor.h: the body ends such an actor as for a kill, then the
- * scheduler gives it the reason "no_stack" (see run_actor). */
-#define STOP_NO_STACK 0x4e53
-
 static stack *take_stack(sched *s, actor *a)
 {
     if (!a->run.stack_size && !a->run.stack_guard && s->spare) {
@@ -546,8 +542,6 @@ static void run_actor(sched *s, uint32_t idx)
         case LEAVE_DONE:
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
-            if (atomic_load_explicit(&a->run.stop, memory_order_acquire) == STOP_NO_STACK)
-                exit_set_reason(a, "no_stack", 1); /* the body took it for a kill */
             finalize(s, a);
             return;
         }

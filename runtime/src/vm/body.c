@@ -178,15 +178,19 @@ void body_finish(actor *a, int status)
                 memcpy(copy, a->ex.exit_override, a->ex.exit_override_len);
             exit_set_reason_bytes(a, copy, copy ? a->ex.exit_override_len : 0, 1);
         } else {
-            exit_set_reason(a, how == STOP_SHUTDOWN || how == STOP_SWEEP ? "shutdown" : "killed",
+            exit_set_reason(a,
+                            how == STOP_SHUTDOWN || how == STOP_SWEEP ? "shutdown"
+                            : how == STOP_NO_STACK                    ? "no_stack"
+                                                                      : "killed",
                             1);
         }
         /* the root never ends silently: a run that ends with status 1 says why */
-        if (a->pid == rt->root_pid && how != STOP_SWEEP)
+        /* (no_stack was reported by the scheduler) */
+        if (a->pid == rt->root_pid && how != STOP_SWEEP && how != STOP_NO_STACK)
             luavm_report(a, "stopped",
-                   how == STOP_LINKED     ? "a linked actor exited abnormally"
-                   : how == STOP_SHUTDOWN ? "shutdown"
-                                          : "killed");
+                         how == STOP_LINKED     ? "a linked actor exited abnormally"
+                         : how == STOP_SHUTDOWN ? "shutdown"
+                                                : "killed");
     } else {
         lua_State *src = status == BODY_ERROR_ON_MAIN ? a->vm.L : a->vm.co;
         if (is_exit(src, -1)) {
