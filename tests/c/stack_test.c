@@ -250,9 +250,9 @@ static void impossible_sizes_fail_with_errno(void **state)
     assert_null(stack_get(p, 0, SIZE_MAX - 100));
     assert_int_equal(errno, EINVAL);
     errno = 0;
-    assert_null(stack_get(p, (size_t)1 << 60, 0)); /* more than the address space */
+    assert_null(stack_get(p, (size_t)1 << 60, 0));   /* more than the address space */
     assert_true(errno == ENOMEM || errno == EINVAL); /* valgrind's mmap says EINVAL */
-    stack *s = stack_get(p, 0, 0); /* and the pool still works */
+    stack *s = stack_get(p, 0, 0);                   /* and the pool still works */
     assert_non_null(s);
     stack_put(p, s);
     stack_pool_free(p);

@@ -11,7 +11,6 @@
 
 #include "core/supervisor.h"
 
-
 static void intensity_allows_exactly_intensity_restarts_within_the_period(void **state)
 {
     (void)state;

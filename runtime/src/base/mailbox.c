@@ -10,7 +10,10 @@
 
 static _Atomic int injected_failures;
 
-void msg_inject_failures(int n) { atomic_store_explicit(&injected_failures, n, memory_order_relaxed); }
+void msg_inject_failures(int n)
+{
+    atomic_store_explicit(&injected_failures, n, memory_order_relaxed);
+}
 
 /* Whether this allocation is one a test asked to fail. */
 static inline int injected_failure(void)

@@ -122,8 +122,8 @@ static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
     else
         bad |= wire_put_string(&b, "normal", 6);
     if (a->ex.err_msg)
-        bad |=
-            wire_put_string(&b, "error", 5) | wire_put_string(&b, a->ex.err_msg, strlen(a->ex.err_msg));
+        bad |= wire_put_string(&b, "error", 5) |
+               wire_put_string(&b, a->ex.err_msg, strlen(a->ex.err_msg));
     if (a->ex.err_tb)
         bad |= wire_put_string(&b, "traceback", 9) |
                wire_put_string(&b, a->ex.err_tb, strlen(a->ex.err_tb));

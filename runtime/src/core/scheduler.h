@@ -24,7 +24,7 @@ typedef struct sched {
     uint32_t fair;         /* alternates pinned actors with the shared queue */
     uint32_t picks;        /* shares picks between woken and yielded actors */
     stack *spare;          /* one warm stack kept across coroutine parks */
-    wire_buf enc;         /* scratch buffer for encoding messages */
+    wire_buf enc;          /* scratch buffer for encoding messages */
     heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
     void *altstack;        /* signal stack for the guard-page fault handler */
     void *fiber;           /* TSan: the scheduler thread's own fiber */

@@ -151,7 +151,8 @@ int32_t smarm_ffi_sup_child_exited(smarm_sup *s, uint64_t pid, int32_t abnormal,
         return -1;
     sup_child *c = &s->kids[i];
     c->pid = 0;
-    int restart = c->restart == SMARM_SUP_PERMANENT || (c->restart == SMARM_SUP_TRANSIENT && abnormal);
+    int restart =
+        c->restart == SMARM_SUP_PERMANENT || (c->restart == SMARM_SUP_TRANSIENT && abnormal);
     if (c->restart == SMARM_SUP_TEMPORARY) {
         remove_at(s, i);
         return 0;

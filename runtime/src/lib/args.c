@@ -83,8 +83,8 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
     return body_wait(L, a, cont);
 }
 
-msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
-                    const char *extra, size_t extralen)
+msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
+                    size_t extralen)
 {
     char err[256];
     scratch->len = 0;

@@ -18,8 +18,7 @@ typedef struct lua_State lua_State;
 uint64_t lib_check_pid(lua_State *L, int idx, const char *fname);
 /* The same when the caller has the runtime at hand. */
 struct smarm_runtime;
-uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname,
-                          const struct smarm_runtime *rt);
+uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const struct smarm_runtime *rt);
 /* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever (nil or more
  * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
@@ -34,8 +33,8 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
  * with extralen bytes of extra after it (a send_after's name; NULL, 0 for none). Raises an
  * error naming fname for an unsendable value or when out of memory; the channel references
  * the encoding took are released on every failure, so a raise leaks nothing. */
-msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
-                    const char *extra, size_t extralen);
+msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
+                    size_t extralen);
 /* The same into the calling scheduler's scratch buffer. */
 static inline msg *lib_encode(lua_State *L, int idx, const char *fname)
 {

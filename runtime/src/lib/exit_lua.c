@@ -77,8 +77,7 @@ static int l_demonitor(lua_State *L)
     uint64_t target = 0, id = 0;
     int kind = ud ? chan_lua_endpoint(ud, lua_objlen(L, 1), &ref) : 0;
     chan *c = ref;
-    if (kind != CHAN_RX || !c ||
-        !chan_get_monitor(c, &target, &id))
+    if (kind != CHAN_RX || !c || !chan_get_monitor(c, &target, &id))
         return luaL_error(L, "smarm.demonitor: a monitor expected, got %s", luaL_typename(L, 1));
     int removed = exit_demonitor(a->rt, target, id);
     /* closed first: a death already under way cannot deliver after this returns;

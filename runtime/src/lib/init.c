@@ -22,7 +22,7 @@ LUA_UNWOUND_BEGIN
 
 typedef struct lib_group {
     const luaL_Reg *funcs;
-    const char *const *fields;        /* names of its other fields, NULL-terminated */
+    const char *const *fields;               /* names of its other fields, NULL-terminated */
     void (*set_fields)(lua_State *L, int t); /* puts those fields into the table at t */
 } lib_group;
 

@@ -12,8 +12,7 @@ extern const luaL_Reg smarm_lua_funcs[];
 
 /* smarm.spawn with options (fn at fidx, its arguments above it); returns what the Lua
  * function returns. */
-int smarm_lua_spawn(lua_State *L, int fidx, struct spawn_opts *o, int try_mode,
-                    const char *fname);
+int smarm_lua_spawn(lua_State *L, int fidx, struct spawn_opts *o, int try_mode, const char *fname);
 /* smarm.send(dest, msg) on the stack. */
 int smarm_lua_send(lua_State *L);
 

@@ -63,12 +63,12 @@ static void push_exit_value(lua_State *L)
  * ...}, nested tables as {...}). Reads raw: no metamethod runs. */
 static void describe(lua_State *L, int idx, char *buf, size_t n, size_t *len, int nested)
 {
-#define PUT(...)                                                                                   \
-    do {                                                                                           \
-        if (*len < n) {                                                                            \
-            int w_ = snprintf(buf + *len, n - *len, __VA_ARGS__);                                  \
-            *len = w_ < 0 ? n : *len + (size_t)w_ > n ? n : *len + (size_t)w_;                    \
-        }                                                                                          \
+#define PUT(...)                                                               \
+    do {                                                                       \
+        if (*len < n) {                                                        \
+            int w_ = snprintf(buf + *len, n - *len, __VA_ARGS__);              \
+            *len = w_ < 0 ? n : *len + (size_t)w_ > n ? n : *len + (size_t)w_; \
+        }                                                                      \
     } while (0)
     idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
     switch (lua_type(L, idx)) {

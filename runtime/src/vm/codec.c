@@ -16,7 +16,6 @@
 
 #include "vm/ljx.h"
 
-
 #define PATH_MAX_LEN 160 /* error paths longer than this keep the root and the innermost part */
 #define MAX_RX 16        /* channel receivers one message may carry */
 

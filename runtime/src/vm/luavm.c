@@ -273,8 +273,9 @@ static int boot_chunk(lua_State *L, actor *a)
     const char *p = text + strlen(text) + 1;
     uint32_t argc = rd_u32(p);
     p += 4;
-    int st = a->vm.boot_kind == BOOT_FILE ? luaL_loadfile(L, text)
-                                       : luaL_loadbuffer(L, text, strlen(text), "=(command line)");
+    int st = a->vm.boot_kind == BOOT_FILE
+                 ? luaL_loadfile(L, text)
+                 : luaL_loadbuffer(L, text, strlen(text), "=(command line)");
     if (st != 0)
         return -1;
     lua_createtable(L, (int)argc, 1);
@@ -304,8 +305,8 @@ static int boot_func(lua_State *L, actor *a)
         return -1;
     char err[256];
     int n = 0;
-    if (codec_decode_args(L, a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen, &n, err, sizeof err) !=
-        0) {
+    if (codec_decode_args(L, a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen, &n, err,
+                          sizeof err) != 0) {
         lua_pushstring(L, err);
         return -1;
     }

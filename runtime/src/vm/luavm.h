@@ -31,7 +31,7 @@ typedef struct luavm_shared {
     lua_State *tmpl;      /* compiles modules; its JIT setup is copied into new states */
     luavm_module *modules;
     luavm_retired *retired;
-    char *package_path; /* app_dir's entries, prepended to LUA_PATH */
+    char *package_path;                 /* app_dir's entries, prepended to LUA_PATH */
     void (*push_library)(lua_State *L); /* pushes the state's smarm table (require "smarm") */
 } luavm_shared;
 

@@ -22,7 +22,6 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
 {
     wire_buf *b = ud;
