@@ -61,7 +61,7 @@ end
 
 local function preemptions(info)
    local p = info.preemptions
-   return p.hook + p.jit + p.safe_point
+   return p.hook + p.jit + p.safe_point + p.c_return
 end
 
 describe("preemption", function()
