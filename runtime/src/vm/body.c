@@ -381,7 +381,8 @@ __attribute__((noinline)) static void errno_set(int e)
 /* Called by body_cret_tramp, as the C function returned: puts the return address back
  * and switches out unless something else has since (a safe point, a wait). Holds the
  * stack like the compiled-code tier, and may resume on any thread: nothing between the
- * Lua code and here caches a thread-local address; errno is carried over. */
+ * Lua code and here caches a thread-local address (but LuaJIT's hook dispatchers, when
+ * the Lua code runs under one: then it stays on this thread); errno is carried over. */
 void body_cret_switch(uintptr_t *slot)
 {
     sched *s = sched_current();
@@ -406,14 +407,20 @@ void body_cret_switch(uintptr_t *slot)
     int saved_errno = errno;
     a->run.preempt_pending = 0;
     a->stats.preempt_cret++;
+    if (ljx_in_hook(a->vm.L))
+        a->run.pinned = 1;
     sched_leave(a, LEAVE_YIELD);
     errno_set(saved_errno);
 }
 
 int body_preempt(actor *a, uintptr_t pc, uintptr_t sp, int may_switch)
 {
-    if (may_switch && ljx_pc_in_mcode(a->vm.L, pc))
+    if (may_switch && ljx_pc_in_mcode(a->vm.L, pc)) {
+        /* compiled code called from a hook: the hook dispatcher below keeps errno's address */
+        if (ljx_in_hook(a->vm.L))
+            a->run.pinned = 1;
         return 1;
+    }
     /* an untrusted context (TSan runs the handler late, at an interceptor, so in C code):
      * the handler's own frame bounds the live stack */
     if (!may_switch)

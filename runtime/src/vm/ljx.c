@@ -200,6 +200,11 @@ int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v)
     return 0;
 }
 
+/* hook_enter and hook_vmevent set HOOK_ACTIVE around every call from those C functions
+ * into Lua (lj_dispatch_ins/call, lj_trace_hot/exit/stitch), which are the ones that keep
+ * errno's address across it (ERRNO_SAVE). */
+int ljx_in_hook(lua_State *L) { return hook_active(G(L)) != 0; }
+
 /* lua_gc(LUA_GCCOUNT/COUNTB) gives the same in two calls; this is one load. */
 size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
 
