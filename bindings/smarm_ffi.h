@@ -23,6 +23,7 @@ typedef struct smarm_actor_info {
     uint64_t preempt_hook;  /* preempted in interpreted code (count hook) */
     uint64_t preempt_jit;   /* preempted in JIT-compiled code (signal-driven switch) */
     uint64_t preempt_safe;  /* preempted at a runtime safe point */
+    uint64_t preempt_cret;  /* preempted as a C function called from Lua returned */
     uint64_t max_heap;      /* 0 = unlimited */
     uint32_t links;         /* linked actors */
     uint32_t monitors;      /* monitors watching it */

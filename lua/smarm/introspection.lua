@@ -33,6 +33,7 @@ function M.info(pid)
          hook = tonumber(out.preempt_hook),
          jit = tonumber(out.preempt_jit),
          safe_point = tonumber(out.preempt_safe),
+         c_return = tonumber(out.preempt_cret),
       },
       max_heap = out.max_heap ~= 0 and tonumber(out.max_heap) or nil,
       links = tonumber(out.links),

@@ -3,7 +3,10 @@
 %% time (T0 + K ms), so a late wake-up of the root counts as well as a late pong.
 %% BEAM twin of preempt.lua.  BEAM has no JIT/FFI distinction to make, so every
 %% KIND (interp, jit, alloc, ffi) runs the same busy loop, except that alloc
-%% builds a tuple per step.
+%% builds a tuple per step, syscall and ffi_syscall read 64 bytes of /dev/zero
+%% per step (a raw file read: a system call, which BEAM makes on a dirty I/O
+%% scheduler), and cwork encodes a 300-element list per step (term_to_binary:
+%% a BIF doing some microseconds of work).
 %% Usage: erl -noshell +S 1 -pa build/bench -run preempt main KIND [N]
 -module(preempt).
 -export([main/0, main/1]).
@@ -66,6 +69,9 @@ responder(Root) ->
 hog(Root, Kind, X) ->
     X1 = case Kind of
              "alloc" -> alloc_round(300000, X);
+             "syscall" -> syscall_round(250, X);
+             "ffi_syscall" -> syscall_round(250, X);
+             "cwork" -> cwork_round(500, X);
              _ -> arith_round(2000000, X)
          end,
     receive
@@ -80,5 +86,24 @@ alloc_round(0, X) -> X;
 alloc_round(N, X) ->
     T = {N, X},
     alloc_round(N - 1, X + element(1, T) rem 7).
+
+syscall_round(N, X) ->
+    {ok, Fd} = file:open("/dev/zero", [read, raw, binary]),
+    X1 = read_round(Fd, N, X),
+    ok = file:close(Fd),
+    X1.
+
+read_round(_Fd, 0, X) -> X;
+read_round(Fd, N, X) ->
+    {ok, B} = file:read(Fd, 64),
+    read_round(Fd, N - 1, (X + byte_size(B)) rem 65537).
+
+cwork_round(N, X) ->
+    cwork_round(N, lists:seq(1, 300), X).
+
+cwork_round(0, _L, X) -> X;
+cwork_round(N, L, X) ->
+    B = term_to_binary([N | L]),
+    cwork_round(N - 1, L, (X + byte_size(B)) rem 65537).
 
 nth_pct(Sorted, N, P) -> lists:nth(max(1, ceil(P * N)), Sorted).

@@ -2,7 +2,11 @@
 -- and measures each pong's lateness against the ping's scheduled send time
 -- (t0 + k ms), so a late wake-up of the root counts as well as a late pong.
 -- KIND picks the hogs' loop: interp (jit.off()), jit (arithmetic loop the JIT
--- compiles), alloc (allocating tables), ffi (calling ffi.C.abs).
+-- compiles), alloc (allocating tables), ffi (calling ffi.C.abs), and loops whose
+-- time goes into C called from compiled code: syscall (os.clock, a Lua C API
+-- function the JIT stitches around, a system call each), ffi_syscall
+-- (ffi.C.getpid from the trace), cwork (string.rep and string.format: LuaJIT's
+-- C helpers doing a few microseconds of work per call).
 -- Usage: smarm-lua -S 1 preempt.lua KIND [N=500]
 --   prints RESULT p50_ms=... p99_ms=... max_ms=...
 
@@ -43,6 +47,28 @@ local function hog(root, hog_kind)
       round = function()
          for i = 1, 3e6 do
             x = x + C.abs(band(i, 1023) - 512)
+         end
+      end
+   elseif hog_kind == "syscall" then
+      local clock = os.clock
+      round = function()
+         for _ = 1, 5e3 do
+            x = x + clock()
+         end
+      end
+   elseif hog_kind == "ffi_syscall" then
+      ffi.cdef "int getpid(void);"
+      local C = ffi.C
+      round = function()
+         for _ = 1, 7e3 do
+            x = x + C.getpid()
+         end
+      end
+   elseif hog_kind == "cwork" then
+      local rep, format = string.rep, string.format
+      round = function()
+         for i = 1, 2.5e3 do
+            x = x + #rep("ab", 1000 + band(i, 255)) + #format("%d:%s:%.3f", i, "abcdef", i / 7)
          end
       end
    else
@@ -93,7 +119,7 @@ for k = 1, pings do
    lat[k] = now() - t_sched
 end
 
-local pre, slices = {hook = 0, jit = 0, safe_point = 0}, 0
+local pre, slices = {hook = 0, jit = 0, safe_point = 0, c_return = 0}, 0
 for i = 1, HOGS do
    local info = smarm.info(hogs[i])
    if info then
@@ -117,7 +143,7 @@ local function pct(p)
    return lat[math.max(1, math.ceil(p * pings))] * 1e3
 end
 io.stderr:write(string.format(
-   "preempt %s: hog timeslices=%d preemptions hook=%d jit=%d safe_point=%d\n",
-   kind, slices, pre.hook, pre.jit, pre.safe_point))
+   "preempt %s: hog timeslices=%d preemptions hook=%d jit=%d safe_point=%d c_return=%d\n",
+   kind, slices, pre.hook, pre.jit, pre.safe_point, pre.c_return))
 print(string.format("RESULT p50_ms=%.3f p99_ms=%.3f max_ms=%.3f", pct(0.5), pct(0.99),
                     lat[pings] * 1e3))

@@ -451,6 +451,78 @@ static void hogs_are_preempted_and_their_results_stay_exact(void **state)
     assert_int_equal(run2(code), 0);
 }
 
+/* Hogs whose time goes into C functions called from Lua (a system call stitched around
+ * by the JIT, an FFI system call from a trace, LuaJIT's string helpers with their GC
+ * steps, FFI calls nested under a callback): a responder still answers, they are
+ * preempted, and their results come out exact. */
+static void c_calling_hogs_are_preempted_and_their_results_stay_exact(void **state)
+{
+    (void)state;
+    const char *code =
+        "local s = require 'smarm'\n"
+        "local function hog(root, kind)\n"
+        "   local s = require 'smarm'\n"
+        "   local ffi = require 'ffi'\n"
+        "   ffi.cdef 'int getpid(void); void qsort(void *, size_t, size_t, int (*)(const void *, "
+        "const void *));'\n"
+        "   local C, pid = ffi.C, ffi.C.getpid()\n"
+        "   local cmp = ffi.cast('int (*)(const void *, const void *)', function(a, b)\n"
+        "      local x, y = ffi.cast('const int *', a)[0], ffi.cast('const int *', b)[0]\n"
+        "      return x - y + C.getpid() - pid\n"
+        "   end)\n"
+        "   local arr = ffi.new('int[64]')\n"
+        "   local x, lcg, steps = 0, 1, 0\n"
+        "   while true do\n"
+        "      for i = 1, 2e4 do\n"
+        "         if kind == 1 then x = x + (os.clock() >= 0 and 1 or 0)\n"
+        "         elseif kind == 2 then x = x + C.getpid() - pid + 1\n"
+        "         elseif kind == 3 then x = x + #string.rep('ab', 100 + i % 7)\n"
+        "         elseif i % 20 == 0 then\n"
+        "            for j = 0, 63 do arr[j] = (lcg + j * 7919) % 1000 end\n"
+        "            C.qsort(arr, 64, 4, cmp)\n"
+        "            for j = 1, 63 do assert(arr[j - 1] <= arr[j]) end\n"
+        "            x = x + 1\n"
+        "         end\n"
+        "         lcg = (lcg * 69069 + 1) % 4294967296\n"
+        "      end\n"
+        "      steps = steps + 2e4\n"
+        "      if s.recv(0) then\n"
+        "         return s.send(root, {kind = kind, x = x, lcg = lcg, steps = steps, info = "
+        "s.info(s.self())})\n"
+        "      end\n"
+        "   end\n"
+        "end\n"
+        "local resp = s.spawn(function()\n"
+        "   local s = require 'smarm'\n"
+        "   while true do local m = s.recv(); if m == 'stop' then return end; s.send(m, 'pong') "
+        "end\n"
+        "end)\n"
+        "local hogs = {}\n"
+        "for i = 1, 4 do hogs[i] = s.spawn(hog, s.self(), i) end\n"
+        "s.sleep(0.02)\n"
+        "for _ = 1, 10 do s.send(resp, s.self()); assert(s.recv(30) == 'pong') end\n"
+        "s.send(resp, 'stop')\n"
+        "for i = 1, 4 do s.send(hogs[i], 'stop') end\n"
+        "local preempted = 0\n"
+        "for _ = 1, 4 do\n"
+        "   local m = assert(s.recv(60))\n"
+        "   local l = 1\n"
+        "   for _ = 1, m.steps do l = (l * 69069 + 1) % 4294967296 end\n"
+        "   assert(m.lcg == l, 'lcg is exact')\n"
+        "   local want = m.steps\n"
+        "   if m.kind == 3 then\n"
+        "      want = 0\n"
+        "      for i = 1, 2e4 do want = want + 2 * (100 + i % 7) end\n"
+        "      want = want * m.steps / 2e4\n"
+        "   elseif m.kind == 4 then want = m.steps / 20 end\n"
+        "   assert(m.x == want, 'count is exact')\n"
+        "   local p = m.info.preemptions\n"
+        "   preempted = preempted + p.hook + p.jit + p.safe_point + p.c_return\n"
+        "end\n"
+        "assert(preempted > 0, 'hogs were preempted')\n";
+    assert_int_equal(run2(code), 0);
+}
+
 /* Two actors race try_spawn for the last free slots of a small slab: together
  * they get exactly the free count, and every refusal is a clean at_capacity.
  * Both are spawned before either starts racing: a racer let loose at once can
@@ -547,6 +619,7 @@ int main(void)
         cmocka_unit_test(try_spawn_race_claims_exactly_the_free_slots),
         cmocka_unit_test(exit_churn_keeps_every_monitor_notified),
         cmocka_unit_test(hogs_are_preempted_and_their_results_stay_exact),
+        cmocka_unit_test(c_calling_hogs_are_preempted_and_their_results_stay_exact),
         cmocka_unit_test(root_exit_sweeps_actors_parked_in_recv_forever),
         cmocka_unit_test(root_exit_sweeps_stack_parked_and_sleeping_actors),
         cmocka_unit_test(two_runtimes_run_one_after_the_other),

@@ -61,7 +61,161 @@ end
 
 local function preemptions(info)
    local p = info.preemptions
-   return p.hook + p.jit + p.safe_point
+   return p.hook + p.jit + p.safe_point + p.c_return
+end
+
+-- Loops whose time goes into C functions called from compiled code: a system
+-- call through the Lua C API (which the JIT stitches around) or the FFI, a C
+-- function doing some microseconds of work, C calls nested under an FFI
+-- callback. Each runs rounds of n steps (~0.1 s or more on a VM, where a system
+-- call costs 1-2 us) and looks at its inbox only between rounds, so only
+-- preemption lets others run meanwhile. Each keeps an LCG beside the C calls
+-- and counts what they return, so the result can be checked exactly.
+local c_hogs = {
+   syscall = function(root, n)
+      local s = require "smarm"
+      local clock = os.clock
+      local x, lcg, rounds = 0, 1, 0
+      while true do
+         for _ = 1, n do
+            if clock() >= 0 then x = x + 1 end
+            lcg = (lcg * 1103515245 + 12345) % 2147483648
+         end
+         rounds = rounds + 1
+         if s.recv(0) == "stop" then
+            return s.send(root, { x = x, lcg = lcg, steps = rounds * n, want = rounds * n,
+                                  info = s.info(s.self()) })
+         end
+      end
+   end,
+   dev_zero_read = function(root, n)
+      local s = require "smarm"
+      local f = assert(io.open("/dev/zero", "rb"))
+      local x, lcg, rounds = 0, 1, 0
+      while true do
+         for _ = 1, n do
+            x = x + #f:read(64)
+            lcg = (lcg * 1103515245 + 12345) % 2147483648
+         end
+         rounds = rounds + 1
+         if s.recv(0) == "stop" then
+            return s.send(root, { x = x, lcg = lcg, steps = rounds * n, want = 64 * rounds * n,
+                                  info = s.info(s.self()) })
+         end
+      end
+   end,
+   ffi_syscall = function(root, n)
+      local s = require "smarm"
+      local ffi = require "ffi"
+      ffi.cdef "int getpid(void);"
+      local C = ffi.C
+      local pid = C.getpid()
+      local x, lcg, rounds = 0, 1, 0
+      while true do
+         for _ = 1, n do
+            x = x + C.getpid() - pid + 1
+            lcg = (lcg * 1103515245 + 12345) % 2147483648
+         end
+         rounds = rounds + 1
+         if s.recv(0) == "stop" then
+            return s.send(root, { x = x, lcg = lcg, steps = rounds * n, want = rounds * n,
+                                  info = s.info(s.self()) })
+         end
+      end
+   end,
+   c_work = function(root, n)
+      local s = require "smarm"
+      local band = require("bit").band
+      local rep, format = string.rep, string.format
+      local x, lcg, rounds, want = 0, 1, 0, 0
+      while true do
+         for i = 1, n do
+            x = x + #rep("ab", 1000 + band(i, 255)) + #format("%d:%s", band(i, 7), "abc")
+            lcg = (lcg * 1103515245 + 12345) % 2147483648
+         end
+         rounds = rounds + 1
+         for i = 1, n do want = want + 2 * (1000 + band(i, 255)) + 5 end
+         if s.recv(0) == "stop" then
+            return s.send(root, { x = x, lcg = lcg, steps = rounds * n, want = want,
+                                  info = s.info(s.self()) })
+         end
+      end
+   end,
+   c_api_work = function(root, n)
+      local s = require "smarm"
+      local find = string.find
+      local subject = ("a"):rep(3000) .. "b"
+      local x, lcg, rounds = 0, 1, 0
+      while true do
+         for _ = 1, n do
+            x = x + find(subject, "[b-c]")
+            lcg = (lcg * 1103515245 + 12345) % 2147483648
+         end
+         rounds = rounds + 1
+         if s.recv(0) == "stop" then
+            return s.send(root, { x = x, lcg = lcg, steps = rounds * n, want = 3001 * rounds * n,
+                                  info = s.info(s.self()) })
+         end
+      end
+   end,
+   ffi_callback = function(root, n)
+      local s = require "smarm"
+      local ffi = require "ffi"
+      ffi.cdef [[
+         int getpid(void);
+         void qsort(void *base, size_t nmemb, size_t size,
+                    int (*compar)(const void *, const void *));
+      ]]
+      local C = ffi.C
+      local pid = C.getpid()
+      local calls = 0
+      local cmp = ffi.cast("int (*)(const void *, const void *)", function(a, b)
+         calls = calls + C.getpid() - pid + 1
+         local x, y = ffi.cast("const int *", a)[0], ffi.cast("const int *", b)[0]
+         return x < y and -1 or x > y and 1 or 0
+      end)
+      local len = 200
+      local arr = ffi.new("int[?]", len)
+      local x, lcg, rounds = 0, 1, 0
+      while true do
+         for _ = 1, n do
+            for i = 0, len - 1 do
+               lcg = (lcg * 1103515245 + 12345) % 2147483648
+               arr[i] = lcg % 1000
+            end
+            C.qsort(arr, len, 4, cmp)
+            for i = 1, len - 1 do assert(arr[i - 1] <= arr[i], "qsort left the array unsorted") end
+            x = x + arr[0]
+         end
+         rounds = rounds + 1
+         if s.recv(0) == "stop" then
+            -- x: the sum of each round's minimum, recomputed from the same LCG below
+            return s.send(root, { x = x, lcg = lcg, steps = rounds * n * len, want = nil,
+                                  calls = calls, info = s.info(s.self()) })
+         end
+      end
+   end,
+}
+
+-- steps of the hogs' LCG, from 1
+local function lcg_after(steps)
+   local lcg = 1
+   for _ = 1, steps do lcg = (lcg * 1103515245 + 12345) % 2147483648 end
+   return lcg
+end
+
+-- the ffi_callback hog's x: each round's minimum of len LCG draws % 1000, summed
+local function callback_want(steps, len)
+   local lcg, x = 1, 0
+   for _ = 1, steps / len do
+      local m = math.huge
+      for _ = 1, len do
+         lcg = (lcg * 1103515245 + 12345) % 2147483648
+         m = math.min(m, lcg % 1000)
+      end
+      x = x + m
+   end
+   return x
 end
 
 describe("preemption", function()
@@ -144,6 +298,43 @@ describe("preemption", function()
       print(("\n   %d jobs exact after %d preemptions, %d migrations"):format(jobs, preempted,
                                                                              migrated))
    end)
+end)
+
+describe("preemption of loops that spend their time in C", function()
+   -- steps per round: ~0.1-0.3 s on a VM
+   local rounds = { syscall = 1e5, dev_zero_read = 1e5, ffi_syscall = 1e5, c_work = 4e4,
+                    c_api_work = 2e4, ffi_callback = 40 }
+   for _, kind in ipairs({ "syscall", "dev_zero_read", "ffi_syscall", "c_work", "c_api_work",
+                           "ffi_callback" }) do
+      it("wakes a 10 ms sleep within 200 ms while " .. kind .. " hogs fill every scheduler",
+         function()
+         local hog_pids = {}
+         -- one more hog than schedulers, so every scheduler runs one
+         for i = 1, 3 do hog_pids[i] = smarm.spawn(c_hogs[kind], smarm.self(), rounds[kind]) end
+         smarm.sleep(0.05)
+         local worst = 0
+         for _ = 1, 20 do
+            local t0 = smarm.now()
+            smarm.sleep(0.01)
+            worst = math.max(worst, smarm.now() - t0)
+         end
+         for _, pid in ipairs(hog_pids) do smarm.send(pid, "stop") end
+         local total, c_return = 0, 0
+         for _ = 1, #hog_pids do
+            local m = assert(smarm.recv(120), "a hog did not answer")
+            assert.are.equal(lcg_after(m.steps), m.lcg)
+            assert.are.equal(m.want or callback_want(m.steps, 200), m.x)
+            total = total + preemptions(m.info)
+            c_return = c_return + m.info.preemptions.c_return
+         end
+         -- generous: a loop left running until its C calls happen to be
+         -- interrupted in compiled code holds its scheduler for 0.1-1 s
+         assert.is_true(worst < 0.2, ("a 10 ms sleep took %.3f s"):format(worst))
+         assert.is_true(total > 0, "the hogs were never preempted")
+         print(("\n   %s: worst 10 ms sleep %.1f ms, %d preemptions (%d as C returned)"):format(
+            kind, worst * 1e3, total, c_return))
+      end)
+   end
 end)
 
 describe("max_heap", function()

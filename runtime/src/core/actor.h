@@ -78,6 +78,9 @@ typedef struct actor_vm {
     size_t mem;        /* bytes held by the Lua state */
     size_t max_heap;   /* 0 = unlimited */
     int heap_exceeded; /* an allocation was refused for max_heap */
+    /* a C call's return address that the preemption handler replaced (vm/body.c) */
+    uintptr_t *volatile cret_slot;
+    uintptr_t cret_orig;
 } actor_vm;
 
 /* Counters for introspection. */
@@ -86,6 +89,7 @@ typedef struct actor_stats {
     uint64_t slices;     /* times it was switched in */
     uint64_t migrations; /* times it resumed on another scheduler than before */
     uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
+    uint64_t preempt_cret; /* switched out as a C function returned to Lua */
 } actor_stats;
 
 /* exit.c: links, monitors, trap and reasons, under the cold lock (one actor at a time). */

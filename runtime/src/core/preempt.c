@@ -16,7 +16,9 @@
  *      on whichever thread. SA_NODEFER, no sigaltstack: the switch never
  *      restores a signal mask, so none may be blocked;
  *   3. anywhere else (runtime C, libc) only a flag is set, honoured at the
- *      runtime's safe points (send, receive, yield); the next tick signals again. */
+ *      runtime's safe points (send, receive, yield); the next tick signals again.
+ *      Under a C function called from Lua, the hook also makes that function's
+ *      return switch the actor out (vm/body.c). */
 
 #include "core/preempt.h"
 
@@ -76,8 +78,9 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     }
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
     a->run.preempt_pending = 1;
-    if (a->rt->hooks.preempt(a, pc, MCODE_SWITCH_OK)) {
+    if (a->rt->hooks.preempt(a, pc, sp, MCODE_SWITCH_OK)) {
         a->stats.preempt_jit++;
         a->run.preempt_pending = 0;
         sched_leave(a, LEAVE_YIELD);
@@ -85,7 +88,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
          * above: compiled code never reads errno, so it is left alone */
         return;
     }
-    /* a count hook is armed (vm/body.c): it yields at the next interpreted bytecode */
+    /* a count hook is armed (vm/body.c): it yields at the next interpreted bytecode, and
+     * a C function called from Lua switches out as it returns */
     errno = saved_errno;
 }
 

@@ -28,8 +28,9 @@ typedef struct actor_hooks {
     void (*stop_entry)(actor *a);
     /* From the preemption signal handler (async-signal-safe): 1 when pc is in the actor's
      * compiled code and may_switch, and the handler switches it out; else it arms what
-     * makes the actor yield soon and returns 0. */
-    int (*preempt)(actor *a, uintptr_t pc, int may_switch);
+     * makes the actor yield soon and returns 0. sp is the interrupted stack pointer; the
+     * context (pc, sp) is trusted only when may_switch. */
+    int (*preempt)(actor *a, uintptr_t pc, uintptr_t sp, int may_switch);
 } actor_hooks;
 
 struct smarm_runtime {

@@ -44,6 +44,7 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->preempt_hook = a->stats.preempt_hook;
     out->preempt_jit = a->stats.preempt_jit;
     out->preempt_safe = a->stats.preempt_safe;
+    out->preempt_cret = a->stats.preempt_cret;
     out->max_heap = a->vm.max_heap;
     out->links = a->ex.nlinks;
     out->monitors = a->ex.nmonitors;

@@ -1,6 +1,7 @@
 /* The actor body: what runs on an actor's C stack, between the scheduler's switches. */
 #include "vm/body.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,10 +343,94 @@ static void hook_yield(lua_State *L, lua_Debug *ar)
     sched_leave(a, LEAVE_YIELD);
 }
 
-int body_preempt(actor *a, uintptr_t pc, int may_switch)
+/* A C function called from Lua (a system call, an FFI call or a LuaJIT helper from a trace,
+ * a Lua C API function from the interpreter or a stitched trace) mostly runs where neither
+ * the handler may switch nor a hook fires: a stitched trace goes from its exit into the C
+ * function's header and from its return straight into the next trace, never through the
+ * hooked bytecode dispatch. So the handler replaces that call's return address with
+ * body_cret_tramp (cret_x86_64.S), and the actor switches out as the C function returns,
+ * back in Lua code again. One replaced address at a time: a C call nested under another
+ * (through an FFI callback) leaves the outer one armed. */
+void body_cret_tramp(void);
+void body_cret_switch(uintptr_t *slot);
+
+static void arm_c_return(actor *a, uintptr_t pc, uintptr_t sp)
 {
-    if (may_switch && ljx_pc_in_mcode(a->vm.L, pc))
+    if (!a->run.stk)
+        return;
+    uintptr_t lo = sp, hi = (uintptr_t)stack_top(a->run.stk);
+    uintptr_t *old = a->vm.cret_slot;
+    /* one still to be returned through stays; one an error unwound past is forgotten */
+    if (old && (uintptr_t)old >= lo && (uintptr_t)old < hi &&
+        *old == (uintptr_t)body_cret_tramp && ljx_c_return_live(a->vm.L, (uintptr_t)old))
+        return;
+    uintptr_t *slot = ljx_c_return_slot(a->vm.L, pc, lo, hi);
+    if (!slot)
+        return;
+    /* in this order: a nested signal or the trampoline sees a consistent pair */
+    a->vm.cret_orig = *slot;
+    atomic_signal_fence(memory_order_seq_cst);
+    a->vm.cret_slot = slot;
+    atomic_signal_fence(memory_order_seq_cst);
+    *(volatile uintptr_t *)slot = (uintptr_t)body_cret_tramp;
+}
+
+/* errno's address is per thread and __errno_location is a const function: after a switch
+ * that may have moved the actor to another thread, it must be looked up again */
+__attribute__((noinline)) static void errno_set(int e)
+{
+    __asm__ volatile("" ::: "memory");
+    errno = e;
+}
+
+/* Called by body_cret_tramp, as the C function returned: puts the return address back
+ * and switches out unless something else has since (a safe point, a wait). Holds the
+ * stack like the compiled-code tier, and may resume on any thread: nothing between the
+ * Lua code and here caches a thread-local address (but LuaJIT's hook dispatchers, when
+ * the Lua code runs under one: then it stays on this thread); errno is carried over. */
+void body_cret_switch(uintptr_t *slot)
+{
+    sched *s = sched_current();
+    actor *a = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
+    if (!a || a->vm.cret_slot != slot) {
+        fprintf(stderr,
+                "smarm: internal error: a preempted C call returned through an unknown slot\n");
+        abort();
+    }
+    uintptr_t orig = a->vm.cret_orig;
+    /* in this order: a signal in between finds no slot (it reads the trampoline's address
+     * there), or the restored one, which it may replace again */
+    a->vm.cret_slot = NULL;
+    atomic_signal_fence(memory_order_seq_cst);
+    *(volatile uintptr_t *)slot = orig;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (!a->run.preempt_pending || a->vm.closing)
+        return;
+    /* a coroutine park returns lua_yield's -1 from its C function: it leaves anyway */
+    if (a->vm.co && lua_status(a->vm.co) == LUA_YIELD)
+        return;
+    int saved_errno = errno;
+    a->run.preempt_pending = 0;
+    a->stats.preempt_cret++;
+    if (ljx_in_hook(a->vm.L))
+        a->run.pinned = 1;
+    sched_leave(a, LEAVE_YIELD);
+    errno_set(saved_errno);
+}
+
+int body_preempt(actor *a, uintptr_t pc, uintptr_t sp, int may_switch)
+{
+    if (may_switch && ljx_pc_in_mcode(a->vm.L, pc)) {
+        /* compiled code called from a hook: the hook dispatcher below keeps errno's address */
+        if (ljx_in_hook(a->vm.L))
+            a->run.pinned = 1;
         return 1;
+    }
+    /* an untrusted context (TSan runs the handler late, at an interceptor, so in C code):
+     * the handler's own frame bounds the live stack */
+    if (!may_switch)
+        sp = (uintptr_t)__builtin_frame_address(0);
+    arm_c_return(a, pc, sp);
     /* lua_sethook is async-signal-safe in LuaJIT (its own Ctrl-C handler uses it) */
     lua_sethook(a->vm.L, hook_yield, LUA_MASKCOUNT, 1);
     return 0;

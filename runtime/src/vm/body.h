@@ -18,8 +18,9 @@ void body_entry(struct actor *a);
 void body_stop_entry(struct actor *a);
 /* From the preemption signal handler: 1 if pc lies in the actor's compiled code (and
  * may_switch): the handler switches it out at once; else arms a one-shot count hook that
- * yields at the next interpreted bytecode, and returns 0. Async-signal-safe. */
-int body_preempt(struct actor *a, uintptr_t pc, int may_switch);
+ * yields at the next interpreted bytecode and, if a C function called from Lua runs, a
+ * switch as it returns, and returns 0. sp: the interrupted stack pointer. Async-signal-safe. */
+int body_preempt(struct actor *a, uintptr_t pc, uintptr_t sp, int may_switch);
 
 /* Blocks the calling actor from a C function called by Lua on coroutine L until cont (which
  * re-checks the wait's condition after every wake) pushes results. Returns what a

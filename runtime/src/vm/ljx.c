@@ -2,6 +2,7 @@
  * Layout-dependent: must be compiled against the headers of the very LuaJIT it links with. */
 #include "vm/ljx.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
@@ -13,6 +14,9 @@
 #include "lj_cdata.h"    /* lj_cdata_new: allocate a boxed 64-bit integer */
 #include "lj_jit.h"      /* jit_State flags and param[] */
 #include "lj_dispatch.h" /* L2J, lj_dispatch_update: switch the dispatch table to JIT mode */
+#include "lj_trace.h"    /* GCtrace: mcode, szmcode, spadjust */
+#include "lj_vm.h"       /* lj_vm_exit_handler, lj_vm_exit_interp */
+#include "lj_gc.h"       /* lj_gc_step_jit */
 
 /* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
 LUALIB_API int luaopen_ffi(lua_State *L);
@@ -196,6 +200,11 @@ int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v)
     return 0;
 }
 
+/* hook_enter and hook_vmevent set HOOK_ACTIVE around every call from those C functions
+ * into Lua (lj_dispatch_ins/call, lj_trace_hot/exit/stitch), which are the ones that keep
+ * errno's address across it (ERRNO_SAVE). */
+int ljx_in_hook(lua_State *L) { return hook_active(G(L)) != 0; }
+
 /* lua_gc(LUA_GCCOUNT/COUNTB) gives the same in two calls; this is one load. */
 size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
 
@@ -220,4 +229,126 @@ int ljx_pc_in_mcode(lua_State *L, uintptr_t pc)
         size = mc ? ((MCLink *)mc)->size : 0;
     }
     return 0;
+}
+
+/* -- The return address of the innermost call from Lua into C ------------------------------ */
+
+/* Where the interpreter's BC_FUNCC handler resumes after a C function returns
+ * (`call KBASE` in vm_x64.dasc): learned once from a probe that it calls. */
+static _Atomic uintptr_t funcc_ret;
+
+static int funcc_probe(lua_State *L)
+{
+    lua_pushlightuserdata(L, __builtin_return_address(0));
+    return 1;
+}
+
+void ljx_init(lua_State *L)
+{
+    if (atomic_load_explicit(&funcc_ret, memory_order_relaxed))
+        return;
+    lua_pushcfunction(L, funcc_probe);
+    lua_call(L, 0, 1);
+    atomic_store_explicit(&funcc_ret, (uintptr_t)lua_touserdata(L, -1), memory_order_relaxed);
+    lua_pop(L, 1);
+}
+
+/* Whether ret is a return address inside T's machine code, just after a call
+ * instruction: E8 rel32 (to target, if given), or FF /2 through a register. */
+static int after_call(GCtrace *T, uintptr_t ret, void *target)
+{
+    uintptr_t mc = (uintptr_t)T->mcode;
+    if (ret < mc + 5 || ret >= mc + T->szmcode)
+        return 0;
+    const uint8_t *p = (const uint8_t *)ret;
+    if (p[-5] == 0xe8) {
+        int32_t rel;
+        memcpy(&rel, p - 4, sizeof rel);
+        return !target || (void *)(p + rel) == target;
+    }
+    return !target && p[-2] == 0xff && (p[-1] & 0xf8) == 0xd0;
+}
+
+/* The slot of trace T's call, if it lies in [lo, hi) and holds a return address into T
+ * after a call (to target, if given). */
+static uintptr_t *trace_slot(GCtrace *T, uintptr_t cf, uintptr_t lo, uintptr_t hi, void *target)
+{
+    uintptr_t at = cf - 16 - T->spadjust - 8;
+    if (!T->mcode || at < lo || at + 8 > hi || !after_call(T, *(uintptr_t *)at, target))
+        return NULL;
+    return (uintptr_t *)at;
+}
+
+/* The rsp of the code that calls out is known from the innermost C frame of
+ * the running thread (L->cframe is the interpreter's rsp):
+ *   - the interpreter calls a C function (BC_FUNCC) with rsp = cframe, so its
+ *     return address sits at cframe - 8, and g->vmstate reads C while it runs
+ *     (or GC, when that function allocates);
+ *   - a trace runs with rsp = cframe - 16 (BC_JLOOP saves r12 and r13 below
+ *     the frame) - T->spadjust (its spill area, fixed for the whole trace), and
+ *     g->vmstate holds its number while it or a C function it called runs. A
+ *     trace's own GC step (lj_gc_step_jit; g->jit_base is set while on trace)
+ *     reads GC instead: the trace is then the one whose slot holds a return
+ *     address just after a call to lj_gc_step_jit.
+ * The value found there must also be right: the FUNCC return address, or an
+ * address inside T's machine code just after a call instruction. Where this
+ * cannot tell (the trace exit handler before it has marked its state, the
+ * recorder, an asm fast function or the GC called from the interpreter), no slot. */
+uintptr_t *ljx_c_return_slot(lua_State *L, uintptr_t pc, uintptr_t lo, uintptr_t hi)
+{
+    global_State *g = G(L);
+    int32_t st = g->vmstate;
+    lua_State *cur = gco2th(gcref(g->cur_L));
+    if (!cur)
+        return NULL;
+    uintptr_t cf = (uintptr_t)cframe_raw(cur->cframe);
+    if (!cf)
+        return NULL;
+    jit_State *J = G2J(g);
+    if (st == ~LJ_VMST_GC && tvref(g->jit_base)) {
+        for (MSize i = 1; i < J->sizetrace; i++) {
+            GCtrace *T = (GCtrace *)gcref(J->trace[i]);
+            uintptr_t *at = T ? trace_slot(T, cf, lo, hi, (void *)lj_gc_step_jit) : NULL;
+            if (at)
+                return at;
+        }
+        return NULL;
+    }
+    if (st == ~LJ_VMST_C || st == ~LJ_VMST_GC) {
+        uintptr_t at = cf - 8;
+        uintptr_t want = atomic_load_explicit(&funcc_ret, memory_order_relaxed);
+        if (at < lo || at + 8 > hi || !want || *(uintptr_t *)at != want)
+            return NULL;
+        return (uintptr_t *)at;
+    }
+    if (st <= 0)
+        return NULL;
+    /* the exit handler pushes registers before it marks its state EXIT */
+    if (pc >= (uintptr_t)(void *)lj_vm_exit_handler && pc < (uintptr_t)(void *)lj_vm_exit_interp)
+        return NULL;
+    if ((MSize)st >= J->sizetrace)
+        return NULL;
+    GCtrace *T = (GCtrace *)gcref(J->trace[st]);
+    return T ? trace_slot(T, cf, lo, hi, NULL) : NULL;
+}
+
+/* Within one VM frame (cframe) at most one call from Lua into C runs, at the place above;
+ * a call of an outer frame (a C function that called back into Lua) lies above cframe. */
+int ljx_c_return_live(lua_State *L, uintptr_t at)
+{
+    global_State *g = G(L);
+    int32_t st = g->vmstate;
+    lua_State *cur = gco2th(gcref(g->cur_L));
+    uintptr_t cf = cur ? (uintptr_t)cframe_raw(cur->cframe) : 0;
+    if (!cf || at >= cf)
+        return 1;
+    if (st == ~LJ_VMST_GC && tvref(g->jit_base))
+        return 1; /* a trace's GC step: which trace's slot is not known */
+    if (st == ~LJ_VMST_C || st == ~LJ_VMST_GC)
+        return at == cf - 8;
+    jit_State *J = G2J(g);
+    if (st <= 0 || (MSize)st >= J->sizetrace)
+        return 0;
+    GCtrace *T = (GCtrace *)gcref(J->trace[st]);
+    return T && at == cf - 16 - T->spadjust - 8;
 }

@@ -62,6 +62,26 @@ void ljx_str_shrink(lua_State *L, unsigned slots);
  * Async-signal-safe on the thread running L. */
 int ljx_pc_in_mcode(lua_State *L, uintptr_t pc);
 
+/* Learns, once per process, where LuaJIT's interpreter resumes after calling a C function
+ * (calls a probe in L). Before ljx_c_return_slot. */
+void ljx_init(lua_State *L);
+
+/* If the state of L runs a C function called from Lua code (by a JIT-compiled trace, or by
+ * the interpreter, as a stitched trace does), the stack slot holding that call's return
+ * address, when it lies in [lo, hi); else NULL. For the preemption signal handler on the
+ * thread running L (async-signal-safe); pc is the interrupted one. */
+uintptr_t *ljx_c_return_slot(lua_State *L, uintptr_t pc, uintptr_t lo, uintptr_t hi);
+
+/* Whether a return address swapped at `at` (on the live stack, still swapped) may yet be
+ * returned through: it is the slot of the C call running now, or of a call of an outer VM
+ * frame. Else it was left by an error that unwound past it, or misread. Async-signal-safe. */
+int ljx_c_return_live(lua_State *L, uintptr_t at);
+
+/* Whether L's state runs Lua code called from a debug hook or a JIT event handler: LuaJIT's
+ * C code below it keeps the thread's errno address, so a switch there must resume on the
+ * same OS thread. Async-signal-safe. */
+int ljx_in_hook(lua_State *L);
+
 /* Bytes currently allocated by L's state (all its coroutines). */
 size_t ljx_gc_total(lua_State *L);
 

@@ -388,6 +388,7 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
     if (!vm->tmpl)
         return SMARM_ENOMEM;
     luaL_openlibs(vm->tmpl);
+    ljx_init(vm->tmpl);
     /* small machine-code areas: >100k states can compile traces before the
      * ±1 GB placement limit around LuaJIT's own code is reached */
     ljx_jit_set_sizemcode(vm->tmpl, 16);
