@@ -1,11 +1,16 @@
-/* Guard-page fault diagnosis. The handler runs on a per-scheduler alternate
- * stack (a guard hit leaves no stack to run on) and does only async-signal-safe
- * work: plain loads, a fixed buffer, one write(2). Then it restores the default
- * action and returns, so the fault repeats and the process dies with the
- * fault's normal status (and a core, where enabled). Also the polite shutdown on
- * SIGINT/SIGTERM, when the runtime is asked to handle those. */
+/* Fatal-signal diagnosis. The handler runs on a per-scheduler alternate stack
+ * (a guard hit leaves no stack to run on) and does only async-signal-safe work:
+ * plain loads, a fixed buffer, one write(2). A C-stack overflow into an actor's
+ * guard is named as such; any other fatal signal (SIGSEGV, SIGBUS, SIGFPE,
+ * SIGILL, SIGABRT) on a scheduler thread is named with the actor that was
+ * running. Then the handler hands the signal back to the action that was there
+ * before (the default one, unless the host installed its own) and returns: a
+ * fault repeats, a signal that was sent is raised again, so the process dies
+ * with the signal's normal status (and a core, where enabled). Also the polite
+ * shutdown on SIGINT/SIGTERM, when the runtime is asked to handle those. */
 #include "core/signals.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -20,7 +25,26 @@
 
 #define ALTSTACK_SIZE (64 * 1024)
 
-static struct sigaction prev_segv, prev_bus;
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NFATAL ((int)(sizeof fatal_signals / sizeof fatal_signals[0]))
+static struct sigaction prev_fatal[NFATAL];
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGILL:
+        return "SIGILL";
+    case SIGABRT:
+        return "SIGABRT";
+    }
+    return "a signal";
+}
 
 static char *put_str(char *p, const char *s)
 {
@@ -42,30 +66,87 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
+static char *put_hex(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    int n = 0;
+    do {
+        tmp[n++] = digits[v & 15];
+        v >>= 4;
+    } while (v);
+    p = put_str(p, "0x");
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_pid(char *p, uint64_t pid)
+{
+    p = put_str(p, "<0.");
+    p = put_u64(p, pid_index(pid));
+    p = put_str(p, ".");
+    p = put_u64(p, pid_gen(pid));
+    return put_str(p, ">");
+}
+
 static void fault_handler(int sig, siginfo_t *si, void *uc)
 {
+    int saved_errno = errno;
+    int i = 0;
+    while (i < NFATAL - 1 && fatal_signals[i] != sig)
+        i++;
     sched *s = sched_current();
     actor *a = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
     uintptr_t addr = (uintptr_t)si->si_addr;
+    /* si_code > 0: the kernel raised it for a fault at si_addr; <= 0: it was sent */
+    int fault = si->si_code > 0 && sig != SIGABRT;
     stack *stk = a ? a->run.stk : NULL;
-    if (stk && addr < (uintptr_t)stk->base && addr >= (uintptr_t)stk->base - stk->guard) {
-        char buf[256], *p = buf;
-        p = put_str(p, "smarm: actor <0.");
-        p = put_u64(p, pid_index(a->pid));
-        p = put_str(p, ".");
-        p = put_u64(p, pid_gen(a->pid));
-        p = put_str(p, "> overflowed its C stack (reserve ");
+    char buf[256], *p = buf;
+    if (sig == SIGSEGV && fault && stk && addr < (uintptr_t)stk->base &&
+        addr >= (uintptr_t)stk->base - stk->guard) {
+        p = put_str(p, "smarm: actor ");
+        p = put_pid(p, a->pid);
+        p = put_str(p, " overflowed its C stack (reserve ");
         p = put_u64(p, stk->size);
         p = put_str(p, " bytes, guard ");
         p = put_u64(p, stk->guard);
         p = put_str(p, " bytes); spawn it with a larger smarm.spawn_opt{stack = ...}\n");
         ssize_t w = write(2, buf, (size_t)(p - buf));
         (void)w;
+        /* the default action, whoever handled SIGSEGV before: this one is diagnosed */
         signal(sig, SIG_DFL);
+        errno = saved_errno;
         return;
     }
-    /* not ours: hand the fault to whoever handled it before */
-    sigaction(sig, sig == SIGBUS ? &prev_bus : &prev_segv, NULL);
+    if (s) {
+        /* only on a scheduler thread: elsewhere it is none of the runtime's business */
+        p = put_str(p, "smarm: fatal signal ");
+        p = put_str(p, signal_name(sig));
+        if (fault) {
+            p = put_str(p, " (address ");
+            p = put_hex(p, addr);
+            p = put_str(p, ")");
+        }
+        if (a) {
+            p = put_str(p, " in actor ");
+            p = put_pid(p, a->pid);
+        } else {
+            p = put_str(p, " in scheduler thread ");
+            p = put_u64(p, (uint64_t)s->id);
+            p = put_str(p, ", outside any actor");
+        }
+        p = put_str(p, "\n");
+        ssize_t w = write(2, buf, (size_t)(p - buf));
+        (void)w;
+    }
+    /* back to whoever handled it before (the default action: the process dies).
+     * A fault repeats when this returns; a sent signal (kill, raise, abort) is
+     * raised again, and stays blocked until this handler returns */
+    sigaction(sig, &prev_fatal[i], NULL);
+    if (!fault)
+        raise(sig);
+    errno = saved_errno;
 }
 
 static void install(void)
@@ -75,8 +156,8 @@ static void install(void)
     sa.sa_sigaction = fault_handler;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &prev_segv);
-    sigaction(SIGBUS, &sa, &prev_bus);
+    for (int i = 0; i < NFATAL; i++)
+        sigaction(fatal_signals[i], &sa, &prev_fatal[i]);
 }
 
 void signal_diag_install(void)
