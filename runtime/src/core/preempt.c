@@ -144,6 +144,23 @@ static int work_waiting(smarm_runtime *rt, uint64_t now)
     return 0;
 }
 
+/* A scheduler that has run one actor for two slices although it was signalled
+ * after the first is inside a C call (a blocking read, os.execute): the actor
+ * its last wake put in its runnext would wait for that call. It goes to the
+ * shared queue instead, where any scheduler takes it (the exchange makes it
+ * ours alone, as when an idle scheduler steals it). */
+static void release_runnext(smarm_runtime *rt, sched *s)
+{
+    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+    if (!n)
+        return;
+    runq_push(rt->rq, n - 1);
+    /* as the scheduler's enqueue: a spinning scheduler will find it, else wake one */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->spinning, memory_order_relaxed) == 0)
+        park_set_wake_one(&rt->parks);
+}
+
 /* Finer ticks end a slice closer to its length, and re-signal sooner an actor
  * the last signal found in C code (tier 3 above); each costs the watchdog one
  * wake-up while some scheduler is busy. */
@@ -199,6 +216,9 @@ static void *watchdog_main(void *arg)
             }
             if (++age[i] < TICKS_PER_SLICE)
                 continue;
+            if (age[i] >= 2 * TICKS_PER_SLICE &&
+                atomic_load_explicit(&s->runnext, memory_order_relaxed))
+                release_runnext(rt, s);
             if (waiting < 0)
                 waiting = work_waiting(rt, now);
             if (!waiting)
