@@ -54,6 +54,7 @@ print("ready " .. s.pid_tostring(pid) .. " " .. s.pid_tostring(s.self()))
 io.stdout:flush()
 s.recv()
 LUA
+rm -f "$TMP/out" "$TMP/err"
 timeout 60 "$SMARM_LUA" "$TMP/snap.lua" >"$TMP/out" 2>"$TMP/err" &
 tpid=$!
 for _ in $(seq 1 200); do
@@ -83,6 +84,7 @@ grep -qE "^smarm:   $root [a-z]+ mailbox=0 memory=[0-9]+ root$" <<<"$err" \
 # --- the signals left at their default action: the process ends with 128+N ---
 for sig in USR2:140 ALRM:142 PROF:155 VTALRM:154; do
    name=${sig%%:*} want=${sig##*:}
+   rm -f "$TMP/out" # no "ready" left from the last run
    timeout 60 "$SMARM_LUA" -e 'print("ready") io.stdout:flush() require("smarm").recv()' \
       >"$TMP/out" 2>"$TMP/err" &
    tpid=$!

@@ -41,6 +41,7 @@ LUA
 # once it printed "ready"; sets status/out/err
 start_and_signal() {
    local script=$1 sig=$2 second=${3:-}
+   rm -f "$TMP/out" # no "ready" left from the last run
    timeout 60 "$SMARM_LUA" "$script" >"$TMP/out" 2>"$TMP/err" &
    local pid=$!
    for _ in $(seq 1 200); do
@@ -148,7 +149,8 @@ stop_twice() {
    local first=$1 second=$2
    shift 2
    rm -f "$TMP/pidfile"
-   timeout 30 "$SMARM_LUA" "$@" "$TMP/pidfile" >"$TMP/out" 2>"$TMP/err" <"${STDIN:-/dev/null}" &
+   timeout -k 5 30 "$SMARM_LUA" "$@" "$TMP/pidfile" >"$TMP/out" 2>"$TMP/err" \
+      <"${STDIN:-/dev/null}" 3>&- &
    local pid=$!
    for _ in $(seq 1 200); do
       [ -s "$TMP/pidfile" ] && break
@@ -190,11 +192,11 @@ for opts in "" "-S 1"; do
    grep -qE "actor <0\.1\.[0-9]+> cannot be stopped" <<<"$err" || fail "the line names the actor"
 done
 
+# stdin: a fifo the test holds open (fd 3, read-write, so no open blocks)
 mkfifo "$TMP/fifo"
-sleep 60 >"$TMP/fifo" &
-writer=$!
+exec 3<>"$TMP/fifo"
 STDIN="$TMP/fifo" stop_twice INT INT "$TMP/read_actor.lua"
-kill "$writer" 2>/dev/null || true
+exec 3>&-
 expect_status 130 "actor in io.read: a second SIGINT ends the process"
 [ "$elapsed" -le 10 ] || fail "actor in io.read: at once"
 
