@@ -249,7 +249,9 @@ static const char *state_name(enum slot_state st)
  * stdio lock, which an actor blocked in a write may hold). Racy reads, like ps. */
 static RACY_READS void snapshot(smarm_runtime *rt)
 {
-    uint32_t hwm = __atomic_load_n(&rt->slots.hwm, __ATOMIC_RELAXED);
+    /* a plain read (spawns write it plainly, under the free-list lock): the
+     * high-water mark at some instant, which is all a snapshot needs */
+    uint32_t hwm = *(volatile uint32_t *)&rt->slots.hwm;
     char line[512], name[128];
     int n = snprintf(line, sizeof line, "smarm: snapshot: %lld actors, %d schedulers\n",
                      (long long)atomic_load_explicit(&rt->live, memory_order_relaxed), rt->nsched);
