@@ -143,8 +143,9 @@ while true do rx:recv() end
 LUA
 
 # stop_twice FIRST SECOND SCRIPT [options]: starts the script, which writes
-# $TMP/pidfile once its actor is inside the C call; sends FIRST, then SECOND;
-# sets status, out, err and elapsed (seconds from the second signal to the end)
+# $TMP/pidfile once its actor is inside the C call; sends FIRST, then SECOND
+# (and $THIRD right after it, if set); sets status, out, err and elapsed
+# (seconds from the second signal to the end)
 stop_twice() {
    local first=$1 second=$2
    shift 2
@@ -163,6 +164,7 @@ stop_twice() {
    local t0
    t0=$(date +%s%N)
    kill -s "$second" "$child" 2>/dev/null || true
+   if [ -n "${THIRD:-}" ]; then kill -s "$THIRD" "$child" 2>/dev/null || true; fi
    set +e
    wait "$pid"
    status=$?
@@ -191,6 +193,13 @@ for opts in "" "-S 1"; do
    [ "$elapsed" -le 10 ] || fail "actor in os.execute ($opts): at once, not after the command"
    grep -qE "actor <0\.1\.[0-9]+> cannot be stopped" <<<"$err" || fail "the line names the actor"
 done
+
+# a third signal right after the second exits at once, without waiting to see
+# whether the actors stop (a different one: the same signal twice in a row may
+# arrive as one)
+THIRD=INT stop_twice TERM HUP "$TMP/execute_root.lua"
+expect_status 143 "a third signal: 128+N of the first"
+expect_err "smarm: a third signal: the process exits now" "a third signal does not wait"
 
 # stdin: a fifo the test holds open (fd 3, read-write, so no open blocks)
 mkfifo "$TMP/fifo"
