@@ -22,7 +22,9 @@ static void usage(FILE *f)
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
           "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
-          "2 for a usage error, 128+N after a shutdown caused by signal N.\n",
+          "2 for a usage error, 128+N after a shutdown caused by signal N.\n"
+          "Signals: SIGINT, SIGTERM, SIGHUP shut the root down politely; a second\n"
+          "stops every actor at once. SIGUSR1 lists the actors on stderr.\n",
           f);
 }
 
