@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "smarm.h"
 
@@ -20,8 +22,24 @@ static void usage(FILE *f)
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
           "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
-          "2 for a usage error, 128+N after a shutdown caused by signal N.\n",
+          "2 for a usage error, 128+N after a shutdown caused by signal N.\n"
+          "Signals: SIGINT, SIGTERM, SIGHUP shut the root down politely; a second\n"
+          "stops every actor at once. SIGUSR1 lists the actors on stderr.\n",
           f);
+}
+
+/* fflush, unless another thread holds the stream's lock for long */
+static void flush_quietly(FILE *f)
+{
+    for (int tries = 0; tries < 20; tries++) {
+        if (ftrylockfile(f) == 0) {
+            fflush_unlocked(f);
+            funlockfile(f);
+            return;
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
@@ -111,12 +129,20 @@ int main(int argc, char **argv)
     rc = script ? smarm_run_file(rt, script, argc - i, argv + i, &status)
                 : smarm_run_string(rt, code, argc - i, argv + i, &status);
     int sig = smarm_runtime_signal(rt);
-    smarm_runtime_free(rt);
-    if (rc == 0 && sig)
-        return 128 + sig;
     if (rc != 0) {
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
-        return 1;
+        status = 1;
+    } else if (sig) {
+        status = 128 + sig;
     }
+    if (smarm_runtime_abandoned(rt)) {
+        /* a scheduler thread is still inside an actor's C call (a blocking read,
+         * os.execute): exit under it without running exit handlers, and without
+         * waiting for a stdio lock that thread may hold */
+        flush_quietly(stdout);
+        flush_quietly(stderr);
+        _exit(status);
+    }
+    smarm_runtime_free(rt);
     return status;
 }

@@ -32,9 +32,37 @@ typedef struct smarm_config {
     size_t stack_guard;  /* PROT_NONE guard below each stack; 0 = 64 KiB */
     double timeslice_ms; /* longest run of one actor while others wait; 0 = 2 ms */
     size_t max_heap;     /* default cap on an actor's Lua heap in bytes; 0 = none */
-    int handle_signals;  /* 1: SIGINT/SIGTERM shut the root down politely, a second stops all */
+    int handle_signals;  /* 1: the runtime handles signals while it runs (see below) */
     const char *app_dir; /* put first on every actor's package.path; NULL = none */
 } smarm_config;
+
+/* Signals. Whatever the configuration, a run installs (once per process) a
+ * SIGURG handler for preemption, and a handler for SIGSEGV, SIGBUS, SIGFPE,
+ * SIGILL and SIGABRT that prints one line naming the signal and the actor that
+ * was running (or the C-stack overflow) and then hands the signal to the action
+ * installed before it (the default one: the process dies of it).
+ *
+ * handle_signals = 1 (what smarm-lua does), for the duration of a run:
+ *  - SIGINT, SIGTERM, SIGHUP: the first shuts the root down politely (it is told
+ *    as by smarm.shutdown; smarm_runtime_signal reports it afterwards), the
+ *    second stops every actor at once. If an actor cannot stop because its
+ *    scheduler thread stays inside a C call (a blocking read, os.execute), the
+ *    process exits: stdout and stderr are flushed, then _exit(128+N), N being
+ *    the first signal. A third signal exits so in any case;
+ *  - SIGUSR1: one line per live actor on stderr (pid, state, mailbox, memory);
+ *  - these four are blocked in the calling thread, whose mask the runtime's
+ *    threads inherit; a thread of the runtime takes them. The mask is restored
+ *    when the run returns;
+ *  - SIGPIPE: a handler that does nothing, so a write to a closed pipe or
+ *    socket fails with EPIPE in the actor that made it; the previous action is
+ *    restored when the run returns.
+ * Only one runtime of a process handles signals at a time; a run that starts
+ * while another one does runs as with handle_signals = 0.
+ *
+ * handle_signals = 0: the host's signal handling is left alone. SIGPIPE then
+ * kills the process (its default action) when an actor writes to a closed pipe,
+ * unless the host ignores it (signal(SIGPIPE, SIG_IGN)) or blocks it in the
+ * thread that calls smarm_run_*. */
 
 /* Fills c with the defaults. */
 void smarm_config_init(smarm_config *c);
@@ -46,12 +74,23 @@ void smarm_runtime_free(smarm_runtime *rt);
 /* Runs the Lua file at path as the root actor, with args in its global `arg`
  * (arg[0] = path) and as the chunk's `...`, until the root ends and every
  * actor it left is swept. *exit_status gets 0 (root ended normally) or 1
- * (root crashed; the reason and a traceback went to stderr). */
+ * (root crashed; the reason and a traceback went to stderr).
+ * An actor inside a C call that does not return (a blocking read, os.execute,
+ * a long string.find) cannot be swept: about a second after the sweep the run
+ * returns without waiting for it (a line on stderr names it), and its
+ * scheduler thread is left running, detached. smarm_runtime_abandoned then
+ * says so: the runtime can run nothing more, and smarm_runtime_free leaves its
+ * memory to that thread (a leak, by design). A host that is about to exit
+ * should flush its output and _exit rather than run exit handlers under it. */
 int smarm_run_file(smarm_runtime *rt, const char *path, int argc, char **argv, int *exit_status);
 /* Same for a chunk of source (chunkname "=(command line)"). */
 int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv, int *exit_status);
 /* After a run: the signal that started its shutdown (handle_signals), or 0. */
 int smarm_runtime_signal(const smarm_runtime *rt);
+/* After a run: how many scheduler threads it left running inside C calls (see
+ * smarm_run_file), or 0. Nonzero: smarm_run_* returns SMARM_EINVAL from then on,
+ * and smarm_runtime_free frees nothing. */
+int smarm_runtime_abandoned(const smarm_runtime *rt);
 
 const char *smarm_strerror(int err);
 

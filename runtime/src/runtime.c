@@ -131,7 +131,8 @@ fail_slots:
 
 void smarm_runtime_free(smarm_runtime *rt)
 {
-    if (!rt)
+    /* scheduler threads a run left inside C calls still use all of it */
+    if (!rt || rt->abandoned)
         return;
     exit_free_records(rt);
     pg_free(rt);
@@ -177,6 +178,8 @@ static char *chunk_payload(const char *text, int argc, char **argv, size_t *len)
 static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, char **argv,
                     int *exit_status)
 {
+    if (rt->abandoned)
+        return SMARM_EINVAL;
     size_t len;
     char *payload = chunk_payload(text, argc, argv, &len);
     if (!payload)
@@ -211,6 +214,8 @@ int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv,
 }
 
 int smarm_runtime_signal(const smarm_runtime *rt) { return rt ? atomic_load(&rt->sig_caught) : 0; }
+
+int smarm_runtime_abandoned(const smarm_runtime *rt) { return rt ? rt->abandoned : 0; }
 
 const char *smarm_strerror(int err)
 {

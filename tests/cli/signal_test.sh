@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# SIGINT/SIGTERM: the root is shut down politely (a trapping root hears it and
-# cleans up) and the run exits with 128+signal; a second signal stops everything.
+# SIGINT/SIGTERM/SIGHUP: the root is shut down politely (a trapping root hears it
+# and cleans up) and the run exits with 128+signal; a second signal stops
+# everything, at once even when an actor is inside a C call that cannot be
+# stopped (a blocking read, os.execute).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -39,6 +41,7 @@ LUA
 # once it printed "ready"; sets status/out/err
 start_and_signal() {
    local script=$1 sig=$2 second=${3:-}
+   rm -f "$TMP/out" # no "ready" left from the last run
    timeout 60 "$SMARM_LUA" "$script" >"$TMP/out" 2>"$TMP/err" &
    local pid=$!
    for _ in $(seq 1 200); do
@@ -51,7 +54,7 @@ start_and_signal() {
    kill -s "$sig" "$child"
    if [ -n "$second" ]; then
       sleep 0.3
-      kill -s "$second" "$child"
+      kill -s "$second" "$child" 2>/dev/null || true
    fi
    set +e
    wait "$pid"
@@ -103,5 +106,107 @@ expect_status 143 "a root that does not trap is stopped"
 start_and_signal "$TMP/stubborn.lua" INT INT
 expect_status 130 "a second signal stops a root that ignores the first"
 expect_out "ignoring shutdown" "the first signal reached the root"
+
+start_and_signal "$TMP/polite.lua" HUP
+expect_status 129 "SIGHUP gives 128+1"
+expect_out "root shut down: shutdown" "SIGHUP shuts down politely too"
+
+start_and_signal "$TMP/stubborn.lua" HUP TERM
+expect_status 129 "any second signal stops everything; the status is the first one's"
+expect_out "ignoring shutdown" "the first signal reached the root"
+
+# --- a second signal while an actor is inside a C call ---
+# os.execute records the command's pid, so the test can end it afterwards (an
+# actor's command is not the runtime's to kill).
+cat >"$TMP/execute_root.lua" <<'LUA'
+os.execute("echo $$ >" .. arg[1] .. "; exec sleep 60")
+LUA
+cat >"$TMP/execute_actor.lua" <<'LUA'
+local s = require "smarm"
+local rx = s.trap_exit(true)
+s.spawn(function(pidfile)
+   os.execute("echo $$ >" .. pidfile .. "; exec sleep 60")
+end, arg[1])
+while true do rx:recv() end -- ignores the first signal
+LUA
+# an actor blocked reading a stdin that stays open (a fifo the test holds)
+cat >"$TMP/read_actor.lua" <<'LUA'
+local s = require "smarm"
+local rx = s.trap_exit(true)
+s.spawn(function(pidfile)
+   local f = assert(io.open(pidfile, "w"))
+   f:write("reading\n")
+   f:close()
+   io.read()
+end, arg[1])
+while true do rx:recv() end
+LUA
+
+# stop_twice FIRST SECOND SCRIPT [options]: starts the script, which writes
+# $TMP/pidfile once its actor is inside the C call; sends FIRST, then SECOND
+# (and $THIRD right after it, if set); sets status, out, err and elapsed
+# (seconds from the second signal to the end)
+stop_twice() {
+   local first=$1 second=$2
+   shift 2
+   rm -f "$TMP/pidfile"
+   timeout -k 5 30 "$SMARM_LUA" "$@" "$TMP/pidfile" >"$TMP/out" 2>"$TMP/err" \
+      <"${STDIN:-/dev/null}" 3>&- &
+   local pid=$!
+   for _ in $(seq 1 200); do
+      [ -s "$TMP/pidfile" ] && break
+      sleep 0.05
+   done
+   local child
+   child=$(pgrep -P "$pid" || echo "$pid")
+   kill -s "$first" "$child"
+   sleep 0.3
+   local t0
+   t0=$(date +%s%N)
+   kill -s "$second" "$child" 2>/dev/null || true
+   if [ -n "${THIRD:-}" ]; then kill -s "$THIRD" "$child" 2>/dev/null || true; fi
+   set +e
+   wait "$pid"
+   status=$?
+   set -e
+   elapsed=$((($(date +%s%N) - t0) / 1000000000))
+   out=$(cat "$TMP/out")
+   err=$(cat "$TMP/err")
+   # the command the actor started outlives the runtime: end it here
+   local cmd
+   cmd=$(head -1 "$TMP/pidfile" 2>/dev/null || true)
+   if [[ $cmd =~ ^[0-9]+$ ]]; then kill "$cmd" 2>/dev/null || true; fi
+}
+
+for opts in "" "-S 1"; do
+   # shellcheck disable=SC2086
+   stop_twice TERM TERM $opts "$TMP/execute_root.lua"
+   expect_status 143 "root in os.execute ($opts): a second SIGTERM ends the process"
+   [ "$elapsed" -le 10 ] || fail "root in os.execute ($opts): at once, not after the command"
+   expect_err "cannot be stopped (its scheduler is inside a C call)" \
+      "root in os.execute ($opts): stderr says why"
+   grep -qE "actor <0\.0\.[0-9]+> cannot be stopped" <<<"$err" || fail "the line names the root"
+
+   # shellcheck disable=SC2086
+   stop_twice TERM TERM $opts "$TMP/execute_actor.lua"
+   expect_status 143 "actor in os.execute ($opts): a second SIGTERM ends the process"
+   [ "$elapsed" -le 10 ] || fail "actor in os.execute ($opts): at once, not after the command"
+   grep -qE "actor <0\.1\.[0-9]+> cannot be stopped" <<<"$err" || fail "the line names the actor"
+done
+
+# a third signal right after the second exits at once, without waiting to see
+# whether the actors stop (a different one: the same signal twice in a row may
+# arrive as one)
+THIRD=INT stop_twice TERM HUP "$TMP/execute_root.lua"
+expect_status 143 "a third signal: 128+N of the first"
+expect_err "smarm: a third signal: the process exits now" "a third signal does not wait"
+
+# stdin: a fifo the test holds open (fd 3, read-write, so no open blocks)
+mkfifo "$TMP/fifo"
+exec 3<>"$TMP/fifo"
+STDIN="$TMP/fifo" stop_twice INT INT "$TMP/read_actor.lua"
+exec 3>&-
+expect_status 130 "actor in io.read: a second SIGINT ends the process"
+[ "$elapsed" -le 10 ] || fail "actor in io.read: at once"
 
 finish

@@ -27,12 +27,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "base/sanitize.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 
@@ -40,6 +43,9 @@
 
 /* how long busy actors may keep running after the root ended */
 #define SWEEP_GRACE_NS 100000000
+/* how long after the sweep an actor may stay inside a C call (a blocking read,
+ * os.execute) before the run ends without its scheduler */
+#define ABANDON_GRACE_NS 1000000000ull
 
 /* TSan defers a signal to its next interceptor and passes the context of where
  * it arrived: the PC may say "compiled code" while the thread runs the runtime.
@@ -148,6 +154,54 @@ static int work_waiting(smarm_runtime *rt, uint64_t now)
     return 0;
 }
 
+/* After the root-exit sweep, a scheduler that has not switched for ABANDON_GRACE_NS
+ * while its actor was told to stop is inside a C call that does not return. Once
+ * one is, the others leave as soon as they are idle and sched_run returns without
+ * waiting for it (the runtime is then never freed: that thread still uses it). */
+static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now, const uint64_t *since)
+{
+    uint64_t mask = 0;
+    for (int i = 0; i < rt->nsched; i++) {
+        sched *s = &rt->scheds[i];
+        actor *a = atomic_load_explicit(&s->cur, memory_order_acquire);
+        if (!a || now - since[i] < ABANDON_GRACE_NS ||
+            !atomic_load_explicit(&a->run.stop, memory_order_relaxed))
+            continue;
+        mask |= 1ull << i;
+        char line[200];
+        int n = snprintf(line, sizeof line,
+                         "smarm: actor <0.%u.%u> is still inside a C call after the root-exit "
+                         "sweep; the run ends without it\n",
+                         pid_index(a->pid), pid_gen(a->pid));
+        ssize_t w = write(2, line, (size_t)n);
+        (void)w;
+    }
+    if (!mask)
+        return;
+    atomic_store(&rt->stuck, mask);
+    /* idle schedulers look at it and leave; sched_run looks at it too */
+    park_set_wake_all(&rt->parks);
+    atomic_fetch_add(&rt->exit_seq, 1);
+    syscall(SYS_futex, &rt->exit_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* A scheduler that has run one actor for two slices although it was signalled
+ * after the first is inside a C call (a blocking read, os.execute): the actor
+ * its last wake put in its runnext would wait for that call. It goes to the
+ * shared queue instead, where any scheduler takes it (the exchange makes it
+ * ours alone, as when an idle scheduler steals it). */
+static void release_runnext(smarm_runtime *rt, sched *s)
+{
+    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+    if (!n)
+        return;
+    runq_push(rt->rq, n - 1);
+    /* as the scheduler's enqueue: a spinning scheduler will find it, else wake one */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&rt->spinning, memory_order_relaxed) == 0)
+        park_set_wake_one(&rt->parks);
+}
+
 /* Finer ticks end a slice closer to its length, and re-signal sooner an actor
  * the last signal found in C code (tier 3 above); each costs the watchdog one
  * wake-up while some scheduler is busy. */
@@ -160,7 +214,7 @@ static void *watchdog_main(void *arg)
     if (tick < 50000)
         tick = 50000;
     int n = rt->nsched;
-    uint64_t seen[PARK_MAX] = {0};
+    uint64_t seen[PARK_MAX] = {0}, since[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
     uint64_t root_done_at = 0, swept_at = 0;
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
@@ -190,6 +244,9 @@ static void *watchdog_main(void *arg)
                 swept_at = now;
                 sched_sweep(rt, STOP_SWEEP);
             }
+            if (now - root_done_at > SWEEP_GRACE_NS + ABANDON_GRACE_NS &&
+                !atomic_load_explicit(&rt->stuck, memory_order_relaxed))
+                find_stuck(rt, now, since);
         }
         int waiting = -1;
         for (int i = 0; i < n; i++) {
@@ -199,10 +256,14 @@ static void *watchdog_main(void *arg)
             if (!a || sw != seen[i]) {
                 seen[i] = sw;
                 age[i] = 0;
+                since[i] = now;
                 continue;
             }
             if (++age[i] < TICKS_PER_SLICE)
                 continue;
+            if (age[i] >= 2 * TICKS_PER_SLICE &&
+                atomic_load_explicit(&s->runnext, memory_order_relaxed))
+                release_runnext(rt, s);
             if (waiting < 0)
                 waiting = work_waiting(rt, now);
             if (!waiting)

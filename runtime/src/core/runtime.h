@@ -59,6 +59,12 @@ struct smarm_runtime {
     _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */
     _Atomic int root_done;
     _Atomic int sweeping;
+    /* schedulers that stay inside a C call after the root-exit sweep (preempt.c's watchdog
+     * finds them), and those whose thread has left its loop: sched_run waits on exit_seq
+     * until every scheduler is one or the other, and leaves the stuck ones running */
+    _Atomic uint64_t stuck, sched_exited;
+    _Atomic uint32_t exit_seq;
+    int abandoned; /* scheduler threads a run left inside C calls: the runtime is never freed */
     uint64_t root_pid;
     int root_status;          /* 0 normal, 1 crashed */
     pthread_mutex_t err_lock; /* serialises crash reports on stderr */

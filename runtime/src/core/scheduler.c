@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -659,7 +661,10 @@ static void *sched_main(void *arg)
             run_actor(s, idx);
             continue;
         }
-        if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0)
+        /* every actor has ended; or one stays inside a C call after the root-exit
+         * sweep (preempt.c) and the run ends without it */
+        if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0 ||
+            atomic_load_explicit(&rt->stuck, memory_order_acquire))
             break;
         if (spin_for_work(s, &idx)) {
             run_actor(s, idx);
@@ -710,7 +715,38 @@ static void *sched_main(void *arg)
     signal_diag_thread_fini(s->altstack);
     heap_cache_flush(&rt->heap, &s->heap_cache);
     tls_sched = NULL;
+    /* the last touch of the runtime: sched_run may return once it sees this */
+    atomic_fetch_or(&rt->sched_exited, 1ull << s->id);
+    atomic_fetch_add(&rt->exit_seq, 1);
+    syscall(SYS_futex, &rt->exit_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     return NULL;
+}
+
+/* Waits until every scheduler thread has left its loop, or is stuck inside a C
+ * call after the root-exit sweep; joins the former and detaches the latter.
+ * Returns how many were left running. */
+static int join_schedulers(smarm_runtime *rt, int started)
+{
+    uint64_t all = started >= 64 ? ~0ull : (1ull << started) - 1;
+    for (;;) {
+        /* the sequence before the masks: a change after this load makes the wait return */
+        uint32_t seq = atomic_load(&rt->exit_seq);
+        uint64_t done = atomic_load(&rt->sched_exited) | atomic_load(&rt->stuck);
+        if ((done & all) == all)
+            break;
+        syscall(SYS_futex, &rt->exit_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+    }
+    uint64_t exited = atomic_load(&rt->sched_exited);
+    int left = 0;
+    for (int i = 0; i < started; i++) {
+        if (exited & (1ull << i)) {
+            pthread_join(rt->scheds[i].thread, NULL);
+        } else {
+            pthread_detach(rt->scheds[i].thread);
+            left++;
+        }
+    }
+    return left;
 }
 
 int sched_run(smarm_runtime *rt)
@@ -725,6 +761,8 @@ int sched_run(smarm_runtime *rt)
     if (!rt->scheds)
         return SMARM_ENOMEM;
     atomic_store(&rt->timekeeper, -1);
+    atomic_store(&rt->stuck, 0);
+    atomic_store(&rt->sched_exited, 0);
     park_set_init(&rt->parks, n);
     int started = 0, err = 0;
     preempt_install();
@@ -752,12 +790,13 @@ int sched_run(smarm_runtime *rt)
         fprintf(stderr, "smarm: could only start %d of %d schedulers\n", started, n);
     }
     int watchdog = started && preempt_start(rt) == 0;
-    for (int i = 0; i < started; i++)
-        pthread_join(rt->scheds[i].thread, NULL);
+    rt->abandoned = join_schedulers(rt, started);
     if (watchdog)
         preempt_stop(rt);
     if (sigs)
         signal_shutdown_stop(rt, &saved);
+    if (rt->abandoned)
+        return 0; /* the threads left inside C calls still use their scheds */
     for (int i = 0; i < n; i++)
         wire_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);

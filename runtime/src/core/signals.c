@@ -1,26 +1,54 @@
-/* Guard-page fault diagnosis. The handler runs on a per-scheduler alternate
- * stack (a guard hit leaves no stack to run on) and does only async-signal-safe
- * work: plain loads, a fixed buffer, one write(2). Then it restores the default
- * action and returns, so the fault repeats and the process dies with the
- * fault's normal status (and a core, where enabled). Also the polite shutdown on
- * SIGINT/SIGTERM, when the runtime is asked to handle those. */
+/* Fatal-signal diagnosis. The handler runs on a per-scheduler alternate stack
+ * (a guard hit leaves no stack to run on) and does only async-signal-safe work:
+ * plain loads, a fixed buffer, one write(2). A C-stack overflow into an actor's
+ * guard is named as such; any other fatal signal (SIGSEGV, SIGBUS, SIGFPE,
+ * SIGILL, SIGABRT) on a scheduler thread is named with the actor that was
+ * running. Then the handler hands the signal back to the action that was there
+ * before (the default one, unless the host installed its own) and returns: a
+ * fault repeats, a signal that was sent is raised again, so the process dies
+ * with the signal's normal status (and a core, where enabled). Also the polite
+ * shutdown on SIGINT/SIGTERM, when the runtime is asked to handle those. */
 #include "core/signals.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "base/sanitize.h"
 #include "core/exit.h"
+#include "core/registry.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 
 #define ALTSTACK_SIZE (64 * 1024)
 
-static struct sigaction prev_segv, prev_bus;
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NFATAL ((int)(sizeof fatal_signals / sizeof fatal_signals[0]))
+static struct sigaction prev_fatal[NFATAL];
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGILL:
+        return "SIGILL";
+    case SIGABRT:
+        return "SIGABRT";
+    }
+    return "a signal";
+}
 
 static char *put_str(char *p, const char *s)
 {
@@ -42,30 +70,87 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
+static char *put_hex(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    char tmp[16];
+    int n = 0;
+    do {
+        tmp[n++] = digits[v & 15];
+        v >>= 4;
+    } while (v);
+    p = put_str(p, "0x");
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_pid(char *p, uint64_t pid)
+{
+    p = put_str(p, "<0.");
+    p = put_u64(p, pid_index(pid));
+    p = put_str(p, ".");
+    p = put_u64(p, pid_gen(pid));
+    return put_str(p, ">");
+}
+
 static void fault_handler(int sig, siginfo_t *si, void *uc)
 {
+    int saved_errno = errno;
+    int i = 0;
+    while (i < NFATAL - 1 && fatal_signals[i] != sig)
+        i++;
     sched *s = sched_current();
     actor *a = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
     uintptr_t addr = (uintptr_t)si->si_addr;
+    /* si_code > 0: the kernel raised it for a fault at si_addr; <= 0: it was sent */
+    int fault = si->si_code > 0 && sig != SIGABRT;
     stack *stk = a ? a->run.stk : NULL;
-    if (stk && addr < (uintptr_t)stk->base && addr >= (uintptr_t)stk->base - stk->guard) {
-        char buf[256], *p = buf;
-        p = put_str(p, "smarm: actor <0.");
-        p = put_u64(p, pid_index(a->pid));
-        p = put_str(p, ".");
-        p = put_u64(p, pid_gen(a->pid));
-        p = put_str(p, "> overflowed its C stack (reserve ");
+    char buf[256], *p = buf;
+    if (sig == SIGSEGV && fault && stk && addr < (uintptr_t)stk->base &&
+        addr >= (uintptr_t)stk->base - stk->guard) {
+        p = put_str(p, "smarm: actor ");
+        p = put_pid(p, a->pid);
+        p = put_str(p, " overflowed its C stack (reserve ");
         p = put_u64(p, stk->size);
         p = put_str(p, " bytes, guard ");
         p = put_u64(p, stk->guard);
         p = put_str(p, " bytes); spawn it with a larger smarm.spawn_opt{stack = ...}\n");
         ssize_t w = write(2, buf, (size_t)(p - buf));
         (void)w;
+        /* the default action, whoever handled SIGSEGV before: this one is diagnosed */
         signal(sig, SIG_DFL);
+        errno = saved_errno;
         return;
     }
-    /* not ours: hand the fault to whoever handled it before */
-    sigaction(sig, sig == SIGBUS ? &prev_bus : &prev_segv, NULL);
+    if (s) {
+        /* only on a scheduler thread: elsewhere it is none of the runtime's business */
+        p = put_str(p, "smarm: fatal signal ");
+        p = put_str(p, signal_name(sig));
+        if (fault) {
+            p = put_str(p, " (address ");
+            p = put_hex(p, addr);
+            p = put_str(p, ")");
+        }
+        if (a) {
+            p = put_str(p, " in actor ");
+            p = put_pid(p, a->pid);
+        } else {
+            p = put_str(p, " in scheduler thread ");
+            p = put_u64(p, (uint64_t)s->id);
+            p = put_str(p, ", outside any actor");
+        }
+        p = put_str(p, "\n");
+        ssize_t w = write(2, buf, (size_t)(p - buf));
+        (void)w;
+    }
+    /* back to whoever handled it before (the default action: the process dies).
+     * A fault repeats when this returns; a sent signal (kill, raise, abort) is
+     * raised again, and stays blocked until this handler returns */
+    sigaction(sig, &prev_fatal[i], NULL);
+    if (!fault)
+        raise(sig);
+    errno = saved_errno;
 }
 
 static void install(void)
@@ -75,8 +160,8 @@ static void install(void)
     sa.sa_sigaction = fault_handler;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &prev_segv);
-    sigaction(SIGBUS, &sa, &prev_bus);
+    for (int i = 0; i < NFATAL; i++)
+        sigaction(fatal_signals[i], &sa, &prev_fatal[i]);
 }
 
 void signal_diag_install(void)
@@ -107,50 +192,215 @@ void signal_diag_thread_fini(void *altstack)
     munmap(altstack, ALTSTACK_SIZE);
 }
 
-/* ---- SIGINT / SIGTERM: polite shutdown of the root, then a hard stop ---- */
+/* ---- the signals the runtime handles for its host (handle_signals) ----
+ *
+ * SIGINT, SIGTERM, SIGHUP: the first shuts the root down politely (as
+ *   smarm.shutdown), the second stops every actor at once, and if a scheduler
+ *   stays inside a C call (a blocking read, os.execute, a long string.find) so
+ *   that its actor cannot stop, the process ends at once: _exit(128+N). A third
+ *   ends it at once in any case.
+ * SIGUSR1: one line per actor on stderr (pid, state, mailbox, memory, name).
+ *
+ * These four are blocked in the thread that runs the runtime before its threads
+ * start, so they inherit the mask, and a waiter thread takes them with
+ * sigtimedwait. A blocked signal is never discarded, not even while the C
+ * library's system() (os.execute) sets SIGINT to be ignored. Commands that
+ * actors start run through /bin/sh, which clears the mask it inherits.
+ *
+ * SIGPIPE: a handler that does nothing, so a write to a closed pipe fails with
+ *   EPIPE in the actor that made it instead of killing the process. A handler,
+ *   not SIG_IGN: the default action comes back at exec, so the commands actors
+ *   start still die of SIGPIPE (an ignored one would stay ignored in them). */
 
-static void *shutdown_waiter(void *arg)
+/* the runtime whose waiter takes them: one at a time per process */
+static _Atomic(smarm_runtime *) sig_owner;
+static struct sigaction prev_pipe;
+
+/* a scheduler that ran one actor this long after it was told to stop is inside a C call */
+#define STUCK_NS 250000000ull
+
+static void pipe_handler(int sig) { (void)sig; }
+
+static void waited_set(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+}
+
+static const char *state_name(enum slot_state st)
+{
+    switch (st) {
+    case SLOT_QUEUED:
+        return "queued";
+    case SLOT_RUNNING:
+    case SLOT_NOTIFIED:
+        return "running";
+    case SLOT_PARKED:
+        return "parked";
+    default:
+        return "ending";
+    }
+}
+
+/* SIGUSR1: what each live actor is doing, one line each, straight to fd 2 (no
+ * stdio lock, which an actor blocked in a write may hold). Racy reads, like ps. */
+static RACY_READS void snapshot(smarm_runtime *rt)
+{
+    /* a plain read (spawns write it plainly, under the free-list lock): the
+     * high-water mark at some instant, which is all a snapshot needs */
+    uint32_t hwm = *(volatile uint32_t *)&rt->slots.hwm;
+    char line[512], name[128];
+    int n = snprintf(line, sizeof line, "smarm: snapshot: %lld actors, %d schedulers\n",
+                     (long long)atomic_load_explicit(&rt->live, memory_order_relaxed), rt->nsched);
+    ssize_t w = write(2, line, (size_t)n);
+    for (uint32_t i = 0; i < hwm; i++) {
+        uint64_t word = atomic_load_explicit(&slot_at(&rt->slots, i)->word, memory_order_acquire);
+        enum slot_state st = slot_word_state(word);
+        if (st == SLOT_VACANT || st == SLOT_DONE)
+            continue;
+        uint64_t pid = pid_make(i, slot_word_gen(word));
+        actor *a = &rt->actors[i];
+        registry_name_of(rt, a, name, sizeof name);
+        n = snprintf(line, sizeof line, "smarm:   <0.%u.%u> %s mailbox=%u memory=%zu%s%s%s\n",
+                     pid_index(pid), pid_gen(pid), state_name(st),
+                     atomic_load_explicit(&a->inbox.depth, memory_order_relaxed), a->vm.mem,
+                     name[0] ? " name=" : "", name, pid == rt->root_pid ? " root" : "");
+        if (n > (int)sizeof line - 1) {
+            n = (int)sizeof line - 1;
+            line[n - 1] = '\n';
+        }
+        w = write(2, line, (size_t)n);
+    }
+    (void)w;
+}
+
+/* stdio may be locked by a thread that never comes back: flush what can be */
+static void flush_stdio(void)
+{
+    FILE *fs[2] = {stdout, stderr};
+    for (int i = 0; i < 2; i++) {
+        for (int tries = 0; tries < 20; tries++) {
+            if (ftrylockfile(fs[i]) == 0) {
+                fflush_unlocked(fs[i]);
+                funlockfile(fs[i]);
+                break;
+            }
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static RACY_READS _Noreturn void exit_now(smarm_runtime *rt, actor *stuck)
+{
+    char line[256];
+    int n;
+    if (stuck)
+        n = snprintf(line, sizeof line,
+                     "smarm: actor <0.%u.%u> cannot be stopped (its scheduler is inside a C "
+                     "call): the process exits now\n",
+                     pid_index(stuck->pid), pid_gen(stuck->pid));
+    else
+        n = snprintf(line, sizeof line, "smarm: a third signal: the process exits now\n");
+    flush_stdio();
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
+    _exit(128 + atomic_load(&rt->sig_caught));
+}
+
+/* After the second stop signal: every actor was told to stop. One whose
+ * scheduler has not switched since, for STUCK_NS, is inside a C call. */
+typedef struct hard_stop {
+    uint64_t at; /* when the stop went out; 0 = not yet */
+    uint64_t switches[PARK_MAX], since[PARK_MAX];
+} hard_stop;
+
+static RACY_READS void hard_stop_check(smarm_runtime *rt, hard_stop *h)
+{
+    uint64_t now = park_now_ns();
+    for (int i = 0; i < rt->nsched; i++) {
+        sched *s = &rt->scheds[i];
+        actor *a = atomic_load_explicit(&s->cur, memory_order_acquire);
+        uint64_t sw = atomic_load_explicit(&s->switches, memory_order_relaxed);
+        if (!a || sw != h->switches[i]) {
+            h->switches[i] = sw;
+            h->since[i] = now;
+        } else if (now - h->since[i] >= STUCK_NS &&
+                   atomic_load_explicit(&a->run.stop, memory_order_relaxed)) {
+            exit_now(rt, a);
+        }
+    }
+}
+
+static void stop_signal(smarm_runtime *rt, int sig, int *stops, hard_stop *h)
+{
+    ++*stops;
+    if (*stops == 1) {
+        atomic_store(&rt->sig_caught, sig);
+        /* the root hears it as smarm.shutdown: a supervisor stops its tree
+         * top-down with each child's grace; anything else just stops */
+        exit_shutdown(rt, 0, rt->root_pid);
+    } else if (*stops == 2) {
+        /* a second signal: everything stops now */
+        h->at = park_now_ns();
+        for (int i = 0; i < rt->nsched; i++) {
+            h->switches[i] = atomic_load_explicit(&rt->scheds[i].switches, memory_order_relaxed);
+            h->since[i] = h->at;
+        }
+        atomic_store(&rt->root_done, 1);
+        sched_sweep(rt, STOP_KILL);
+    } else {
+        exit_now(rt, NULL);
+    }
+}
+
+static void *signal_waiter(void *arg)
 {
     smarm_runtime *rt = arg;
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    struct timespec tick = {0, 50 * 1000 * 1000};
-    int seen = 0;
+    waited_set(&set);
+    int stops = 0;
+    hard_stop h = {0};
     while (!atomic_load_explicit(&rt->sig_stop, memory_order_acquire)) {
+        /* a tick to notice the stop, and a finer one to watch a hard stop */
+        struct timespec tick = {0, (h.at ? 10 : 50) * 1000 * 1000};
         int sig = sigtimedwait(&set, NULL, &tick);
-        if (sig <= 0)
-            continue;
-        if (!seen++) {
-            atomic_store(&rt->sig_caught, sig);
-            /* the root hears it as smarm.shutdown: a supervisor stops its tree
-             * top-down with each child's grace; anything else just stops */
-            exit_shutdown(rt, 0, rt->root_pid);
-        } else {
-            /* a second signal: everything stops now */
-            atomic_store(&rt->root_done, 1);
-            sched_sweep(rt, STOP_KILL);
-        }
+        if (sig == SIGUSR1)
+            snapshot(rt);
+        else if (sig > 0)
+            stop_signal(rt, sig, &stops, &h);
+        if (h.at)
+            hard_stop_check(rt, &h);
     }
     return NULL;
 }
 
 int signal_shutdown_start(smarm_runtime *rt, sigset_t *saved)
 {
+    smarm_runtime *none = NULL;
+    if (!atomic_compare_exchange_strong(&sig_owner, &none, rt))
+        return -1; /* another runtime of this process takes them */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
+    waited_set(&set);
     /* blocked here before any runtime thread starts: they inherit the mask,
      * so only the waiter takes these signals */
     pthread_sigmask(SIG_BLOCK, &set, saved);
     atomic_store(&rt->sig_stop, 0);
     atomic_store(&rt->sig_caught, 0);
-    if (pthread_create(&rt->sig_thread, NULL, shutdown_waiter, rt) != 0) {
+    if (pthread_create(&rt->sig_thread, NULL, signal_waiter, rt) != 0) {
         pthread_sigmask(SIG_SETMASK, saved, NULL);
+        atomic_store(&sig_owner, NULL);
         return -1;
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pipe_handler;
+    sa.sa_flags = SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, &prev_pipe);
     return 0;
 }
 
@@ -158,5 +408,7 @@ void signal_shutdown_stop(smarm_runtime *rt, const sigset_t *saved)
 {
     atomic_store_explicit(&rt->sig_stop, 1, memory_order_release);
     pthread_join(rt->sig_thread, NULL);
+    sigaction(SIGPIPE, &prev_pipe, NULL);
     pthread_sigmask(SIG_SETMASK, saved, NULL);
+    atomic_store(&sig_owner, NULL);
 }
