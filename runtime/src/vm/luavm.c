@@ -5,6 +5,7 @@
 #include "vm/luavm.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,8 +274,9 @@ static int boot_chunk(lua_State *L, actor *a)
     const char *p = text + strlen(text) + 1;
     uint32_t argc = rd_u32(p);
     p += 4;
-    int st = a->vm.boot_kind == BOOT_FILE ? luaL_loadfile(L, text)
-                                       : luaL_loadbuffer(L, text, strlen(text), "=(command line)");
+    int st = a->vm.boot_kind == BOOT_FILE
+                 ? luaL_loadfile(L, text)
+                 : luaL_loadbuffer(L, text, strlen(text), "=(command line)");
     if (st != 0)
         return -1;
     lua_createtable(L, (int)argc, 1);
@@ -304,8 +306,8 @@ static int boot_func(lua_State *L, actor *a)
         return -1;
     char err[256];
     int n = 0;
-    if (codec_decode_args(L, a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen, &n, err, sizeof err) !=
-        0) {
+    if (codec_decode_args(L, a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen, &n, err,
+                          sizeof err) != 0) {
         lua_pushstring(L, err);
         return -1;
     }
@@ -337,15 +339,123 @@ static int boot_protected(lua_State *L)
     return 0;
 }
 
+/* ---- making a state ----
+ *
+ * When an allocation fails inside lua_newstate after the GG_State, LuaJIT frees the partial
+ * state through lj_gc_freeall, which walks a string table that does not exist yet and
+ * crashes. So the state is made with a reserve at hand: an allocation the heap refuses is
+ * carved from the reserve instead, lua_newstate always completes, and a state that needed
+ * the reserve is closed at once (freeing a reserve block does nothing) and the actor fails
+ * as out of memory. lua_newstate takes about 11 KB. */
+
+#define NEWSTATE_RESERVE 16384
+
+typedef struct newstate {
+    actor *a;
+    char *reserve;
+    size_t used; /* bytes carved from the reserve */
+    int fail_at; /* test hook: the fail_at-th allocation fails as if malloc had (0: none) */
+    int allocs;
+} newstate;
+
+static _Atomic int inject_state, inject_alloc;
+
+void luavm_inject_newstate_failure(int state, int k)
+{
+    atomic_store_explicit(&inject_alloc, k, memory_order_relaxed);
+    atomic_store_explicit(&inject_state, state, memory_order_release);
+}
+
+/* The allocation the test hook makes this new state fail (0: none). */
+static int injected_failure(void)
+{
+    if (atomic_load_explicit(&inject_state, memory_order_acquire) <= 0)
+        return 0;
+    if (atomic_fetch_sub_explicit(&inject_state, 1, memory_order_acq_rel) != 1)
+        return 0;
+    return atomic_load_explicit(&inject_alloc, memory_order_relaxed);
+}
+
+static int in_reserve(const newstate *ns, const void *p)
+{
+    return (const char *)p >= ns->reserve && (const char *)p < ns->reserve + NEWSTATE_RESERVE;
+}
+
+static void *carve(newstate *ns, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (n > NEWSTATE_RESERVE - ns->used)
+        return NULL;
+    void *p = ns->reserve + ns->used;
+    ns->used += n;
+    return p;
+}
+
+static void *newstate_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    newstate *ns = ud;
+    if (ptr && in_reserve(ns, ptr)) {
+        /* a reserve block is never freed; one that must grow moves to a new place */
+        if (nsize <= osize)
+            return nsize ? ptr : NULL;
+        void *p = newstate_alloc(ud, NULL, 0, nsize);
+        if (p)
+            memcpy(p, ptr, osize);
+        return p;
+    }
+    void *p = NULL;
+    if (nsize == 0 || ++ns->allocs != ns->fail_at)
+        p = actor_alloc(ns->a, ptr, osize, nsize);
+    if (p || nsize == 0)
+        return p;
+    /* the heap refused: the reserve answers, and the state will not be used */
+    p = carve(ns, nsize);
+    if (p && ptr) {
+        memcpy(p, ptr, osize < nsize ? osize : nsize);
+        actor_alloc(ns->a, ptr, osize, 0);
+    }
+    return p;
+}
+
+/* Reports why the actor could not start and sets its reason: "memory" past max_heap,
+ * else "error" with detail as the message. Returns -1. */
+static int boot_failed(actor *a, int memory, const char *what, const char *detail)
+{
+    luavm_report(a, what, detail);
+    if (memory)
+        exit_set_reason(a, "memory", 1);
+    else
+        exit_set_error(a, detail, NULL);
+    if (a->pid == a->rt->root_pid)
+        a->rt->root_status = 1;
+    return -1;
+}
+
+/* A new state allocating through actor_alloc, or NULL (reported) when memory ran out. */
+static lua_State *new_state(actor *a)
+{
+    newstate ns = {a, malloc(NEWSTATE_RESERVE), 0, 0, 0};
+    ns.fail_at = injected_failure();
+    lua_State *L = ns.reserve ? lua_newstate(newstate_alloc, &ns) : NULL;
+    if (L && ns.used) {
+        lua_close(L);
+        L = NULL;
+    }
+    free(ns.reserve);
+    if (!L) {
+        boot_failed(a, 0, "could not start", "out of memory");
+        return NULL;
+    }
+    lua_setallocf(L, actor_alloc, a);
+    return L;
+}
+
 int luavm_boot(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
-    lua_State *L = lua_newstate(actor_alloc, a);
-    if (!L) {
-        luavm_report(a, "could not start", "out of memory");
-        exit_set_error(a, "out of memory", NULL);
+    lua_State *L = new_state(a);
+    if (!L)
         return -1;
-    }
     a->vm.L = L;
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
@@ -357,13 +467,8 @@ int luavm_boot(actor *a)
     }
     free(a->vm.boot);
     a->vm.boot = NULL;
-    if (st != 0) {
-        luavm_report(a, "could not start", lua_tostring(L, -1));
-        exit_set_error(a, lua_tostring(L, -1), NULL);
-        if (a->pid == a->rt->root_pid)
-            a->rt->root_status = 1;
-        return -1;
-    }
+    if (st != 0)
+        return boot_failed(a, 0, "could not start", lua_tostring(L, -1));
     return bc.nargs;
 }
 

@@ -31,15 +31,19 @@ typedef struct luavm_shared {
     lua_State *tmpl;      /* compiles modules; its JIT setup is copied into new states */
     luavm_module *modules;
     luavm_retired *retired;
-    char *package_path; /* app_dir's entries, prepended to LUA_PATH */
+    char *package_path;                 /* app_dir's entries, prepended to LUA_PATH */
     void (*push_library)(lua_State *L); /* pushes the state's smarm table (require "smarm") */
 } luavm_shared;
 
 int luavm_shared_init(luavm_shared *vm, const char *app_dir);
 void luavm_shared_free(luavm_shared *vm);
 /* Creates the actor's state and pushes its body and arguments on its coroutine.
- * Returns the argument count, or -1 after reporting why it could not boot. */
+ * Returns the argument count, or -1 after reporting why it could not boot (and setting its
+ * reason "error"). */
 int luavm_boot(struct actor *a);
+/* Test hook: the state-th state luavm_boot makes from now on (1: the next) fails its k-th
+ * allocation (k >= 1) as if malloc had failed. */
+void luavm_inject_newstate_failure(int state, int k);
 /* Prints one line about actor a on stderr: "smarm: actor <0.I.G> what: detail". */
 void luavm_report(struct actor *a, const char *what, const char *detail);
 void luavm_close(struct actor *a);
