@@ -90,14 +90,15 @@ static void exit_value_reason(actor *a, lua_State *src)
 void body_finish(actor *a, int status)
 {
     smarm_runtime *rt = a->rt;
-    if (status == 0) {
-        exit_set_reason(a, "normal", 0);
-    } else if (a->vm.heap_exceeded) {
+    if (a->vm.heap_exceeded) {
+        /* past max_heap: whatever the body did after (returned, exited, or was stopped) */
         char detail[96];
-        snprintf(detail, sizeof detail, "its Lua heap would exceed max_heap (%zu bytes)",
+        snprintf(detail, sizeof detail, "its Lua heap went past max_heap (%zu bytes)",
                  a->vm.max_heap);
         luavm_report(a, "stopped (memory)", detail);
         exit_set_reason(a, "memory", 1);
+    } else if (status == 0) {
+        exit_set_reason(a, "normal", 0);
     } else if (status == BODY_KILLED) {
         int how = atomic_load_explicit(&a->run.stop, memory_order_acquire);
         if (how == STOP_LINKED && a->ex.exit_override) {
@@ -113,9 +114,9 @@ void body_finish(actor *a, int status)
         /* the root never ends silently: a run that ends with status 1 says why */
         if (a->pid == rt->root_pid && how != STOP_SWEEP)
             luavm_report(a, "stopped",
-                   how == STOP_LINKED     ? "a linked actor exited abnormally"
-                   : how == STOP_SHUTDOWN ? "shutdown"
-                                          : "killed");
+                         how == STOP_LINKED     ? "a linked actor exited abnormally"
+                         : how == STOP_SHUTDOWN ? "shutdown"
+                                                : "killed");
     } else {
         lua_State *src = status == BODY_ERROR_ON_MAIN ? a->vm.L : a->vm.co;
         if (is_exit(src, -1)) {

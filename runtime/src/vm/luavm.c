@@ -29,7 +29,21 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-/* ---- allocation: every byte a state holds is counted on its actor ---- */
+/* ---- allocation: every byte a state holds is counted on its actor ----
+ *
+ * LuaJIT survives a refused allocation in ordinary code (it raises "not enough memory"),
+ * but not everywhere: lua_newstate frees a half-made state through a path that crashes
+ * (lj_gc_freeall walks the string table before it exists), luaopen_ffi leaves a ctype
+ * state without its finalizer table that lua_close then reads, and lua_close runs
+ * finalizers that must be able to allocate. So max_heap is enforced only between boot and
+ * close (the state is made, booted and closed by actor_alloc, which has no limit), and an
+ * allocation that crosses it still succeeds: the actor is stopped instead, like
+ * smarm.kill (no pcall catches it), and ends with reason "memory". Only an allocation
+ * that would take the heap more than HEAP_SLACK past max_heap is refused; no single
+ * step LuaJIT cannot leave half-done (opening the FFI takes about 11 KB, a cdef of the
+ * runtime's FFI surface about 7 KB) comes near it, and the actor is stopped all the same. */
+
+#define HEAP_SLACK (64 * 1024)
 
 static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -43,16 +57,36 @@ static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     size_t old = ptr ? osize : 0;
-    if (a->vm.max_heap && nsize > old && a->vm.mem + (nsize - old) > a->vm.max_heap) {
-        /* LuaJIT raises "not enough memory"; the actor ends with reason "memory" */
-        a->vm.heap_exceeded = 1;
-        return NULL;
-    }
     void *p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
                   : heap_alloc(h, a->run.heap_cache, nsize);
     if (p)
         a->vm.mem += nsize - old;
     return p;
+}
+
+/* The first allocation past max_heap: the actor is stopped (the stop word makes the
+ * scheduler end it on a fresh context wherever it leaves next; the hook makes it leave
+ * at its next interpreted bytecode, and a wait or safe point leaves at once). */
+static void over_max_heap(actor *a)
+{
+    a->vm.heap_exceeded = 1;
+    sched_stop(a->rt, a->pid, STOP_KILL);
+    a->run.preempt_pending = 1;
+    body_preempt(a, 0, 0);
+}
+
+/* actor_alloc with max_heap, from the end of boot until close. */
+static void *actor_alloc_capped(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    actor *a = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize > old && a->vm.mem + (nsize - old) > a->vm.max_heap) {
+        if (!a->vm.heap_exceeded)
+            over_max_heap(a);
+        if (a->vm.mem + (nsize - old) - a->vm.max_heap > HEAP_SLACK)
+            return NULL; /* LuaJIT raises "not enough memory"; the stop stands */
+    }
+    return actor_alloc(ud, ptr, osize, nsize);
 }
 
 actor *luavm_actor(lua_State *L)
@@ -450,6 +484,8 @@ static lua_State *new_state(actor *a)
     return L;
 }
 
+/* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
+ * half-done by a refused allocation); the limit applies from the end of the boot on. */
 int luavm_boot(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
@@ -469,14 +505,27 @@ int luavm_boot(actor *a)
     a->vm.boot = NULL;
     if (st != 0)
         return boot_failed(a, 0, "could not start", lua_tostring(L, -1));
+    if (a->vm.max_heap) {
+        if (a->vm.mem > a->vm.max_heap) {
+            char detail[128];
+            snprintf(detail, sizeof detail,
+                     "its Lua heap takes %zu bytes once booted, more than max_heap (%zu bytes)",
+                     a->vm.mem, a->vm.max_heap);
+            a->vm.heap_exceeded = 1;
+            return boot_failed(a, 1, "could not start (memory)", detail);
+        }
+        lua_setallocf(L, actor_alloc_capped, a);
+    }
     return bc.nargs;
 }
 
+/* Closing runs the finalizers, which may allocate, and frees: without max_heap. */
 void luavm_close(actor *a)
 {
     if (!a->vm.L)
         return;
     a->vm.closing = 1;
+    lua_setallocf(a->vm.L, actor_alloc, a);
     lua_close(a->vm.L);
     a->vm.L = NULL;
     a->vm.co = NULL;
