@@ -90,6 +90,11 @@ static void exit_value_reason(actor *a, lua_State *src)
 void body_finish(actor *a, int status)
 {
     smarm_runtime *rt = a->rt;
+    /* The report below allocates on the main state outside any protected call: a GC step
+     * there would run __gc finalizers, and one that raised would panic the process. The
+     * state is only closed after this (lua_close runs the finalizers itself). */
+    if (a->vm.L)
+        ljx_gc_hold(a->vm.L);
     if (a->vm.heap_exceeded) {
         /* past max_heap: whatever the body did after (returned, exited, or was stopped) */
         char detail[96];
@@ -213,7 +218,12 @@ void body_entry(actor *a)
          * closure on every resume) */
         lua_rawgeti(a->vm.L, LUA_REGISTRYINDEX, a->vm.cont_ref);
         lua_pushlightuserdata(a->vm.L, &cc);
-        if (lua_pcall(a->vm.L, 1, 0, 0) != 0) {
+        /* no __gc finalizer runs in the continuation: an error one raised there would end
+         * the actor (no pcall of its own is around) and lose what the wait took */
+        size_t held = ljx_gc_hold(a->vm.L);
+        int st = lua_pcall(a->vm.L, 1, 0, 0);
+        ljx_gc_resume(a->vm.L, held);
+        if (st != 0) {
             body_finish(a, BODY_ERROR_ON_MAIN);
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);

@@ -531,6 +531,35 @@ void luavm_close(actor *a)
     a->vm.co = NULL;
 }
 
+/* ---- decoding a received message ---- */
+
+struct decode_call {
+    const char *data;
+    size_t len;
+    char *err;
+    size_t errlen;
+    int rc;
+};
+
+static void decode_protected(lua_State *L, void *ud)
+{
+    struct decode_call *dc = ud;
+    dc->rc = codec_decode(L, dc->data, dc->len, dc->err, dc->errlen);
+}
+
+/* A GC step inside the decoder would run pending __gc finalizers, and an error one raises
+ * would leave the decoder with the message already taken: so the GC is held meanwhile
+ * (it catches up at the receiver's next allocation, where a finalizer's error is the
+ * receiver's own). Protected, so the caller frees the message before it raises. */
+int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
+{
+    struct decode_call dc = {data, len, err, errlen, 0};
+    size_t held = ljx_gc_hold(L);
+    int st = ljx_cpcall(L, decode_protected, &dc);
+    ljx_gc_resume(L, held);
+    return st ? st : dc.rc;
+}
+
 /* ---- the runtime-wide part ---- */
 
 int luavm_shared_init(luavm_shared *vm, const char *app_dir)

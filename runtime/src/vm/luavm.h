@@ -47,6 +47,11 @@ int luavm_boot(struct actor *a);
 void luavm_inject_newstate_failure(int state, int k);
 /* Prints one line about actor a on stderr: "smarm: actor <0.I.G> what: detail". */
 void luavm_report(struct actor *a, const char *what, const char *detail);
+/* Decodes a received message onto L as codec_decode does, but no __gc finalizer runs while
+ * it decodes (the GC is held), and protected: returns 0 with the value pushed, -1 with a
+ * message in err for malformed bytes, or the LUA_ERR* status of a memory error with the
+ * error value pushed (for the caller to raise once it has freed the message). */
+int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
 /* Closes the state (its finalizers run) without max_heap. */
 void luavm_close(struct actor *a);
 struct smarm_runtime *luavm_runtime(lua_State *L);
