@@ -1,5 +1,6 @@
 /* ljx_test: the LuaJIT internals wrapper: yieldability, int64 cdata in and out of states
- * without the FFI, JIT set-up by copying from a template state, raw reads, memory count. */
+ * without the FFI, JIT set-up by copying from a template state, raw reads, memory count,
+ * holding the collector, an allocation-free protected call. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -229,6 +230,76 @@ static void gc_total_matches_lua_gc_count(void **state)
     lua_close(L);
 }
 
+/* Many allocations under a hold run none of the pending finalizers; after the resume the
+ * collector runs again (and one stopped before the hold stays stopped). */
+static void gc_hold_runs_no_finalizer_until_resumed(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    run(L,
+        "collectgarbage('setpause', 0) fin = 0\n"
+        "for i = 1, 100 do getmetatable(newproxy(true)).__gc = function() fin = fin + 1 end end");
+    size_t held = ljx_gc_hold(L);
+    assert_int_equal(lua_gc(L, LUA_GCISRUNNING, 0), 0);
+    for (int i = 0; i < 100000; i++) {
+        lua_newtable(L);
+        lua_pop(L, 1);
+    }
+    lua_getglobal(L, "fin");
+    assert_int_equal(lua_tointeger(L, -1), 0);
+    lua_pop(L, 1);
+    ljx_gc_resume(L, held);
+    assert_int_equal(lua_gc(L, LUA_GCISRUNNING, 0), 1);
+    check(L, "local k = {} for i = 1, 100000 do k[i % 10 + 1] = {} end return fin == 100");
+    /* a collector the program stopped stays stopped */
+    run(L, "collectgarbage('stop')");
+    held = ljx_gc_hold(L);
+    ljx_gc_resume(L, held);
+    assert_int_equal(lua_gc(L, LUA_GCISRUNNING, 0), 0);
+    lua_close(L);
+}
+
+static void push_answer(lua_State *L, void *ud)
+{
+    (void)ud;
+    lua_pushinteger(L, 42);
+}
+
+static void raise_error(lua_State *L, void *ud)
+{
+    lua_pushinteger(L, 7); /* dropped by the unwind */
+    luaL_error(L, "%s", (const char *)ud);
+}
+
+static void nothing(lua_State *L, void *ud)
+{
+    (void)L;
+    (void)ud;
+}
+
+static void cpcall_catches_errors_and_allocates_nothing(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    lua_pushliteral(L, "below");
+    assert_int_equal(ljx_cpcall(L, push_answer, NULL), 0);
+    assert_int_equal(lua_gettop(L), 2);
+    assert_int_equal(lua_tointeger(L, -1), 42);
+    lua_pop(L, 1);
+    assert_int_equal(ljx_cpcall(L, raise_error, "boom"), LUA_ERRRUN);
+    assert_int_equal(lua_gettop(L), 2);
+    assert_string_equal(lua_tostring(L, -1), "boom");
+    lua_pop(L, 1);
+    assert_string_equal(lua_tostring(L, -1), "below");
+    size_t before = ljx_gc_total(L);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(ljx_cpcall(L, nothing, NULL), 0);
+    assert_true(ljx_gc_total(L) == before);
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +309,8 @@ int main(void)
         cmocka_unit_test(raw_reads_see_through_metatables),
         cmocka_unit_test(jit_copy_gives_a_fresh_state_a_working_jit),
         cmocka_unit_test(gc_total_matches_lua_gc_count),
+        cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
+        cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,9 +171,11 @@ static void set_anchor(lua_State *L, int idx)
 static void decode_or_raise(lua_State *L, msg *m, const char *fname)
 {
     char err[256];
-    int rc = codec_decode(L, m->data, m->len, err, sizeof err);
+    int rc = luavm_decode(L, m->data, m->len, err, sizeof err);
     msg_free(m);
-    if (rc != 0)
+    if (rc > 0)
+        lua_error(L); /* out of memory */
+    if (rc < 0)
         luaL_error(L, "%s: cannot decode a message: %s", fname, err);
 }
 

@@ -266,10 +266,12 @@ static int take_msg(actor *a, lua_State *L)
     if (!m)
         return 0;
     char err[256];
-    int rc = codec_decode(L, m->data, m->len, err, sizeof err);
+    int rc = luavm_decode(L, m->data, m->len, err, sizeof err);
     msg_free(m);
     a->stats.msgs_in++;
-    if (rc != 0)
+    if (rc > 0)
+        lua_error(L); /* out of memory */
+    if (rc < 0)
         luaL_error(L, "smarm.recv: cannot decode a message: %s", err);
     return 1;
 }

@@ -162,14 +162,20 @@ static void exit_value_reason(actor *a, lua_State *src)
 void body_finish(actor *a, int status)
 {
     smarm_runtime *rt = a->rt;
-    if (status == 0) {
-        exit_set_reason(a, "normal", 0);
-    } else if (a->vm.heap_exceeded) {
+    /* The report below allocates on the main state outside any protected call: a GC step
+     * there would run __gc finalizers, and one that raised would panic the process. The
+     * state is only closed after this (lua_close runs the finalizers itself). */
+    if (a->vm.L)
+        ljx_gc_hold(a->vm.L);
+    if (a->vm.heap_exceeded) {
+        /* past max_heap: whatever the body did after (returned, exited, or was stopped) */
         char detail[96];
-        snprintf(detail, sizeof detail, "its Lua heap would exceed max_heap (%zu bytes)",
+        snprintf(detail, sizeof detail, "its Lua heap went past max_heap (%zu bytes)",
                  a->vm.max_heap);
         luavm_report(a, "stopped (memory)", detail);
         exit_set_reason(a, "memory", 1);
+    } else if (status == 0) {
+        exit_set_reason(a, "normal", 0);
     } else if (status == BODY_KILLED) {
         int how = atomic_load_explicit(&a->run.stop, memory_order_acquire);
         if (how == STOP_LINKED && a->ex.exit_override) {
@@ -291,7 +297,12 @@ void body_entry(actor *a)
          * closure on every resume) */
         lua_rawgeti(a->vm.L, LUA_REGISTRYINDEX, a->vm.cont_ref);
         lua_pushlightuserdata(a->vm.L, &cc);
-        if (lua_pcall(a->vm.L, 1, 0, 0) != 0) {
+        /* no __gc finalizer runs in the continuation: an error one raised there would end
+         * the actor (no pcall of its own is around) and lose what the wait took */
+        size_t held = ljx_gc_hold(a->vm.L);
+        int st = lua_pcall(a->vm.L, 1, 0, 0);
+        ljx_gc_resume(a->vm.L, held);
+        if (st != 0) {
             body_finish(a, BODY_ERROR_ON_MAIN);
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
@@ -417,6 +428,8 @@ void body_cret_switch(uintptr_t *slot)
     sched_leave(a, LEAVE_YIELD);
     errno_set(saved_errno);
 }
+
+void body_arm_hook(actor *a) { lua_sethook(a->vm.L, hook_yield, LUA_MASKCOUNT, 1); }
 
 int body_preempt(actor *a, uintptr_t pc, uintptr_t sp, int may_switch)
 {

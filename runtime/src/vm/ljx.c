@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "base/sanitize.h"
+
 #include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
 #include "lj_state.h" /* incr_top: push a GC object we built ourselves */
 #include "lj_tab.h"
@@ -15,7 +17,7 @@
 #include "lj_jit.h"      /* jit_State flags and param[] */
 #include "lj_dispatch.h" /* L2J, lj_dispatch_update: switch the dispatch table to JIT mode */
 #include "lj_trace.h"    /* GCtrace: mcode, szmcode, spadjust */
-#include "lj_vm.h"       /* lj_vm_exit_handler, lj_vm_exit_interp */
+#include "lj_vm.h"       /* lj_vm_exit_handler, lj_vm_exit_interp, lj_vm_cpcall */
 #include "lj_gc.h"       /* lj_gc_step_jit */
 
 /* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
@@ -351,4 +353,43 @@ int ljx_c_return_live(lua_State *L, uintptr_t at)
         return 0;
     GCtrace *T = (GCtrace *)gcref(J->trace[st]);
     return T && at == cf - 16 - T->spadjust - 8;
+}
+
+/* lua_gc(LUA_GCSTOP) sets the same threshold, but LUA_GCRESTART cannot give the old one back
+ * (it sets it to the current total, so every hold would start a GC step at once). */
+size_t ljx_gc_hold(lua_State *L)
+{
+    global_State *g = G(L);
+    size_t held = (size_t)g->gc.threshold;
+    g->gc.threshold = LJ_MAX_MEM;
+    return held;
+}
+
+void ljx_gc_resume(lua_State *L, size_t held) { G(L)->gc.threshold = (GCSize)held; }
+
+struct ljx_cp {
+    void (*fn)(lua_State *L, void *ud);
+    void *ud;
+};
+
+/* fn's errors unwind through this frame (see base/sanitize.h) */
+LUA_UNWOUND static TValue *ljx_cp_run(lua_State *L, lua_CFunction dummy, void *ud)
+{
+    struct ljx_cp *cp = ud;
+    (void)dummy;
+    cp->fn(L, cp->ud);
+    return NULL; /* no Lua frame to call: lj_vm_cpcall just returns */
+}
+
+/* As lua_cpcall (which first allocates a C closure to call) without the closure: the
+ * C frame lj_vm_cpcall installs catches what fn raises and leaves the error value on top. */
+int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
+{
+    global_State *g = G(L);
+    uint8_t oldh = hook_save(g);
+    struct ljx_cp cp = {fn, ud};
+    int st = lj_vm_cpcall(L, NULL, &cp, ljx_cp_run);
+    if (st)
+        hook_restore(g, oldh);
+    return st;
 }

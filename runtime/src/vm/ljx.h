@@ -85,4 +85,14 @@ int ljx_in_hook(lua_State *L);
 /* Bytes currently allocated by L's state (all its coroutines). */
 size_t ljx_gc_total(lua_State *L);
 
+/* Holds L's garbage collector: until ljx_gc_resume, no GC step runs (so no __gc finalizer
+ * runs or raises), whatever is allocated. Resuming gives back the exact threshold held, so a
+ * hold costs no extra collection work; holds nest. Returns what ljx_gc_resume needs. */
+size_t ljx_gc_hold(lua_State *L);
+void ljx_gc_resume(lua_State *L, size_t held);
+
+/* Calls fn(L, ud) in protected mode, like lua_cpcall but allocating nothing. Returns 0, or
+ * the LUA_ERR* status of an error fn raised, with the error value pushed on L. */
+int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
+
 #endif

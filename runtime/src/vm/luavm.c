@@ -5,6 +5,7 @@
 #include "vm/luavm.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,21 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-/* ---- allocation: every byte a state holds is counted on its actor ---- */
+/* ---- allocation: every byte a state holds is counted on its actor ----
+ *
+ * LuaJIT survives a refused allocation in ordinary code (it raises "not enough memory"),
+ * but not everywhere: lua_newstate frees a half-made state through a path that crashes
+ * (lj_gc_freeall walks the string table before it exists), luaopen_ffi leaves a ctype
+ * state without its finalizer table that lua_close then reads, and lua_close runs
+ * finalizers that must be able to allocate. So max_heap is enforced only between boot and
+ * close (the state is made, booted and closed by actor_alloc, which has no limit), and an
+ * allocation that crosses it still succeeds: the actor is stopped instead, like
+ * smarm.kill (no pcall catches it), and ends with reason "memory". Only an allocation
+ * that would take the heap more than HEAP_SLACK past max_heap is refused; no single
+ * step LuaJIT cannot leave half-done (opening the FFI takes about 11 KB, a cdef of the
+ * runtime's FFI surface about 7 KB) comes near it, and the actor is stopped all the same. */
+
+#define HEAP_SLACK (64 * 1024)
 
 static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -42,16 +57,36 @@ static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     size_t old = ptr ? osize : 0;
-    if (a->vm.max_heap && nsize > old && a->vm.mem + (nsize - old) > a->vm.max_heap) {
-        /* LuaJIT raises "not enough memory"; the actor ends with reason "memory" */
-        a->vm.heap_exceeded = 1;
-        return NULL;
-    }
     void *p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
                   : heap_alloc(h, a->run.heap_cache, nsize);
     if (p)
         a->vm.mem += nsize - old;
     return p;
+}
+
+/* The first allocation past max_heap: the actor is stopped (the stop word makes the
+ * scheduler end it on a fresh context wherever it leaves next; the hook makes it leave
+ * at its next interpreted bytecode, and a wait or safe point leaves at once). */
+static void over_max_heap(actor *a)
+{
+    a->vm.heap_exceeded = 1;
+    sched_stop(a->rt, a->pid, STOP_KILL);
+    a->run.preempt_pending = 1;
+    body_arm_hook(a);
+}
+
+/* actor_alloc with max_heap, from the end of boot until close. */
+static void *actor_alloc_capped(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    actor *a = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize > old && a->vm.mem + (nsize - old) > a->vm.max_heap) {
+        if (!a->vm.heap_exceeded)
+            over_max_heap(a);
+        if (a->vm.mem + (nsize - old) - a->vm.max_heap > HEAP_SLACK)
+            return NULL; /* LuaJIT raises "not enough memory"; the stop stands */
+    }
+    return actor_alloc(ud, ptr, osize, nsize);
 }
 
 actor *luavm_actor(lua_State *L)
@@ -338,15 +373,125 @@ static int boot_protected(lua_State *L)
     return 0;
 }
 
+/* ---- making a state ----
+ *
+ * When an allocation fails inside lua_newstate after the GG_State, LuaJIT frees the partial
+ * state through lj_gc_freeall, which walks a string table that does not exist yet and
+ * crashes. So the state is made with a reserve at hand: an allocation the heap refuses is
+ * carved from the reserve instead, lua_newstate always completes, and a state that needed
+ * the reserve is closed at once (freeing a reserve block does nothing) and the actor fails
+ * as out of memory. lua_newstate takes about 11 KB. */
+
+#define NEWSTATE_RESERVE 16384
+
+typedef struct newstate {
+    actor *a;
+    char *reserve;
+    size_t used; /* bytes carved from the reserve */
+    int fail_at; /* test hook: the fail_at-th allocation fails as if malloc had (0: none) */
+    int allocs;
+} newstate;
+
+static _Atomic int inject_state, inject_alloc;
+
+void luavm_inject_newstate_failure(int state, int k)
+{
+    atomic_store_explicit(&inject_alloc, k, memory_order_relaxed);
+    atomic_store_explicit(&inject_state, state, memory_order_release);
+}
+
+/* The allocation the test hook makes this new state fail (0: none). */
+static int injected_failure(void)
+{
+    if (atomic_load_explicit(&inject_state, memory_order_acquire) <= 0)
+        return 0;
+    if (atomic_fetch_sub_explicit(&inject_state, 1, memory_order_acq_rel) != 1)
+        return 0;
+    return atomic_load_explicit(&inject_alloc, memory_order_relaxed);
+}
+
+static int in_reserve(const newstate *ns, const void *p)
+{
+    return (const char *)p >= ns->reserve && (const char *)p < ns->reserve + NEWSTATE_RESERVE;
+}
+
+static void *carve(newstate *ns, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (n > NEWSTATE_RESERVE - ns->used)
+        return NULL;
+    void *p = ns->reserve + ns->used;
+    ns->used += n;
+    return p;
+}
+
+static void *newstate_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    newstate *ns = ud;
+    if (ptr && in_reserve(ns, ptr)) {
+        /* a reserve block is never freed; one that must grow moves to a new place */
+        if (nsize <= osize)
+            return nsize ? ptr : NULL;
+        void *p = newstate_alloc(ud, NULL, 0, nsize);
+        if (p)
+            memcpy(p, ptr, osize);
+        return p;
+    }
+    void *p = NULL;
+    if (nsize == 0 || ++ns->allocs != ns->fail_at)
+        p = actor_alloc(ns->a, ptr, osize, nsize);
+    if (p || nsize == 0)
+        return p;
+    /* the heap refused: the reserve answers, and the state will not be used */
+    p = carve(ns, nsize);
+    if (p && ptr) {
+        memcpy(p, ptr, osize < nsize ? osize : nsize);
+        actor_alloc(ns->a, ptr, osize, 0);
+    }
+    return p;
+}
+
+/* Reports why the actor could not start and sets its reason: "memory" past max_heap,
+ * else "error" with detail as the message. Returns -1. */
+static int boot_failed(actor *a, int memory, const char *what, const char *detail)
+{
+    luavm_report(a, what, detail);
+    if (memory)
+        exit_set_reason(a, "memory", 1);
+    else
+        exit_set_error(a, detail, NULL);
+    if (a->pid == a->rt->root_pid)
+        a->rt->root_status = 1;
+    return -1;
+}
+
+/* A new state allocating through actor_alloc, or NULL (reported) when memory ran out. */
+static lua_State *new_state(actor *a)
+{
+    newstate ns = {a, malloc(NEWSTATE_RESERVE), 0, 0, 0};
+    ns.fail_at = injected_failure();
+    lua_State *L = ns.reserve ? lua_newstate(newstate_alloc, &ns) : NULL;
+    if (L && ns.used) {
+        lua_close(L);
+        L = NULL;
+    }
+    free(ns.reserve);
+    if (!L) {
+        boot_failed(a, 0, "could not start", "out of memory");
+        return NULL;
+    }
+    lua_setallocf(L, actor_alloc, a);
+    return L;
+}
+
+/* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
+ * half-done by a refused allocation); the limit applies from the end of the boot on. */
 int luavm_boot(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
-    lua_State *L = lua_newstate(actor_alloc, a);
-    if (!L) {
-        luavm_report(a, "could not start", "out of memory");
-        exit_set_error(a, "out of memory", NULL);
+    lua_State *L = new_state(a);
+    if (!L)
         return -1;
-    }
     a->vm.L = L;
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
@@ -358,24 +503,61 @@ int luavm_boot(actor *a)
     }
     free(a->vm.boot);
     a->vm.boot = NULL;
-    if (st != 0) {
-        luavm_report(a, "could not start", lua_tostring(L, -1));
-        exit_set_error(a, lua_tostring(L, -1), NULL);
-        if (a->pid == a->rt->root_pid)
-            a->rt->root_status = 1;
-        return -1;
+    if (st != 0)
+        return boot_failed(a, 0, "could not start", lua_tostring(L, -1));
+    if (a->vm.max_heap) {
+        if (a->vm.mem > a->vm.max_heap) {
+            char detail[128];
+            snprintf(detail, sizeof detail,
+                     "its Lua heap takes %zu bytes once booted, more than max_heap (%zu bytes)",
+                     a->vm.mem, a->vm.max_heap);
+            a->vm.heap_exceeded = 1;
+            return boot_failed(a, 1, "could not start (memory)", detail);
+        }
+        lua_setallocf(L, actor_alloc_capped, a);
     }
     return bc.nargs;
 }
 
+/* Closing runs the finalizers, which may allocate, and frees: without max_heap. */
 void luavm_close(actor *a)
 {
     if (!a->vm.L)
         return;
     a->vm.closing = 1;
+    lua_setallocf(a->vm.L, actor_alloc, a);
     lua_close(a->vm.L);
     a->vm.L = NULL;
     a->vm.co = NULL;
+}
+
+/* ---- decoding a received message ---- */
+
+struct decode_call {
+    const char *data;
+    size_t len;
+    char *err;
+    size_t errlen;
+    int rc;
+};
+
+static void decode_protected(lua_State *L, void *ud)
+{
+    struct decode_call *dc = ud;
+    dc->rc = codec_decode(L, dc->data, dc->len, dc->err, dc->errlen);
+}
+
+/* A GC step inside the decoder would run pending __gc finalizers, and an error one raises
+ * would leave the decoder with the message already taken: so the GC is held meanwhile
+ * (it catches up at the receiver's next allocation, where a finalizer's error is the
+ * receiver's own). Protected, so the caller frees the message before it raises. */
+int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
+{
+    struct decode_call dc = {data, len, err, errlen, 0};
+    size_t held = ljx_gc_hold(L);
+    int st = ljx_cpcall(L, decode_protected, &dc);
+    ljx_gc_resume(L, held);
+    return st ? st : dc.rc;
 }
 
 /* ---- the runtime-wide part ---- */

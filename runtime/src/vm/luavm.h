@@ -38,10 +38,21 @@ typedef struct luavm_shared {
 int luavm_shared_init(luavm_shared *vm, const char *app_dir);
 void luavm_shared_free(luavm_shared *vm);
 /* Creates the actor's state and pushes its body and arguments on its coroutine.
- * Returns the argument count, or -1 after reporting why it could not boot. */
+ * Returns the argument count, or -1 after reporting why it could not boot (and setting its
+ * reason: "memory" if the booted state alone is over max_heap, else "error"). From then on
+ * the state allocates under max_heap: the first allocation past it stops the actor. */
 int luavm_boot(struct actor *a);
+/* Test hook: the state-th state luavm_boot makes from now on (1: the next) fails its k-th
+ * allocation (k >= 1) as if malloc had failed. */
+void luavm_inject_newstate_failure(int state, int k);
 /* Prints one line about actor a on stderr: "smarm: actor <0.I.G> what: detail". */
 void luavm_report(struct actor *a, const char *what, const char *detail);
+/* Decodes a received message onto L as codec_decode does, but no __gc finalizer runs while
+ * it decodes (the GC is held), and protected: returns 0 with the value pushed, -1 with a
+ * message in err for malformed bytes, or the LUA_ERR* status of a memory error with the
+ * error value pushed (for the caller to raise once it has freed the message). */
+int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
+/* Closes the state (its finalizers run) without max_heap. */
 void luavm_close(struct actor *a);
 struct smarm_runtime *luavm_runtime(lua_State *L);
 struct actor *luavm_actor(lua_State *L);

@@ -1,0 +1,79 @@
+/* luavm_test: making an actor's state when memory runs out part-way through lua_newstate
+ * (LuaJIT's own clean-up of a half-made state crashes): the actor fails with a reason and
+ * the runtime carries on. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "smarm.h"
+#include "vm/luavm.h"
+
+/* The root spawns a child (the second state made), then another that must answer; exits
+ * normally if the first child ran, with status 1 if it could not start ("error"). */
+static const char *code = "local smarm = require 'smarm'\n"
+                          "local _, mon = smarm.spawn_monitor(function() end)\n"
+                          "local r = assert(mon:recv(10), 'no down notice').reason\n"
+                          "if r ~= 'normal' and r ~= 'error' then os.exit(3) end\n"
+                          "smarm.spawn(function(p) require('smarm').send(p, 'up') end, "
+                          "smarm.self())\n"
+                          "if smarm.recv(10) ~= 'up' then os.exit(4) end\n"
+                          "if r == 'error' then smarm.exit('child could not start') end\n";
+
+static int run_failing(int state, int k)
+{
+    smarm_config cfg;
+    smarm_config_init(&cfg);
+    cfg.schedulers = 2;
+    smarm_runtime *rt = NULL;
+    assert_int_equal(smarm_runtime_new(&cfg, &rt), 0);
+    luavm_inject_newstate_failure(state, k);
+    int status = -1;
+    assert_int_equal(smarm_run_string(rt, code, 0, NULL, &status), 0);
+    luavm_inject_newstate_failure(0, 0);
+    smarm_runtime_free(rt);
+    return status;
+}
+
+/* Fails each allocation of the child's lua_newstate in turn: the first ones (before the
+ * state is whole) end the child with "error", the rest of the run goes on; past the last
+ * allocation the child runs. */
+static void child_state_failing_part_way_ends_the_child_only(void **state)
+{
+    (void)state;
+    fprintf(stderr, "(expected \"could not start: out of memory\" reports follow)\n");
+    int k = 1, failed = 0;
+    for (; k <= 1000; k++) {
+        int status = run_failing(2, k);
+        assert_true(status == 0 || status == 1);
+        if (status == 0)
+            break;
+        failed++;
+    }
+    /* the GG_State is the first allocation; later ones fail part-way */
+    assert_true(failed > 5);
+    assert_true(k <= 1000);
+}
+
+/* The root's own state failing part-way: the run ends with status 1. */
+static void root_state_failing_part_way_gives_status_one(void **state)
+{
+    (void)state;
+    for (int k = 1; k <= 8; k++)
+        assert_int_equal(run_failing(1, k), 1);
+    assert_int_equal(run_failing(0, 0), 0);
+}
+
+int main(void)
+{
+    alarm(240);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(child_state_failing_part_way_ends_the_child_only),
+        cmocka_unit_test(root_state_failing_part_way_gives_status_one),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

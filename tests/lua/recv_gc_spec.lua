@@ -1,0 +1,164 @@
+-- Receiving while __gc finalizers raise: a GC step inside the decoding of a received message
+-- ran the receiver's pending finalizers, and an error one raised left the receive with the
+-- message already taken (lost), or, in a receive that had waited, ended the actor. Every
+-- message must arrive exactly once and in order; finalizer errors surface in the receiver's
+-- own code, here in litter().
+
+-- The receiver: makes garbage whose finalizers raise, and takes n messages {seq = i, pad}
+-- through `how` ("inbox": smarm.recv, "channel": rx:recv, "select": smarm.select's inbox
+-- arm), each receive in a pcall. In "lockstep" it
+-- acknowledges each message (so its next receive waits, and resumes in a continuation);
+-- otherwise every message is queued before it starts. Reports the seqs it got.
+local function receiver(parent, n, how, lockstep, rx, go)
+   local s = require "smarm"
+   local got = {}
+   for i = 1, n do got[i] = 0 end -- so recording a seq allocates nothing
+   local count, caught = 0, 0
+   local function litter()
+      for _ = 1, 20 do
+         local p = newproxy(true)
+         getmetatable(p).__gc = function() error("finalizer raised") end
+      end
+   end
+   local take
+   if how == "inbox" then
+      take = function() return s.recv(10) end
+   elseif how == "channel" then
+      take = function() return rx:recv(10) end
+   else
+      local arms = { rx, s.inbox } -- made once: a table made in take could run a finalizer
+      take = function()
+         local _, v = s.select(arms, 10)
+         return v
+      end
+   end
+   local function ack(i) s.send(parent, i) end
+   local function report(c, e) s.send(parent, { count = c, caught = e, got = got }) end
+   assert(go:recv(10) == "go")
+   while count < n do
+      pcall(litter)
+      local ok, m = pcall(take)
+      if ok then
+         if m == nil then break end -- timed out: a message was lost
+         count = count + 1
+         got[count] = m.seq
+         if lockstep then
+            while not pcall(ack, count) do end
+         end
+      else
+         caught = caught + 1
+      end
+   end
+   while not pcall(report, count, caught) do end
+end
+
+-- Waits in receives that time out (each resumes in a continuation that pushes nil,
+-- "timeout") while finalizers raise; reports how many returned "timeout".
+local function timing_out(parent, how, rx)
+   local s = require "smarm"
+   local function litter()
+      for _ = 1, 20 do
+         local p = newproxy(true)
+         getmetatable(p).__gc = function() error("finalizer raised") end
+      end
+   end
+   local arms = { rx, s.inbox }
+   local take
+   if how == "inbox" then
+      take = function() return s.recv(0.001) end
+   elseif how == "channel" then
+      take = function() return rx:recv(0.001) end
+   else
+      take = function() return s.select(arms, 0.001) end
+   end
+   local timeouts, caught = 0, 0
+   local function report() s.send(parent, { timeouts = timeouts, caught = caught }) end
+   for _ = 1, 100 do
+      pcall(litter)
+      local ok, v, err = pcall(take)
+      if ok and v == nil and err == "timeout" then
+         timeouts = timeouts + 1
+      elseif not ok then
+         caught = caught + 1
+      end
+   end
+   while not pcall(report) do end
+end
+
+-- Leaves many finalizers that raise, with a GC step due at every allocation, then fails:
+-- the crash report is written on its main state, where a finalizer's error had no pcall.
+local function litter_and_fail()
+   collectgarbage("setpause", 0)
+   for _ = 1, 2000 do
+      local p = newproxy(true)
+      getmetatable(p).__gc = function() error("finalizer raised") end
+   end
+   error("boom")
+end
+
+local smarm = require "smarm" -- below the bodies, so none can capture it
+
+local N = 1000
+
+local function run(how, lockstep)
+   local tx, rx = smarm.channel()
+   local gtx, grx = smarm.channel()
+   local pid, mon = smarm.spawn_monitor(receiver, smarm.self(), N, how, lockstep, rx, grx)
+   local pad = {}
+   for i = 1, 20 do pad[i] = ("p"):rep(20) .. i end
+   local function send(i)
+      local m = { seq = i, pad = pad }
+      if how ~= "channel" then -- select takes it from its inbox arm
+         assert(smarm.send(pid, m))
+      else
+         assert(tx:send(m))
+      end
+   end
+   if not lockstep then
+      for i = 1, N do send(i) end
+   end
+   gtx:send("go")
+   local r
+   for i = 1, N + 1 do
+      if lockstep and i <= N then send(i) end
+      r = smarm.recv(30)
+      assert(r ~= nil, how .. ": the receiver went silent")
+      if type(r) == "table" then break end
+      assert.are.equal(i, r, how .. ": acknowledgement")
+   end
+   assert.are.equal(N, r.count, how .. ": messages received")
+   for i = 1, N do
+      if r.got[i] ~= i then
+         error(("%s: message %d arrived as %s"):format(how, i, tostring(r.got[i])))
+      end
+   end
+   assert.are.equal(0, r.caught, how .. ": a receive raised a finalizer's error")
+   assert.are.equal("normal", assert(mon:recv(10), "no down notice").reason)
+end
+
+describe("receiving while __gc finalizers raise", function()
+   for _, how in ipairs({ "inbox", "channel", "select" }) do
+      it("returns timeout from a waiting receive, never a finalizer's error (" .. how .. ")",
+         function()
+            local _, rx = smarm.channel()
+            local _, mon = smarm.spawn_monitor(timing_out, smarm.self(), how, rx)
+            local r = assert(smarm.recv(30), "the actor went silent")
+            assert.are.equal(100, r.timeouts)
+            assert.are.equal(0, r.caught)
+            assert.are.equal("normal", assert(mon:recv(10), "no down notice").reason)
+         end)
+      it("keeps every queued message, in order (" .. how .. ")", function()
+         run(how, false)
+      end)
+      it("keeps every message a waiting receive takes, in order (" .. how .. ")", function()
+         run(how, true)
+      end)
+   end
+
+   it("reports an actor's crash while its finalizers raise, and carries on", function()
+      for _ = 1, 20 do
+         local _, mon = smarm.spawn_monitor(litter_and_fail)
+         assert.are.equal("error", assert(mon:recv(10), "no down notice").reason)
+      end
+   end)
+end)
