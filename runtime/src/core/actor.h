@@ -60,6 +60,7 @@ typedef struct actor_run {
     int last_sched;                /* the scheduler it last ran on (-1 = none yet) */
     volatile int preempt_pending;  /* its timeslice is over: leave at the next chance */
     int pinned;                    /* must resume on the OS thread it left (see preempt.c) */
+    int spawned;                   /* it spawned an actor during its current slice */
     struct actor *pin_next;        /* link in its scheduler's pinned list */
     struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
     void *fiber;                   /* TSan fiber */
@@ -150,6 +151,7 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
     r->last_sched = -1;
     r->preempt_pending = 0;
     r->pinned = 0;
+    r->spawned = 0;
     r->pin_next = NULL;
     r->heap_cache = NULL;
 }

@@ -41,6 +41,9 @@
 
 #define PREEMPT_SIGNAL SIGURG
 
+/* the shortest first slice, and a fourth of it the shortest watchdog sleep */
+#define PROBATION_MIN_NS 80000
+
 /* how long busy actors may keep running after the root ended */
 #define SWEEP_GRACE_NS 100000000
 /* how long after the sweep an actor may stay inside a C call (a blocking read,
@@ -217,6 +220,12 @@ static void *watchdog_main(void *arg)
     uint64_t seen[PARK_MAX] = {0}, since[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
     uint64_t root_done_at = 0, swept_at = 0;
+    /* a first slice lasts a sixteenth of a timeslice when others wait (run_actor): while
+     * first slices run, the watchdog ticks at that pace */
+    uint64_t probation = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / 16);
+    if (probation < PROBATION_MIN_NS)
+        probation = PROBATION_MIN_NS;
+    uint64_t sleep_ns = tick;
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
         if (__builtin_popcountll(idle) >= n) {
@@ -232,8 +241,9 @@ static void *watchdog_main(void *arg)
             atomic_store(&rt->wd_sleeping, 0);
             continue;
         }
-        struct timespec ts = {0, (long)tick};
+        struct timespec ts = {0, (long)sleep_ns};
         nanosleep(&ts, NULL);
+        sleep_ns = tick;
         uint64_t now = park_now_ns();
         /* the root has ended but busy actors keep every scheduler from the idle
          * point where the sweep runs: after a grace, sweep from here */
@@ -253,6 +263,27 @@ static void *watchdog_main(void *arg)
             sched *s = &rt->scheds[i];
             actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
             uint64_t sw = atomic_load_explicit(&s->switches, memory_order_relaxed);
+            uint64_t p = atomic_load_explicit(&s->probation_until, memory_order_relaxed);
+            if (p && a) {
+                if (now < p) {
+                    if (p - now < sleep_ns)
+                        sleep_ns = p - now < PROBATION_MIN_NS / 4 ? PROBATION_MIN_NS / 4 : p - now;
+                } else {
+                    if (waiting < 0)
+                        waiting = work_waiting(rt, now);
+                    /* signalled again at every tick until it is switched out (a signal
+                     * that finds it booting, or in C, cannot stop it at once); the switch
+                     * counter in the signal makes the handler ignore it if the scheduler
+                     * has moved on to another actor meanwhile */
+                    if (waiting) {
+                        union sigval v;
+                        v.sival_ptr = (void *)(uintptr_t)sw;
+                        pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
+                    }
+                    if (sleep_ns > probation)
+                        sleep_ns = probation;
+                }
+            }
             if (!a || sw != seen[i]) {
                 seen[i] = sw;
                 age[i] = 0;

@@ -182,15 +182,25 @@ static void enqueue(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
-/* New actors and actors that used up their timeslice (or yielded) wait in a
- * queue of their own, behind actors that were just woken: a woken actor
- * usually runs briefly and parks again, so it answers within a timeslice even
- * when every scheduler is full of actors that never block. next_runnable keeps
- * the others from starving. */
+/* Actors that used up their timeslice (or yielded) wait in a queue of their own, behind
+ * actors that were just woken and new ones: a woken actor usually runs briefly and parks
+ * again, so it answers within a timeslice even when every scheduler is full of actors that
+ * never block, and a new actor gets a first, short slice (see run_actor) before it can
+ * join them. next_runnable keeps the yielded queue from starving. */
 static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
 {
     runq_push(rt->rq_yield, idx);
     wake_for_work(rt);
+}
+
+/* An actor that left its slice still runnable: behind the others that used up theirs,
+ * unless it spawned meanwhile (see sched_spawn). */
+static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
+{
+    if (a->run.spawned)
+        enqueue(rt, idx);
+    else
+        enqueue_yielded(rt, idx);
 }
 
 /* An actor woken by the actor running on this scheduler runs next here: it is
@@ -343,9 +353,16 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
     *pid_out = a->pid;
     /* release (in the CAS): the actor's fields are visible to whoever claims it */
     slot_publish(sl, gen);
-    /* a new actor queues behind woken ones: booting it is the costly part,
-     * and an actor woken by a message or a timer is waiting on time */
-    enqueue_yielded(rt, (uint32_t)idx);
+    /* a new actor queues with the woken ones, ahead of those that used up their slice: its
+     * first slice is short when others wait (run_actor), so a storm of new actors that
+     * never block cannot hold up the rest for long. The spawner is marked: it keeps its
+     * place ahead of them too (it makes the work; behind the actors it spawned it would
+     * wait a round of all of them per slice) */
+    sched *cs = sched_current();
+    actor *spawner = cs && cs->rt == rt ? atomic_load_explicit(&cs->cur, memory_order_relaxed) : NULL;
+    if (spawner)
+        spawner->run.spawned = 1;
+    enqueue(rt, (uint32_t)idx);
     return 0;
 }
 
@@ -499,7 +516,17 @@ static void run_actor(sched *s, uint32_t idx)
             a->stats.migrations += a->stats.slices != 0;
             a->run.last_sched = s->id;
         }
-        a->stats.slices++;
+        /* a first slice ends early if others wait (the watchdog checks it, preempt.c), and so
+         * does the slice of one taken from the yielded queue ahead of woken ones */
+        int short_slice = s->short_slice;
+        s->short_slice = 0;
+        if (a->stats.slices++ == 0 || short_slice)
+            atomic_store_explicit(&s->probation_until,
+                                  park_now_ns() + (uint64_t)(rt->cfg.timeslice_ms * 1e6) / 16,
+                                  memory_order_relaxed);
+        else if (atomic_load_explicit(&s->probation_until, memory_order_relaxed))
+            atomic_store_explicit(&s->probation_until, 0, memory_order_relaxed);
+        a->run.spawned = 0;
         /* the actor allocates only while it runs, and only on this thread */
         a->run.heap_cache = &s->heap_cache;
         /* relaxed: the watchdog only needs to see the counter move */
@@ -523,13 +550,13 @@ static void run_actor(sched *s, uint32_t idx)
             if (a->run.pinned)
                 pin(s, a);
             else
-                enqueue_yielded(rt, idx);
+                requeue(rt, a, idx);
             return;
         case LEAVE_YIELD_CO:
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
             slot_requeue(sl, gen);
-            enqueue_yielded(rt, idx);
+            requeue(rt, a, idx);
             return;
         case LEAVE_PARK_CO:
             give_stack(s, a->run.stk);
@@ -584,10 +611,16 @@ static int next_runnable(sched *s, uint32_t *idx)
     /* pinned actors take turns with the shared queue */
     if (s->pinned && (s->fair++ & 1) && unpin(s, idx))
         return 1;
-    /* one pick in YIELDED_SHARE goes to the yielded queue first */
+    /* one pick in YIELDED_SHARE goes to the yielded queue first; while woken or new actors
+     * wait, that actor's slice is short (run_actor), so the share is in picks, not time */
     int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
-    if ((yielded_first && runq_pop(rt->rq_yield, idx)) || runq_pop(rt->rq, idx) ||
-        runq_pop(rt->rq_yield, idx)) {
+    if (yielded_first && runq_pop(rt->rq_yield, idx)) {
+        s->short_slice = runq_size_approx(rt->rq) > 0;
+        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_yield) > 0)
+            wake_for_work(rt);
+        return 1;
+    }
+    if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_yield, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
         if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_yield) > 0)
             wake_for_work(rt);
