@@ -89,8 +89,9 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
         goto fail_actors;
     rt->actors = p;
     rt->rq = runq_new(rt->cfg.max_actors);
+    rt->rq_new = runq_new(rt->cfg.max_actors);
     rt->rq_yield = runq_new(rt->cfg.max_actors);
-    if (!rt->rq || !rt->rq_yield)
+    if (!rt->rq || !rt->rq_new || !rt->rq_yield)
         goto fail_rq;
     rt->stacks = stack_pool_new(rt->cfg.stack_size, rt->cfg.stack_guard);
     if (!rt->stacks)
@@ -117,6 +118,7 @@ fail_vm:
     stack_pool_free(rt->stacks);
 fail_stacks:
     runq_free(rt->rq);
+    runq_free(rt->rq_new);
     runq_free(rt->rq_yield);
 fail_rq:
     munmap(rt->actors, bytes);
@@ -142,6 +144,7 @@ void smarm_runtime_free(smarm_runtime *rt)
     free(rt->vm);
     stack_pool_free(rt->stacks);
     runq_free(rt->rq);
+    runq_free(rt->rq_new);
     runq_free(rt->rq_yield);
     munmap(rt->actors, (size_t)rt->cfg.max_actors * sizeof(actor));
     slot_table_destroy(&rt->slots);

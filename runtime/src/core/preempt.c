@@ -145,8 +145,8 @@ static long futex(_Atomic int *addr, int op, int val, const struct timespec *ts)
 /* Whether something other than what runs now waits for a scheduler. */
 static int work_waiting(smarm_runtime *rt, uint64_t now)
 {
-    if (runq_size_approx(rt->rq) > 0 || runq_size_approx(rt->rq_yield) > 0 ||
-        timers_earliest(&rt->tm) <= now)
+    if (runq_size_approx(rt->rq) > 0 || runq_size_approx(rt->rq_new) > 0 ||
+        runq_size_approx(rt->rq_yield) > 0 || timers_earliest(&rt->tm) <= now)
         return 1;
     for (int i = 0; i < rt->nsched; i++) {
         sched *s = &rt->scheds[i];

@@ -38,6 +38,7 @@ struct smarm_runtime {
     slot_table slots;
     actor *actors;  /* parallel to slots.slots, reserved, touched lazily */
     runq *rq;       /* woken and new actors */
+    runq *rq_new;   /* new actors, and those that spawned during their last slice */
     runq *rq_yield; /* actors that used up their timeslice or yielded */
     park_set parks;
     stack_pool *stacks;

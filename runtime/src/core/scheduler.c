@@ -187,6 +187,12 @@ static void enqueue(smarm_runtime *rt, uint32_t idx)
  * again, so it answers within a timeslice even when every scheduler is full of actors that
  * never block, and a new actor gets a first, short slice (see run_actor) before it can
  * join them. next_runnable keeps the yielded queue from starving. */
+static void enqueue_new(smarm_runtime *rt, uint32_t idx)
+{
+    runq_push(rt->rq_new, idx);
+    wake_for_work(rt);
+}
+
 static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
 {
     runq_push(rt->rq_yield, idx);
@@ -198,7 +204,7 @@ static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
 static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
 {
     if (a->run.spawned)
-        enqueue(rt, idx);
+        enqueue_new(rt, idx);
     else
         enqueue_yielded(rt, idx);
 }
@@ -359,10 +365,11 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
      * place ahead of them too (it makes the work; behind the actors it spawned it would
      * wait a round of all of them per slice) */
     sched *cs = sched_current();
-    actor *spawner = cs && cs->rt == rt ? atomic_load_explicit(&cs->cur, memory_order_relaxed) : NULL;
+    actor *spawner =
+        cs && cs->rt == rt ? atomic_load_explicit(&cs->cur, memory_order_relaxed) : NULL;
     if (spawner)
         spawner->run.spawned = 1;
-    enqueue(rt, (uint32_t)idx);
+    enqueue_new(rt, (uint32_t)idx);
     return 0;
 }
 
@@ -615,14 +622,18 @@ static int next_runnable(sched *s, uint32_t *idx)
      * wait, that actor's slice is short (run_actor), so the share is in picks, not time */
     int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
     if (yielded_first && runq_pop(rt->rq_yield, idx)) {
-        s->short_slice = runq_size_approx(rt->rq) > 0;
-        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_yield) > 0)
+        s->short_slice = runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) > 0;
+        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) +
+                runq_size_approx(rt->rq_yield) >
+            0)
             wake_for_work(rt);
         return 1;
     }
-    if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_yield, idx)) {
+    if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
-        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_yield) > 0)
+        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) +
+                runq_size_approx(rt->rq_yield) >
+            0)
             wake_for_work(rt);
         return 1;
     }
@@ -644,7 +655,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
     uint64_t until = park_now_ns() + SPIN_NS;
     int found = 0;
     for (int i = 0; !found; i++) {
-        if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_yield, idx)) {
+        if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx)) {
             found = 1;
             break;
         }

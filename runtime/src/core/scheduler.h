@@ -21,12 +21,12 @@ typedef struct sched {
     int streak;                  /* actors taken from runnext in a row */
     actor *pinned, *pinned_tail; /* preempted in a hook: they resume on this thread only */
     _Atomic uint32_t npinned;
-    uint32_t fair;         /* alternates pinned actors with the shared queue */
-    uint32_t picks;        /* shares picks between woken and yielded actors */
+    uint32_t fair;  /* alternates pinned actors with the shared queue */
+    uint32_t picks; /* shares picks between woken and yielded actors */
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
     _Atomic uint64_t probation_until;
-    int short_slice; /* the next actor to run here gets a short slice */
+    int short_slice;       /* the next actor to run here gets a short slice */
     stack *spare;          /* one warm stack kept across coroutine parks */
     wire_buf enc;          /* scratch buffer for encoding messages */
     heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
