@@ -1,0 +1,26 @@
+-- The process running out of memory (no max_heap): an actor whose allocations fail ends
+-- with a reason and the others carry on. The heap's refusals are simulated with a test hook
+-- of the runtime, called through the FFI (the binary exports its symbols).
+
+-- Refused every allocation that grows its heap, it fails: its crash report (a traceback
+-- made on its main state) could not be made either, and LuaJIT's panic ended the process.
+local function crash_out_of_memory()
+   local ffi = require "ffi"
+   ffi.cdef "void luavm_test_heap_refuses(int grow, int shrink);"
+   local boom = "boom"
+   ffi.C.luavm_test_heap_refuses(1, 1)
+   error(boom) -- adding the position allocates: "not enough memory" instead
+end
+
+local smarm = require "smarm" -- below the bodies, so none can capture it
+
+describe("out of memory", function()
+   it("reports an actor that fails out of memory, and the run goes on", function()
+      for _ = 1, 5 do
+         local _, mon = smarm.spawn_monitor(crash_out_of_memory)
+         local down = assert(mon:recv(10), "no down notice")
+         assert.are.equal("error", down.reason)
+         assert.are.equal("not enough memory", down.error)
+      end
+   end)
+end)
