@@ -12,6 +12,26 @@ local function crash_out_of_memory()
    error(boom) -- adding the position allocates: "not enough memory" instead
 end
 
+-- Refused only blocks that shrink, it adds keys to a table whose array part then shrinks:
+-- LuaJIT does that after replacing the hash part, and an error there lost the entries.
+local function shrink_refused(parent)
+   local ffi = require "ffi"
+   ffi.cdef "void luavm_test_heap_refuses(int grow, int shrink);"
+   local s = require "smarm"
+   local t = {}
+   for i = 1, 64 do t[i] = i end
+   for i = 9, 64 do t[i] = nil end
+   local keys = {}
+   for i = 1, 40 do keys[i] = "k" .. i end
+   local function fill() for i = 1, 40 do t[keys[i]] = i end end
+   ffi.C.luavm_test_heap_refuses(0, 1)
+   local ok, err = pcall(fill)
+   ffi.C.luavm_test_heap_refuses(0, 0)
+   local n = 0
+   for _ in pairs(t) do n = n + 1 end
+   s.send(parent, { ok = ok, err = tostring(err), n = n })
+end
+
 local smarm = require "smarm" -- below the bodies, so none can capture it
 
 describe("out of memory", function()
@@ -22,5 +42,13 @@ describe("out of memory", function()
          assert.are.equal("error", down.reason)
          assert.are.equal("not enough memory", down.error)
       end
+   end)
+
+   it("never fails a block that shrinks (a table keeps its entries)", function()
+      smarm.spawn(shrink_refused, smarm.self())
+      local r = assert(smarm.recv(10), "no result")
+      assert.are.equal("nil", r.err)
+      assert.is_true(r.ok)
+      assert.are.equal(8 + 40, r.n)
    end)
 end)

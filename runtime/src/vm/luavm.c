@@ -61,6 +61,11 @@ static inline void *alloc_in(actor *a, void *ptr, size_t osize, size_t nsize, in
     if (!heap_refuses)
         p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
                 : heap_alloc(h, a->run.heap_cache, nsize);
+    /* A shrink must not fail: LuaJIT shrinks a table's array part after it has replaced the
+     * hash part (lj_tab_resize), and an error there loses the table's entries. The block
+     * stays where it is; freed as nsize bytes later, it serves a smaller size class. */
+    if (!p && ptr && nsize <= osize)
+        p = ptr;
     if (p)
         a->vm.mem += nsize - old;
     return p;
