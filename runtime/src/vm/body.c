@@ -159,6 +159,29 @@ static void exit_value_reason(actor *a, lua_State *src)
     lua_pop(src, 1);
 }
 
+struct crash {
+    lua_State *src;   /* holds the error value on top */
+    lua_State *co;    /* the coroutine to trace back, or NULL */
+    const char *kind; /* what to call an error value that is no string or number */
+    const char *msg, *tb;
+};
+
+/* The error value as a message and, for the body's coroutine, a traceback, then both
+ * together, on top of L (the strings stay on the stacks until the caller pops them). */
+static void format_crash(lua_State *L, void *ud)
+{
+    struct crash *c = ud;
+    if (!c->msg)
+        c->msg = lua_tostring(c->src, -1); /* a number becomes a string here */
+    if (!c->msg)
+        c->msg = c->kind;
+    if (!c->co)
+        return;
+    luaL_traceback(L, c->co, NULL, 0);
+    lua_pushfstring(L, "%s\n%s", c->msg, lua_tostring(L, -1));
+    c->tb = lua_tostring(L, -2);
+}
+
 void body_finish(actor *a, int status)
 {
     smarm_runtime *rt = a->rt;
@@ -209,21 +232,25 @@ void body_finish(actor *a, int status)
                 lua_pop(src, 1);
             }
         } else {
+            /* formatted in a protected call: out of memory there would panic the process */
+            int t = lua_type(src, -1);
+            const char *kind = t == LUA_TNIL ? "nil" : lua_typename(src, t);
+            /* a table or a boolean by value (a table shallowly; no allocation) */
             char text[256];
-            const char *msg = lua_type(src, -1) == LUA_TSTRING || lua_type(src, -1) == LUA_TNUMBER
-                                  ? lua_tostring(src, -1)
-                                  : describe_value(src, -1, text, sizeof text);
-            if (status == BODY_ERROR_ON_MAIN) {
-                luavm_report(a, "crashed", msg);
-                exit_set_error(a, msg, NULL);
-            } else {
-                luaL_traceback(a->vm.L, a->vm.co, NULL, 0);
-                const char *tb = lua_tostring(a->vm.L, -1);
-                lua_pushfstring(a->vm.L, "%s\n%s", msg, tb);
-                luavm_report(a, "crashed", lua_tostring(a->vm.L, -1));
-                exit_set_error(a, msg, tb);
-                lua_pop(a->vm.L, 2);
-            }
+            const char *shown = t == LUA_TSTRING ? lua_tostring(src, -1)
+                                : t == LUA_TTABLE || t == LUA_TBOOLEAN
+                                    ? describe_value(src, -1, text, sizeof text)
+                                    : NULL;
+            struct crash c = {src, status == BODY_ERROR_ON_MAIN ? NULL : a->vm.co, kind, shown,
+                              NULL};
+            int top = lua_gettop(a->vm.L);
+            if (ljx_cpcall(a->vm.L, format_crash, &c) != 0)
+                c.tb = NULL; /* out of memory: the message alone */
+            if (!c.msg)
+                c.msg = kind;
+            luavm_report(a, "crashed", c.tb ? lua_tostring(a->vm.L, -1) : c.msg);
+            exit_set_error(a, c.msg, c.tb);
+            lua_settop(a->vm.L, top);
         }
     }
     if (a->pid == rt->root_pid)

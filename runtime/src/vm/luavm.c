@@ -45,9 +45,9 @@ LUA_UNWOUND_BEGIN
 
 #define HEAP_SLACK (64 * 1024)
 
-static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+/* heap_refuses: a test hook's stand-in for the heap running out of memory */
+static inline void *alloc_in(actor *a, void *ptr, size_t osize, size_t nsize, int heap_refuses)
 {
-    actor *a = ud;
     heap *h = &a->rt->heap;
     if (nsize == 0) {
         if (ptr) {
@@ -57,11 +57,23 @@ static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return NULL;
     }
     size_t old = ptr ? osize : 0;
-    void *p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
-                  : heap_alloc(h, a->run.heap_cache, nsize);
+    void *p = NULL;
+    if (!heap_refuses)
+        p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
+                : heap_alloc(h, a->run.heap_cache, nsize);
+    /* A shrink must not fail: LuaJIT shrinks a table's array part after it has replaced the
+     * hash part (lj_tab_resize), and an error there loses the table's entries. The block
+     * stays where it is; freed as nsize bytes later, it serves a smaller size class. */
+    if (!p && ptr && nsize <= osize)
+        p = ptr;
     if (p)
         a->vm.mem += nsize - old;
     return p;
+}
+
+static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    return alloc_in(ud, ptr, osize, nsize, 0);
 }
 
 /* The first allocation past max_heap: the actor is stopped (the stop word makes the
@@ -87,6 +99,25 @@ static void *actor_alloc_capped(void *ud, void *ptr, size_t osize, size_t nsize)
             return NULL; /* LuaJIT raises "not enough memory"; the stop stands */
     }
     return actor_alloc(ud, ptr, osize, nsize);
+}
+
+/* Test hook (see luavm.h): the heap refuses the calling actor's state. */
+static _Atomic int refuse_grow, refuse_shrink;
+
+static void *actor_alloc_refused(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    int refuse = nsize > (ptr ? osize : 0)
+                     ? atomic_load_explicit(&refuse_grow, memory_order_relaxed)
+                     : atomic_load_explicit(&refuse_shrink, memory_order_relaxed);
+    return alloc_in(ud, ptr, osize, nsize, refuse);
+}
+
+void luavm_test_heap_refuses(int grow, int shrink)
+{
+    actor *a = atomic_load_explicit(&sched_current()->cur, memory_order_relaxed);
+    atomic_store_explicit(&refuse_grow, grow, memory_order_relaxed);
+    atomic_store_explicit(&refuse_shrink, shrink, memory_order_relaxed);
+    lua_setallocf(a->vm.L, actor_alloc_refused, a);
 }
 
 actor *luavm_actor(lua_State *L)

@@ -42,6 +42,10 @@ void luavm_shared_free(luavm_shared *vm);
  * reason: "memory" if the booted state alone is over max_heap, else "error"). From then on
  * the state allocates under max_heap: the first allocation past it stops the actor. */
 int luavm_boot(struct actor *a);
+/* Test hook, for Lua code through the FFI: from now until it closes, the calling actor's
+ * state is refused, as if malloc failed, every allocation that grows its heap (if grow) and
+ * every reallocation that shrinks a block (if shrink). */
+void luavm_test_heap_refuses(int grow, int shrink);
 /* Test hook: the state-th state luavm_boot makes from now on (1: the next) fails its k-th
  * allocation (k >= 1) as if malloc had failed. */
 void luavm_inject_newstate_failure(int state, int k);
