@@ -42,12 +42,14 @@ static void flush_quietly(FILE *f)
     }
 }
 
-static int parse_num(const char *opt, const char *s, double lo, double hi, double *out)
+/* The option's value: a number in [lo, hi], a whole one if whole is set. */
+static int parse_num(const char *opt, const char *s, double lo, double hi, int whole, double *out)
 {
     char *end;
     double v = s ? strtod(s, &end) : 0;
-    if (!s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "smarm-lua: %s needs a number between %g and %g\n", opt, lo, hi);
+    if (!s || *end || !(v >= lo && v <= hi) || (whole && v != (double)(long long)v)) {
+        fprintf(stderr, "smarm-lua: %s needs %s between %.15g and %.15g\n", opt,
+                whole ? "a whole number" : "a number", lo, hi);
         return -1;
     }
     *out = v;
@@ -68,15 +70,15 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         double v;
         if (strcmp(a, "-S") == 0) {
-            if (parse_num("-S", i + 1 < argc ? argv[++i] : NULL, 1, 64, &v) < 0)
+            if (parse_num("-S", i + 1 < argc ? argv[++i] : NULL, 1, 64, 1, &v) < 0)
                 return 2;
             cfg.schedulers = (int)v;
         } else if (strcmp(a, "-T") == 0) {
-            if (parse_num("-T", i + 1 < argc ? argv[++i] : NULL, 0.01, 60000, &v) < 0)
+            if (parse_num("-T", i + 1 < argc ? argv[++i] : NULL, 0.01, 60000, 0, &v) < 0)
                 return 2;
             cfg.timeslice_ms = v;
         } else if (strcmp(a, "--max-actors") == 0) {
-            if (parse_num("--max-actors", i + 1 < argc ? argv[++i] : NULL, 1, 16777216, &v) < 0)
+            if (parse_num("--max-actors", i + 1 < argc ? argv[++i] : NULL, 1, 16777216, 1, &v) < 0)
                 return 2;
             cfg.max_actors = (uint32_t)v;
         } else if (strcmp(a, "-e") == 0) {

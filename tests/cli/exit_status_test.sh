@@ -87,4 +87,12 @@ expect_status 0 "at capacity"
 expect_out "refused	4	at_capacity" "try_spawn refuses past max_actors (root holds one slot)"
 expect_out "at capacity (max_actors = 4)" "spawn raises a clear error at capacity"
 
+# numeric options: whole numbers where a count is meant, bounds printed in full
+run -S 1.5 -e 'print(1)'
+expect_status 2 "-S 1.5"
+expect_err "-S needs a whole number between 1 and 64" "-S 1.5 is refused"
+run --max-actors 99999999999 -e 'print(1)'
+expect_status 2 "--max-actors too large"
+expect_err "--max-actors needs a whole number between 1 and 16777216" "the bound is printed in full"
+
 finish

@@ -2,6 +2,9 @@
 -- argument (timeouts, pids, messages, exit reasons).
 local smarm = require "smarm"
 
+-- Asserts that e contains expected, as plain text.
+local function has(expected, e) assert.matches(expected, e, 1, true) end
+
 -- The error raised by f(...), which must raise.
 local function err_of(f, ...)
    local ok, e = pcall(f, ...)
@@ -12,13 +15,13 @@ end
 describe("errors", function()
    it("name the function even when it is called through a local", function()
       local sleep, send, select = smarm.sleep, smarm.send, smarm.select
-      assert.matches("smarm.sleep: seconds must be a number, got no value", err_of(sleep), 1, true)
-      assert.matches("smarm.send: a message expected (argument 2)", err_of(send, smarm.self()), 1, true)
-      assert.matches("smarm.select: arms must be a table, got no value", err_of(select), 1, true)
+      has("smarm.sleep: seconds must be a number, got no value", err_of(sleep))
+      has("smarm.send: a message expected (argument 2)", err_of(send, smarm.self()))
+      has("smarm.select: arms must be a table, got no value", err_of(select))
       local tx = smarm.channel()
-      assert.matches("tx:send: a value expected", err_of(tx.send, tx), 1, true)
-      assert.matches("smarm.send_after: a message expected (argument 3)",
-         err_of(smarm.send_after, 1, smarm.self()), 1, true)
+      has("tx:send: a value expected", err_of(tx.send, tx))
+      has("smarm.send_after: a message expected (argument 3)",
+         err_of(smarm.send_after, 1, smarm.self()))
    end)
 
    it("follow one rule for every timeout: a number of seconds, not negative, not NaN", function()
@@ -26,13 +29,13 @@ describe("errors", function()
       for _, f in ipairs({
          { "smarm.recv", smarm.recv }, { "smarm.sleep", smarm.sleep },
       }) do
-         assert.matches(f[1] .. ": timeout must not be negative", err_of(f[2], -1), 1, true)
-         assert.matches(f[1] .. ": timeout must be a number of seconds, got nan", err_of(f[2], nan), 1, true)
-         assert.matches(f[1] .. ": timeout must be a number of seconds, got string", err_of(f[2], "1"), 1, true)
+         has(f[1] .. ": timeout must not be negative", err_of(f[2], -1))
+         has(f[1] .. ": timeout must be a number of seconds, got nan", err_of(f[2], nan))
+         has(f[1] .. ": timeout must be a number of seconds, got string", err_of(f[2], "1"))
       end
       local _, rx = smarm.channel()
-      assert.matches("rx:recv: timeout must be a number of seconds, got nan", err_of(rx.recv, rx, nan), 1, true)
-      assert.matches("smarm.select: timeout must not be negative", err_of(smarm.select, { rx }, -1), 1, true)
+      has("rx:recv: timeout must be a number of seconds, got nan", err_of(rx.recv, rx, nan))
+      has("smarm.select: timeout must not be negative", err_of(smarm.select, { rx }, -1))
       -- zero polls everywhere, sleep(0) included
       assert.are.same({ nil, "timeout" }, { smarm.recv(0) })
       assert.is_nil(smarm.sleep(0))
@@ -42,11 +45,11 @@ describe("errors", function()
       local beyond = 2 ^ 24 + 2 ^ 23 -- generation 1, an index past the default slab
       for _, f in ipairs({ "send", "link", "monitor", "kill", "shutdown", "pid_tostring" }) do
          local e = err_of(smarm[f], beyond, "x")
-         assert.matches("smarm." .. f .. ": bad pid (", e, 1, true)
-         assert.matches("is not a pid of this runtime", e, 1, true)
+         has("smarm." .. f .. ": bad pid (", e)
+         has("is not a pid of this runtime", e)
       end
-      assert.matches("smarm.send: bad pid (5 is not a pid of this runtime)", err_of(smarm.send, 5, 1), 1, true)
-      assert.matches("smarm.send: bad pid (1.5 is not a pid)", err_of(smarm.send, 1.5, 1), 1, true)
+      has("smarm.send: bad pid (5 is not a pid of this runtime)", err_of(smarm.send, 5, 1))
+      has("smarm.send: bad pid (1.5 is not a pid)", err_of(smarm.send, 1.5, 1))
       -- still alive: none of these killed the caller
       local dead = smarm.spawn(function() end)
       require("support.inbox").wait_dead(dead)
@@ -67,10 +70,16 @@ describe("errors", function()
       end
       local d = ends_with("function")
       assert.are.equal("error", d.reason)
-      assert.matches("smarm.exit: cannot send a function (at reason)", d.error, 1, true)
+      has("smarm.exit: cannot send a function (at reason)", d.error)
       d = ends_with("cycle")
-      assert.matches("smarm.exit: cannot send a cyclic table (at reason.self)", d.error, 1, true)
+      has("smarm.exit: cannot send a cyclic table (at reason.self)", d.error)
       d = ends_with("channel")
-      assert.matches("smarm.exit: a reason cannot carry channel endpoints", d.error, 1, true)
+      has("smarm.exit: a reason cannot carry channel endpoints", d.error)
+   end)
+
+   it("reject an unknown spawn_opt option and a non-table of options", function()
+      local f = function() end
+      has("smarm.spawn_opt: unknown option stak", err_of(smarm.spawn_opt, { stak = 1 }, f))
+      has("smarm.spawn_opt: options must be a table, got nil", err_of(smarm.spawn_opt, nil, f))
    end)
 end)

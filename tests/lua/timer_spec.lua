@@ -267,7 +267,7 @@ describe("send_after", function()
    end)
 
    describe("handles", function()
-      it("cancel only for the actor that armed them: a foreign, guessed or stale handle is false", function()
+      it("cancel only for the actor that armed them (foreign, guessed, stale: false)", function()
          local t = smarm.send_after(3600, smarm.self(), "mine")
          -- another actor holding the handle cannot cancel it
          local function canceller(parent, h)

@@ -201,9 +201,28 @@ static size_t opt_size(lua_State *L, const char *field, lua_Number min, lua_Numb
     return v;
 }
 
+static const char *const spawn_opt_keys[] = {"link",  "monitor",  "name",  "stack",
+                                             "guard", "max_heap", "owned", NULL};
+
 static int l_spawn_opt(lua_State *L)
 {
-    luaL_checktype(L, 1, LUA_TTABLE);
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return luaL_error(L, "smarm.spawn_opt: options must be a table, got %s",
+                          luaL_typename(L, 1));
+    /* an option it does not know is a mistake (a typo), not something to ignore */
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        lua_pop(L, 1);
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        int known = 0;
+        for (int i = 0; k && spawn_opt_keys[i]; i++)
+            known |= strcmp(k, spawn_opt_keys[i]) == 0;
+        if (!known)
+            return luaL_error(L,
+                              "smarm.spawn_opt: unknown option %s (known: link, monitor, name, "
+                              "stack, guard, max_heap, owned)",
+                              k ? k : luaL_typename(L, -1));
+    }
     spawn_opts o = {0};
     o.stack_size = opt_size(L, "stack", STACK_MIN_SIZE, (lua_Number)STACK_MAX_SIZE);
     o.stack_guard = opt_size(L, "guard", STACK_MIN_GUARD, (lua_Number)STACK_MAX_GUARD);

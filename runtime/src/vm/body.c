@@ -399,8 +399,8 @@ static void arm_c_return(actor *a, uintptr_t pc, uintptr_t sp)
     uintptr_t lo = sp, hi = (uintptr_t)stack_top(a->run.stk);
     uintptr_t *old = a->vm.cret_slot;
     /* one still to be returned through stays; one an error unwound past is forgotten */
-    if (old && (uintptr_t)old >= lo && (uintptr_t)old < hi &&
-        *old == (uintptr_t)body_cret_tramp && ljx_c_return_live(a->vm.L, (uintptr_t)old))
+    if (old && (uintptr_t)old >= lo && (uintptr_t)old < hi && *old == (uintptr_t)body_cret_tramp &&
+        ljx_c_return_live(a->vm.L, (uintptr_t)old))
         return;
     uintptr_t *slot = ljx_c_return_slot(a->vm.L, pc, lo, hi);
     if (!slot)
