@@ -398,9 +398,10 @@ static void arm_c_return(actor *a, uintptr_t pc, uintptr_t sp)
         return;
     uintptr_t lo = sp, hi = (uintptr_t)stack_top(a->run.stk);
     uintptr_t *old = a->vm.cret_slot;
-    /* one still to be returned through stays; one an error unwound past is forgotten */
-    if (old && (uintptr_t)old >= lo && (uintptr_t)old < hi && *old == (uintptr_t)body_cret_tramp &&
-        ljx_c_return_live(a->vm.L, (uintptr_t)old))
+    /* one still to be returned through stays: its slot is in the live part of this stack
+     * and still holds the trampoline (an error that unwound past it left it below the stack
+     * pointer, or new frames overwrote it); the others are forgotten */
+    if (old && (uintptr_t)old >= lo && (uintptr_t)old < hi && *old == (uintptr_t)body_cret_tramp)
         return;
     uintptr_t *slot = ljx_c_return_slot(a->vm.L, pc, lo, hi);
     if (!slot)
