@@ -245,6 +245,7 @@ static int l_rx_recv(lua_State *L)
     chan_ep *ep = check_ep(L, 1, CHAN_RX, "rx:recv");
     int poll;
     uint64_t deadline = lib_check_timeout(L, 2, "rx:recv", &poll);
+    luavm_gc_catch_up(L);
     int n = try_rx(L, ep->c, "rx:recv");
     if (n >= 0)
         return n;
@@ -421,6 +422,7 @@ static int l_select(lua_State *L)
         }
         lua_pop(L, 1);
     }
+    luavm_gc_catch_up(L);
     int r = select_scan(a, L, 1);
     if (r >= 0)
         return r;

@@ -311,6 +311,7 @@ static int recv_cont(actor *a, lua_State *L)
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
+    luavm_gc_catch_up(L);
     if (take_msg(a, L)) {
         preempt_safe_point(a);
         return 1;

@@ -367,6 +367,8 @@ size_t ljx_gc_hold(lua_State *L)
 
 void ljx_gc_resume(lua_State *L, size_t held) { G(L)->gc.threshold = (GCSize)held; }
 
+void ljx_gc_check(lua_State *L) { lj_gc_check(L); }
+
 struct ljx_cp {
     void (*fn)(lua_State *L, void *ud);
     void *ud;

@@ -90,6 +90,8 @@ size_t ljx_gc_total(lua_State *L);
  * hold costs no extra collection work; holds nest. Returns what ljx_gc_resume needs. */
 size_t ljx_gc_hold(lua_State *L);
 void ljx_gc_resume(lua_State *L, size_t held);
+/* The VM's own "run a GC step if one is due" (what every allocation site does). */
+void ljx_gc_check(lua_State *L);
 
 /* Calls fn(L, ud) in protected mode, like lua_cpcall but allocating nothing. Returns 0, or
  * the LUA_ERR* status of an error fn raised, with the error value pushed on L. */

@@ -582,6 +582,8 @@ static void decode_protected(lua_State *L, void *ud)
  * would leave the decoder with the message already taken: so the GC is held meanwhile
  * (it catches up at the receiver's next allocation, where a finalizer's error is the
  * receiver's own). Protected, so the caller frees the message before it raises. */
+void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
+
 int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
 {
     struct decode_call dc = {data, len, err, errlen, 0};

@@ -56,6 +56,11 @@ void luavm_report(struct actor *a, const char *what, const char *detail);
  * message in err for malformed bytes, or the LUA_ERR* status of a memory error with the
  * error value pushed (for the caller to raise once it has freed the message). */
 int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
+/* Called by a receive before it takes anything: runs the GC step the decodes (whose
+ * allocations happen with the GC held) may have left due. Without it an actor whose only
+ * allocations are the messages it decodes never collects. A finalizer's error raised here
+ * leaves every message where it is. */
+void luavm_gc_catch_up(lua_State *L);
 /* Closes the state (its finalizers run) without max_heap. */
 void luavm_close(struct actor *a);
 struct smarm_runtime *luavm_runtime(lua_State *L);
