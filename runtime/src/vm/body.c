@@ -457,8 +457,6 @@ void body_cret_switch(uintptr_t *slot)
     errno_set(saved_errno);
 }
 
-void body_arm_hook(actor *a) { lua_sethook(a->vm.L, hook_yield, LUA_MASKCOUNT, 1); }
-
 int body_preempt(actor *a, uintptr_t pc, uintptr_t sp, int may_switch)
 {
     if (may_switch && ljx_pc_in_mcode(a->vm.L, pc)) {

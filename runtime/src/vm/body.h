@@ -21,9 +21,6 @@ void body_stop_entry(struct actor *a);
  * yields at the next interpreted bytecode and, if a C function called from Lua runs, a
  * switch as it returns, and returns 0. sp: the interrupted stack pointer. Async-signal-safe. */
 int body_preempt(struct actor *a, uintptr_t pc, uintptr_t sp, int may_switch);
-/* Arms the count hook that makes the actor leave at its next interpreted bytecode (with
- * preempt_pending set); from any context of the actor's own thread. */
-void body_arm_hook(struct actor *a);
 
 /* Blocks the calling actor from a C function called by Lua on coroutine L until cont (which
  * re-checks the wait's condition after every wake) pushes results. Returns what a

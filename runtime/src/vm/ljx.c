@@ -334,27 +334,6 @@ uintptr_t *ljx_c_return_slot(lua_State *L, uintptr_t pc, uintptr_t lo, uintptr_t
     return T ? trace_slot(T, cf, lo, hi, NULL) : NULL;
 }
 
-/* Within one VM frame (cframe) at most one call from Lua into C runs, at the place above;
- * a call of an outer frame (a C function that called back into Lua) lies above cframe. */
-int ljx_c_return_live(lua_State *L, uintptr_t at)
-{
-    global_State *g = G(L);
-    int32_t st = g->vmstate;
-    lua_State *cur = gco2th(gcref(g->cur_L));
-    uintptr_t cf = cur ? (uintptr_t)cframe_raw(cur->cframe) : 0;
-    if (!cf || at >= cf)
-        return 1;
-    if (st == ~LJ_VMST_GC && tvref(g->jit_base))
-        return 1; /* a trace's GC step: which trace's slot is not known */
-    if (st == ~LJ_VMST_C || st == ~LJ_VMST_GC)
-        return at == cf - 8;
-    jit_State *J = G2J(g);
-    if (st <= 0 || (MSize)st >= J->sizetrace)
-        return 0;
-    GCtrace *T = (GCtrace *)gcref(J->trace[st]);
-    return T && at == cf - 16 - T->spadjust - 8;
-}
-
 /* lua_gc(LUA_GCSTOP) sets the same threshold, but LUA_GCRESTART cannot give the old one back
  * (it sets it to the current total, so every hold would start a GC step at once). */
 size_t ljx_gc_hold(lua_State *L)

@@ -72,10 +72,6 @@ void ljx_init(lua_State *L);
  * thread running L (async-signal-safe); pc is the interrupted one. */
 uintptr_t *ljx_c_return_slot(lua_State *L, uintptr_t pc, uintptr_t lo, uintptr_t hi);
 
-/* Whether a return address swapped at `at` (on the live stack, still swapped) may yet be
- * returned through: it is the slot of the C call running now, or of a call of an outer VM
- * frame. Else it was left by an error that unwound past it, or misread. Async-signal-safe. */
-int ljx_c_return_live(lua_State *L, uintptr_t at);
 
 /* Whether L's state runs Lua code called from a debug hook or a JIT event handler: LuaJIT's
  * C code below it keeps the thread's errno address, so a switch there must resume on the

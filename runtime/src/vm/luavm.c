@@ -76,15 +76,13 @@ static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return alloc_in(ud, ptr, osize, nsize, 0);
 }
 
-/* The first allocation past max_heap: the actor is stopped (the stop word makes the
- * scheduler end it on a fresh context wherever it leaves next; the hook makes it leave
- * at its next interpreted bytecode, and a wait or safe point leaves at once). */
+/* The first allocation past max_heap: the actor is stopped like smarm.kill (the stop word
+ * makes the scheduler end it on a fresh context wherever it leaves next, and the stop's
+ * preemption signal, which lands here on the actor's own thread, makes it leave soon). */
 static void over_max_heap(actor *a)
 {
     a->vm.heap_exceeded = 1;
     sched_stop(a->rt, a->pid, STOP_KILL);
-    a->run.preempt_pending = 1;
-    body_arm_hook(a);
 }
 
 /* actor_alloc with max_heap, from the end of boot until close. */
