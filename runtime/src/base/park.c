@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/futex.h"
+
 enum { PARKER_EMPTY = 0, PARKER_NOTIFIED = 1, PARKER_PARKED = 2 };
 
 uint64_t park_now_ns(void)
@@ -66,7 +68,7 @@ void parker_unpark(parker *p)
 {
     /* release: what we wrote before the unpark is visible to the parker when it returns */
     if (atomic_exchange_explicit(&p->state, PARKER_NOTIFIED, memory_order_release) == PARKER_PARKED)
-        syscall(SYS_futex, &p->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        futex_wake(&p->state, 1);
 }
 
 void park_set_init(park_set *ps, int n)

@@ -2,15 +2,14 @@
  * generation-checked CAS transitions of each slot's packed (generation, state) word. */
 #include "base/slot.h"
 
-#include "base/spin.h"
-
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "base/futex.h"
+#include "base/spin.h"
 
 #if defined(SMARM_DEBUG) || !defined(NDEBUG)
 #define slot_assert(x) assert(x)
@@ -35,13 +34,13 @@ static void slot_lock(_Atomic uint32_t *l)
         cpu_relax();
     }
     while (atomic_exchange_explicit(l, 2, memory_order_acquire) != 0)
-        syscall(SYS_futex, l, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+        futex_wait(l, 2, NULL);
 }
 
 static void slot_unlock(_Atomic uint32_t *l)
 {
     if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
-        syscall(SYS_futex, l, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        futex_wake(l, 1);
 }
 
 int slot_table_init(slot_table *t, uint32_t max)

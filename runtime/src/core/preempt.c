@@ -23,26 +23,22 @@
 #include "core/preempt.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "base/futex.h"
 #include "base/sanitize.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 
 #define PREEMPT_SIGNAL SIGURG
-
-/* the shortest first slice, and a fourth of it the shortest watchdog sleep */
-#define PROBATION_MIN_NS 80000
 
 /* how long busy actors may keep running after the root ended */
 #define SWEEP_GRACE_NS 100000000
@@ -111,12 +107,20 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
+/* Signals s's thread; tag: its switch counter when the actor to preempt was seen running
+ * there (the handler ignores the signal if it has switched since), or 0 for whatever runs
+ * there now. */
+static void signal_at(sched *s, uint64_t tag)
+{
+    union sigval v;
+    v.sival_ptr = (void *)(uintptr_t)tag;
+    pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
+}
+
 void preempt_signal(sched *s)
 {
-    /* tag 0: whatever runs there now; a stop flag tells the handler who */
-    union sigval v;
-    v.sival_ptr = NULL;
-    pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
+    /* whatever runs there now; a stop flag tells the handler who */
+    signal_at(s, 0);
 }
 
 void preempt_safe_point(actor *a)
@@ -146,38 +150,16 @@ static void install_handler(void)
 
 /* ---- the watchdog ---- */
 
-static long futex(_Atomic int *addr, int op, int val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
-}
-
-/* Whether something other than what runs now waits for a scheduler. */
-static int work_waiting(smarm_runtime *rt, uint64_t now)
-{
-    if (runq_size_approx(rt->rq) > 0 || runq_size_approx(rt->rq_new) > 0 ||
-        runq_size_approx(rt->rq_yield) > 0 || timers_earliest(&rt->tm) <= now)
-        return 1;
-    for (int i = 0; i < rt->nsched; i++) {
-        sched *s = &rt->scheds[i];
-        if (atomic_load_explicit(&s->runnext, memory_order_relaxed) ||
-            atomic_load_explicit(&s->npinned, memory_order_relaxed))
-            return 1;
-    }
-    return 0;
-}
-
 /* After the root-exit sweep, a scheduler that has not switched for ABANDON_GRACE_NS
  * while its actor was told to stop is inside a C call that does not return. Once
  * one is, the others leave as soon as they are idle and sched_run returns without
  * waiting for it (the runtime is then never freed: that thread still uses it). */
-static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now, const uint64_t *since)
+static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
 {
     uint64_t mask = 0;
     for (int i = 0; i < rt->nsched; i++) {
-        sched *s = &rt->scheds[i];
-        actor *a = atomic_load_explicit(&s->cur, memory_order_acquire);
-        if (!a || now - since[i] < ABANDON_GRACE_NS ||
-            !atomic_load_explicit(&a->run.stop, memory_order_relaxed))
+        actor *a = sched_stuck_actor(&rt->scheds[i], now, 0, ABANDON_GRACE_NS);
+        if (!a)
             continue;
         mask |= 1ull << i;
         char line[200];
@@ -193,25 +175,7 @@ static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now, const uint64_
     atomic_store(&rt->stuck, mask);
     /* idle schedulers look at it and leave; sched_run looks at it too */
     park_set_wake_all(&rt->parks);
-    atomic_fetch_add(&rt->exit_seq, 1);
-    syscall(SYS_futex, &rt->exit_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-}
-
-/* A scheduler that has run one actor for two slices although it was signalled
- * after the first is inside a C call (a blocking read, os.execute): the actor
- * its last wake put in its runnext would wait for that call. It goes to the
- * shared queue instead, where any scheduler takes it (the exchange makes it
- * ours alone, as when an idle scheduler steals it). */
-static void release_runnext(smarm_runtime *rt, sched *s)
-{
-    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
-    if (!n)
-        return;
-    runq_push(rt->rq, n - 1);
-    /* as the scheduler's enqueue: a spinning scheduler will find it, else wake one */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&rt->spinning, memory_order_relaxed) == 0)
-        park_set_wake_one(&rt->parks);
+    sched_note_exit(rt);
 }
 
 /* Finer ticks end a slice closer to its length, and re-signal sooner an actor
@@ -226,14 +190,11 @@ static void *watchdog_main(void *arg)
     if (tick < 50000)
         tick = 50000;
     int n = rt->nsched;
-    uint64_t seen[PARK_MAX] = {0}, since[PARK_MAX] = {0};
+    uint64_t seen[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
     uint64_t root_done_at = 0, swept_at = 0;
-    /* a first slice lasts a sixteenth of a timeslice when others wait (run_actor): while
-     * first slices run, the watchdog ticks at that pace */
-    uint64_t probation = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / 16);
-    if (probation < PROBATION_MIN_NS)
-        probation = PROBATION_MIN_NS;
+    /* while short slices (run_actor) run, the watchdog ticks at their pace */
+    uint64_t probation = rt->probation_ns;
     uint64_t sleep_ns = tick;
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
@@ -245,7 +206,7 @@ static void *watchdog_main(void *arg)
             idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
             if (__builtin_popcountll(idle) >= n && !atomic_load(&rt->wd_stop)) {
                 struct timespec ts = {1, 0};
-                futex(&rt->wd_sleeping, FUTEX_WAIT_PRIVATE, 1, &ts);
+                futex_wait(&rt->wd_sleeping, 1, &ts);
             }
             atomic_store(&rt->wd_sleeping, 0);
             continue;
@@ -265,7 +226,7 @@ static void *watchdog_main(void *arg)
             }
             if (now - root_done_at > SWEEP_GRACE_NS + ABANDON_GRACE_NS &&
                 !atomic_load_explicit(&rt->stuck, memory_order_relaxed))
-                find_stuck(rt, now, since);
+                find_stuck(rt, now);
         }
         int waiting = -1;
         for (int i = 0; i < n; i++) {
@@ -279,16 +240,13 @@ static void *watchdog_main(void *arg)
                         sleep_ns = p - now < PROBATION_MIN_NS / 4 ? PROBATION_MIN_NS / 4 : p - now;
                 } else {
                     if (waiting < 0)
-                        waiting = work_waiting(rt, now);
+                        waiting = sched_work_waiting(rt, now);
                     /* signalled again at every tick until it is switched out (a signal
                      * that finds it booting, or in C, cannot stop it at once); the switch
                      * counter in the signal makes the handler ignore it if the scheduler
                      * has moved on to another actor meanwhile */
-                    if (waiting) {
-                        union sigval v;
-                        v.sival_ptr = (void *)(uintptr_t)sw;
-                        pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
-                    }
+                    if (waiting)
+                        signal_at(s, sw);
                     if (sleep_ns > probation)
                         sleep_ns = probation;
                 }
@@ -296,21 +254,21 @@ static void *watchdog_main(void *arg)
             if (!a || sw != seen[i]) {
                 seen[i] = sw;
                 age[i] = 0;
-                since[i] = now;
+                atomic_store_explicit(&s->quiet_since, now, memory_order_relaxed);
                 continue;
             }
             if (++age[i] < TICKS_PER_SLICE)
                 continue;
+            /* one actor for two slices although signalled after the first: the scheduler is
+             * inside a C call (a blocking read, os.execute), and the actor its last wake put
+             * in its runnext would wait for that call: any scheduler may take it instead */
             if (age[i] >= 2 * TICKS_PER_SLICE &&
                 atomic_load_explicit(&s->runnext, memory_order_relaxed))
-                release_runnext(rt, s);
+                sched_release_runnext(s);
             if (waiting < 0)
-                waiting = work_waiting(rt, now);
-            if (!waiting)
-                continue;
-            union sigval v;
-            v.sival_ptr = (void *)(uintptr_t)sw;
-            pthread_sigqueue(s->thread, PREEMPT_SIGNAL, v);
+                waiting = sched_work_waiting(rt, now);
+            if (waiting)
+                signal_at(s, sw);
         }
     }
     return NULL;
@@ -321,7 +279,7 @@ void preempt_busy(smarm_runtime *rt)
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&rt->wd_sleeping, memory_order_relaxed)) {
         atomic_store(&rt->wd_sleeping, 0);
-        futex(&rt->wd_sleeping, FUTEX_WAKE_PRIVATE, 1, NULL);
+        futex_wake(&rt->wd_sleeping, 1);
     }
 }
 
@@ -338,6 +296,6 @@ void preempt_stop(smarm_runtime *rt)
 {
     atomic_store_explicit(&rt->wd_stop, 1, memory_order_release);
     atomic_store(&rt->wd_sleeping, 0);
-    futex(&rt->wd_sleeping, FUTEX_WAKE_PRIVATE, 1, NULL);
+    futex_wake(&rt->wd_sleeping, 1);
     pthread_join(rt->watchdog, NULL);
 }

@@ -45,7 +45,8 @@ struct smarm_runtime {
     timers tm;
     struct luavm_shared *vm; /* the vm layer's runtime-wide part (module cache, template) */
     actor_hooks hooks;
-    heap heap; /* actor states\' memory */
+    uint64_t probation_ns; /* the length of a short slice (scheduler.c) */
+    heap heap;             /* actor states\' memory */
     struct sched *scheds;
     int nsched;
     _Atomic int64_t live; /* actors spawned and not yet finalized */

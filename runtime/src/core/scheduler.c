@@ -7,12 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/context.h"
+#include "base/futex.h"
 #include "core/exit.h"
 #include "core/pg.h"
 #include "core/registry.h"
@@ -197,6 +196,49 @@ static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
 {
     runq_push(rt->rq_yield, idx);
     wake_for_work(rt);
+}
+
+/* Actors waiting in the three shared queues (approximate). */
+static inline uint32_t queued(smarm_runtime *rt)
+{
+    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
+}
+
+/* The next actor of the shared queues, in their order: woken, new, yielded. */
+static inline int pop_shared(smarm_runtime *rt, uint32_t *idx)
+{
+    return runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx);
+}
+
+RACY_READS actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t grace)
+{
+    actor *a = atomic_load_explicit(&s->cur, memory_order_acquire);
+    uint64_t since = atomic_load_explicit(&s->quiet_since, memory_order_relaxed);
+    if (since < not_before)
+        since = not_before;
+    if (!a || now - since < grace || !atomic_load_explicit(&a->run.stop, memory_order_relaxed))
+        return NULL;
+    return a;
+}
+
+int sched_work_waiting(smarm_runtime *rt, uint64_t now)
+{
+    if (queued(rt) > 0 || timers_earliest(&rt->tm) <= now)
+        return 1;
+    for (int i = 0; i < rt->nsched; i++) {
+        sched *s = &rt->scheds[i];
+        if (atomic_load_explicit(&s->runnext, memory_order_relaxed) ||
+            atomic_load_explicit(&s->npinned, memory_order_relaxed))
+            return 1;
+    }
+    return 0;
+}
+
+void sched_release_runnext(sched *s)
+{
+    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+    if (n)
+        enqueue(s->rt, n - 1);
 }
 
 /* An actor that left its slice still runnable: behind the others that used up theirs,
@@ -528,8 +570,7 @@ static void run_actor(sched *s, uint32_t idx)
         int short_slice = s->short_slice;
         s->short_slice = 0;
         if (a->stats.slices++ == 0 || short_slice)
-            atomic_store_explicit(&s->probation_until,
-                                  park_now_ns() + (uint64_t)(rt->cfg.timeslice_ms * 1e6) / 16,
+            atomic_store_explicit(&s->probation_until, park_now_ns() + rt->probation_ns,
                                   memory_order_relaxed);
         else if (atomic_load_explicit(&s->probation_until, memory_order_relaxed))
             atomic_store_explicit(&s->probation_until, 0, memory_order_relaxed);
@@ -621,19 +662,12 @@ static int next_runnable(sched *s, uint32_t *idx)
     /* one pick in YIELDED_SHARE goes to the yielded queue first; while woken or new actors
      * wait, that actor's slice is short (run_actor), so the share is in picks, not time */
     int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
-    if (yielded_first && runq_pop(rt->rq_yield, idx)) {
+    int yielded = yielded_first && runq_pop(rt->rq_yield, idx);
+    if (yielded)
         s->short_slice = runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) > 0;
-        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) +
-                runq_size_approx(rt->rq_yield) >
-            0)
-            wake_for_work(rt);
-        return 1;
-    }
-    if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx)) {
+    if (yielded || pop_shared(rt, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
-        if (runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) +
-                runq_size_approx(rt->rq_yield) >
-            0)
+        if (queued(rt) > 0)
             wake_for_work(rt);
         return 1;
     }
@@ -655,7 +689,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
     uint64_t until = park_now_ns() + SPIN_NS;
     int found = 0;
     for (int i = 0; !found; i++) {
-        if (runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx)) {
+        if (pop_shared(rt, idx)) {
             found = 1;
             break;
         }
@@ -761,9 +795,14 @@ static void *sched_main(void *arg)
     tls_sched = NULL;
     /* the last touch of the runtime: sched_run may return once it sees this */
     atomic_fetch_or(&rt->sched_exited, 1ull << s->id);
-    atomic_fetch_add(&rt->exit_seq, 1);
-    syscall(SYS_futex, &rt->exit_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    sched_note_exit(rt);
     return NULL;
+}
+
+void sched_note_exit(smarm_runtime *rt)
+{
+    atomic_fetch_add(&rt->exit_seq, 1);
+    futex_wake(&rt->exit_seq, INT_MAX);
 }
 
 /* Waits until every scheduler thread has left its loop, or is stuck inside a C
@@ -778,7 +817,7 @@ static int join_schedulers(smarm_runtime *rt, int started)
         uint64_t done = atomic_load(&rt->sched_exited) | atomic_load(&rt->stuck);
         if ((done & all) == all)
             break;
-        syscall(SYS_futex, &rt->exit_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+        futex_wait(&rt->exit_seq, seq, NULL);
     }
     uint64_t exited = atomic_load(&rt->sched_exited);
     int left = 0;
@@ -805,6 +844,11 @@ int sched_run(smarm_runtime *rt)
     if (!rt->scheds)
         return SMARM_ENOMEM;
     atomic_store(&rt->timekeeper, -1);
+    /* a short slice (run_actor) is a sixteenth of a timeslice, no shorter than the watchdog
+     * can time */
+    rt->probation_ns = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / 16);
+    if (rt->probation_ns < PROBATION_MIN_NS)
+        rt->probation_ns = PROBATION_MIN_NS;
     atomic_store(&rt->stuck, 0);
     atomic_store(&rt->sched_exited, 0);
     park_set_init(&rt->parks, n);

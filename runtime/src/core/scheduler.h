@@ -26,7 +26,9 @@ typedef struct sched {
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
     _Atomic uint64_t probation_until;
-    int short_slice;       /* the next actor to run here gets a short slice */
+    int short_slice; /* the next actor to run here gets a short slice */
+    /* when the watchdog last saw this scheduler switch, or idle (preempt.c) */
+    _Atomic uint64_t quiet_since;
     stack *spare;          /* one warm stack kept across coroutine parks */
     wire_buf enc;          /* scratch buffer for encoding messages */
     heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
@@ -77,6 +79,19 @@ void sched_rearm_wake(actor *a);
 void sched_nudge_timekeeper(smarm_runtime *rt);
 /* Lets other actors run; the caller stays runnable. */
 void sched_yield_actor(actor *a);
+/* the shortest short slice (run_actor); a fourth of it is the watchdog's shortest sleep */
+#define PROBATION_MIN_NS 80000
+
+/* The actor running on s if it is stuck: told to stop, and s has not switched since
+ * max(not_before, its last switch the watchdog saw) for grace ns or more; else NULL.
+ * Racy reads, like ps. */
+actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t grace);
+/* Whether something other than what runs now waits for a scheduler. */
+int sched_work_waiting(smarm_runtime *rt, uint64_t now);
+/* Moves the actor in s's runnext, if any, to the shared queue (s is stuck in a C call). */
+void sched_release_runnext(sched *s);
+/* A scheduler thread left its loop, or was found stuck: wakes sched_run's wait. */
+void sched_note_exit(smarm_runtime *rt);
 /* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
 void sched_leave(actor *a, enum actor_leave how);
 /* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */

@@ -311,31 +311,19 @@ static RACY_READS _Noreturn void exit_now(smarm_runtime *rt, actor *stuck)
     _exit(128 + atomic_load(&rt->sig_caught));
 }
 
-/* After the second stop signal: every actor was told to stop. One whose
+/* After the second stop signal (at `at`): every actor was told to stop. One whose
  * scheduler has not switched since, for STUCK_NS, is inside a C call. */
-typedef struct hard_stop {
-    uint64_t at; /* when the stop went out; 0 = not yet */
-    uint64_t switches[PARK_MAX], since[PARK_MAX];
-} hard_stop;
-
-static RACY_READS void hard_stop_check(smarm_runtime *rt, hard_stop *h)
+static void hard_stop_check(smarm_runtime *rt, uint64_t at)
 {
     uint64_t now = park_now_ns();
     for (int i = 0; i < rt->nsched; i++) {
-        sched *s = &rt->scheds[i];
-        actor *a = atomic_load_explicit(&s->cur, memory_order_acquire);
-        uint64_t sw = atomic_load_explicit(&s->switches, memory_order_relaxed);
-        if (!a || sw != h->switches[i]) {
-            h->switches[i] = sw;
-            h->since[i] = now;
-        } else if (now - h->since[i] >= STUCK_NS &&
-                   atomic_load_explicit(&a->run.stop, memory_order_relaxed)) {
+        actor *a = sched_stuck_actor(&rt->scheds[i], now, at, STUCK_NS);
+        if (a)
             exit_now(rt, a);
-        }
     }
 }
 
-static void stop_signal(smarm_runtime *rt, int sig, int *stops, hard_stop *h)
+static void stop_signal(smarm_runtime *rt, int sig, int *stops, uint64_t *hard_at)
 {
     ++*stops;
     if (*stops == 1) {
@@ -345,11 +333,7 @@ static void stop_signal(smarm_runtime *rt, int sig, int *stops, hard_stop *h)
         exit_shutdown(rt, 0, rt->root_pid);
     } else if (*stops == 2) {
         /* a second signal: everything stops now */
-        h->at = park_now_ns();
-        for (int i = 0; i < rt->nsched; i++) {
-            h->switches[i] = atomic_load_explicit(&rt->scheds[i].switches, memory_order_relaxed);
-            h->since[i] = h->at;
-        }
+        *hard_at = park_now_ns();
         atomic_store(&rt->root_done, 1);
         sched_sweep(rt, STOP_KILL);
     } else {
@@ -363,17 +347,17 @@ static void *signal_waiter(void *arg)
     sigset_t set;
     waited_set(&set);
     int stops = 0;
-    hard_stop h = {0};
+    uint64_t hard_at = 0; /* when a second signal stopped everything */
     while (!atomic_load_explicit(&rt->sig_stop, memory_order_acquire)) {
         /* a tick to notice the stop, and a finer one to watch a hard stop */
-        struct timespec tick = {0, (h.at ? 10 : 50) * 1000 * 1000};
+        struct timespec tick = {0, (hard_at ? 10 : 50) * 1000 * 1000};
         int sig = sigtimedwait(&set, NULL, &tick);
         if (sig == SIGUSR1)
             snapshot(rt);
         else if (sig > 0)
-            stop_signal(rt, sig, &stops, &h);
-        if (h.at)
-            hard_stop_check(rt, &h);
+            stop_signal(rt, sig, &stops, &hard_at);
+        if (hard_at)
+            hard_stop_check(rt, hard_at);
     }
     return NULL;
 }
