@@ -79,6 +79,8 @@ typedef struct actor_vm {
     size_t mem;        /* bytes held by the Lua state */
     size_t max_heap;   /* 0 = unlimited */
     int heap_exceeded; /* an allocation was refused for max_heap */
+    char *exit_bytes;  /* the reason smarm.exit was given, encoded at the call (or NULL) */
+    size_t exit_len;
     /* a C call's return address that the preemption handler replaced (vm/body.c) */
     uintptr_t *volatile cret_slot;
     uintptr_t cret_orig;

@@ -28,20 +28,27 @@ static const char exit_key = 'e';
 
 int body_raise_exit(lua_State *L, int idx)
 {
-    /* the reason must be sendable (links and monitors carry it): refused here, as send does */
-    if (!lua_isnil(L, idx)) {
+    actor *a = luavm_actor(L);
+    /* an earlier smarm.exit that a pcall caught is superseded */
+    free(a->vm.exit_bytes);
+    a->vm.exit_bytes = NULL;
+    /* the reason is encoded here, once: it must be sendable (links and monitors carry it),
+     * and is refused at the call as send refuses; nil and "normal" are a normal exit */
+    int normal = lua_isnil(L, idx) || (lua_type(L, idx) == LUA_TSTRING &&
+                                       strcmp(lua_tostring(L, idx), "normal") == 0);
+    if (!normal) {
         wire_buf b;
         wire_buf_init(&b);
         char err[200];
-        int bad = codec_encode(L, idx, &b, "reason", err, sizeof err) != 0;
-        int refs = !bad && wire_has_refs(b.data, b.len);
-        if (refs)
-            wire_release(b.data, b.len);
-        wire_buf_free(&b);
-        if (bad)
+        if (codec_encode(L, idx, &b, "reason", err, sizeof err) != 0)
             return luaL_error(L, "smarm.exit: %s", err);
-        if (refs)
+        if (wire_has_refs(b.data, b.len)) {
+            wire_release(b.data, b.len);
+            wire_buf_free(&b);
             return luaL_error(L, "smarm.exit: a reason cannot carry channel endpoints");
+        }
+        a->vm.exit_bytes = b.data;
+        a->vm.exit_len = b.len;
     }
     lua_pushlightuserdata(L, (void *)&exit_key);
     lua_pushvalue(L, idx);
@@ -134,29 +141,15 @@ static const char *describe_value(lua_State *L, int idx, char *buf, size_t n)
 
 /* ---- ending ---- */
 
-/* The reason smarm.exit was given, as codec bytes (a string if it cannot be sent). */
-static void exit_value_reason(actor *a, lua_State *src)
+/* The reason smarm.exit was given: its bytes, encoded at the call, are handed over. */
+static void exit_value_reason(actor *a)
 {
-    push_exit_value(src);
-    if (lua_isnil(src, -1) ||
-        (lua_type(src, -1) == LUA_TSTRING && strcmp(lua_tostring(src, -1), "normal") == 0)) {
-        lua_pop(src, 1);
+    if (!a->vm.exit_bytes) {
         exit_set_reason(a, "normal", 0);
         return;
     }
-    wire_buf b;
-    wire_buf_init(&b);
-    char err[128];
-    if (codec_encode(src, -1, &b, "reason", err, sizeof err) == 0 &&
-        !wire_has_refs(b.data, b.len)) {
-        exit_set_reason_bytes(a, b.data, b.len, 1);
-    } else {
-        if (b.len)
-            wire_release(b.data, b.len);
-        wire_buf_free(&b);
-        exit_set_reason(a, luaL_typename(src, -1), 1);
-    }
-    lua_pop(src, 1);
+    exit_set_reason_bytes(a, a->vm.exit_bytes, a->vm.exit_len, 1);
+    a->vm.exit_bytes = NULL;
 }
 
 struct crash {
@@ -224,7 +217,7 @@ void body_finish(actor *a, int status)
     } else {
         lua_State *src = status == BODY_ERROR_ON_MAIN ? a->vm.L : a->vm.co;
         if (is_exit(src, -1)) {
-            exit_value_reason(a, src);
+            exit_value_reason(a);
             if (a->ex.reason_abnormal && a->pid == rt->root_pid) {
                 char text[256];
                 push_exit_value(src);

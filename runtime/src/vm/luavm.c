@@ -558,6 +558,9 @@ void luavm_close(actor *a)
     lua_close(a->vm.L);
     a->vm.L = NULL;
     a->vm.co = NULL;
+    /* a reason whose smarm.exit a pcall caught */
+    free(a->vm.exit_bytes);
+    a->vm.exit_bytes = NULL;
 }
 
 /* ---- decoding a received message ---- */
