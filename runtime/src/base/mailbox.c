@@ -23,7 +23,8 @@ static inline int injected_failure(void)
     return atomic_fetch_sub_explicit(&injected_failures, 1, memory_order_relaxed) > 0;
 }
 
-msg *msg_new_extra(const void *data, size_t len, const void *extra, size_t extralen)
+/* Inlined in both makers: msg_new (every send) folds the extra part away. */
+static inline msg *msg_make(const void *data, size_t len, const void *extra, size_t extralen)
 {
     msg *m = injected_failure() ? NULL : malloc(sizeof(msg) + len + extralen);
     if (!m)
@@ -37,17 +38,12 @@ msg *msg_new_extra(const void *data, size_t len, const void *extra, size_t extra
     return m;
 }
 
-msg *msg_new(const void *data, size_t len)
+msg *msg_new_extra(const void *data, size_t len, const void *extra, size_t extralen)
 {
-    msg *m = injected_failure() ? NULL : malloc(sizeof(msg) + len);
-    if (!m)
-        return NULL;
-    m->next = NULL;
-    m->len = (uint32_t)len;
-    m->extra = 0;
-    memcpy(m->data, data, len);
-    return m;
+    return msg_make(data, len, extra, extralen);
 }
+
+msg *msg_new(const void *data, size_t len) { return msg_make(data, len, NULL, 0); }
 
 void msg_free(msg *m)
 {
