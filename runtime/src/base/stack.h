@@ -71,5 +71,11 @@ size_t stack_pool_chunks(stack_pool *p); /* chunks mapped so far (0 under mprote
 static inline void *stack_top(const stack *s) { return (char *)s->base + s->size; }
 /* True if addr lies in the guard of s. */
 int stack_in_guard(const stack *s, const void *addr);
+/* True if addr lies in the usable part of s. */
+static inline int stack_contains(const stack *s, const void *addr)
+{
+    return (const char *)addr >= (const char *)s->base &&
+           (const char *)addr < (const char *)stack_top(s);
+}
 
 #endif

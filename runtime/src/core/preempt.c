@@ -84,9 +84,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     /* the handler runs on the interrupted stack (no sigaltstack for this signal): outside
      * the actor's own stack, the thread is in the scheduler around a switch (s->cur is set
      * just before the switch in and cleared just after the switch out), not in the actor */
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     stack *stk = a->run.stk;
-    if (!stk || here < (uintptr_t)stk->base || here >= (uintptr_t)stk->base + stk->size) {
+    if (!stk || !stack_contains(stk, __builtin_frame_address(0))) {
         errno = saved_errno;
         return;
     }

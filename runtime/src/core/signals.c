@@ -107,8 +107,7 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
     int fault = si->si_code > 0 && sig != SIGABRT;
     stack *stk = a ? a->run.stk : NULL;
     char buf[256], *p = buf;
-    if (sig == SIGSEGV && fault && stk && addr < (uintptr_t)stk->base &&
-        addr >= (uintptr_t)stk->base - stk->guard) {
+    if (sig == SIGSEGV && fault && stk && stack_in_guard(stk, (void *)addr)) {
         p = put_str(p, "smarm: actor ");
         p = put_pid(p, a->pid);
         p = put_str(p, " overflowed its C stack (reserve ");
