@@ -23,18 +23,12 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-/* The destination: a pid, or 0 for a registered name, which travels after the message and
- * is resolved when the timer fires (the scheduler's fire_send). */
+/* The destination: a pid (checked as every pid argument is), or 0 for a registered name,
+ * which travels after the message and is resolved when the timer fires (the scheduler's
+ * fire_send). */
 static uint64_t check_dest(lua_State *L, int idx, const char *fname)
 {
-    if (lua_type(L, idx) == LUA_TSTRING)
-        return 0;
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        luaL_error(L, "%s: bad destination (a pid expected, got %s)", fname, luaL_typename(L, idx));
-    double d = lua_tonumber(L, idx);
-    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
-        luaL_error(L, "%s: bad destination (%f is not a pid)", fname, d);
-    return (uint64_t)d;
+    return lua_type(L, idx) == LUA_TSTRING ? 0 : lib_check_pid(L, idx, fname);
 }
 
 /* A timer handle is the timer's id with a tag folded in below it: a keyed hash of the id
