@@ -28,6 +28,7 @@ describe("errors", function()
       local nan = 0 / 0
       for _, f in ipairs({
          { "smarm.recv", smarm.recv }, { "smarm.sleep", smarm.sleep },
+         { "smarm.send_after", smarm.send_after },
       }) do
          has(f[1] .. ": timeout must not be negative", err_of(f[2], -1))
          has(f[1] .. ": timeout must be a number of seconds, got nan", err_of(f[2], nan))

@@ -59,6 +59,17 @@ uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
     return park_now_ns() + (uint64_t)(t * 1e9);
 }
 
+uint64_t lib_check_seconds(lua_State *L, int idx, const char *fname)
+{
+    if (lua_isnoneornil(L, idx))
+        luaL_error(L, "%s: seconds must be a number, got %s", fname, luaL_typename(L, idx));
+    int poll;
+    uint64_t deadline = lib_check_timeout(L, idx, fname, &poll);
+    if (poll)
+        return park_now_ns();
+    return deadline ? deadline : park_now_ns() + (uint64_t)1e18;
+}
+
 const char *lib_check_name(lua_State *L, int idx, const char *fname)
 {
     if (lua_type(L, idx) != LUA_TSTRING)

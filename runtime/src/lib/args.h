@@ -22,6 +22,9 @@ uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const struct
 /* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever (nil or more
  * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
+/* A required seconds argument at idx (sleep, send_after), by the timeout rule: its
+ * deadline; 0 seconds is now, more than 1e9 s is as good as never. */
+uint64_t lib_check_seconds(lua_State *L, int idx, const char *fname);
 /* A name (registry, pg) at idx: a non-empty string without zero bytes, or a Lua error. */
 const char *lib_check_name(lua_State *L, int idx, const char *fname);
 

@@ -326,15 +326,9 @@ static int sleep_cont(actor *a, lua_State *L) { return park_now_ns() >= a->run.d
 static int l_sleep(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    /* the rule of every timeout: a number of seconds, not negative, not NaN */
-    if (lua_isnoneornil(L, 1))
-        return luaL_error(L, "smarm.sleep: seconds must be a number, got %s", luaL_typename(L, 1));
-    int poll;
-    uint64_t deadline = lib_check_timeout(L, 1, "smarm.sleep", &poll);
-    if (poll)
+    uint64_t deadline = lib_check_seconds(L, 1, "smarm.sleep");
+    if (deadline <= park_now_ns())
         return 0;
-    if (!deadline) /* more than 1e9 s */
-        deadline = park_now_ns() + (uint64_t)1e18;
     a->run.deadline = deadline;
     sched_arm_wake(a, a->run.deadline);
     return body_wait(L, a, sleep_cont);

@@ -64,21 +64,14 @@ static uint64_t handle_tag(uint64_t id, uint64_t owner)
 static int l_send_after(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    if (lua_type(L, 1) != LUA_TNUMBER)
-        return luaL_error(L, "smarm.send_after: seconds must be a number, got %s",
-                          luaL_typename(L, 1));
-    double s = lua_tonumber(L, 1);
-    if (!(s >= 0))
-        return luaL_error(L, "smarm.send_after: seconds must not be negative");
-    if (s > 1e9)
-        s = 1e9;
+    uint64_t deadline = lib_check_seconds(L, 1, "smarm.send_after");
     uint64_t dest = check_dest(L, 2, "smarm.send_after");
     if (lua_gettop(L) < 3)
         return luaL_error(L, "smarm.send_after: a message expected (argument 3)");
     size_t namelen = dest ? 0 : lua_objlen(L, 2) + 1;
     msg *m = lib_encode_msg(L, 3, &sched_current()->enc, "smarm.send_after",
                             namelen ? lua_tostring(L, 2) : NULL, namelen);
-    uint64_t id, deadline = park_now_ns() + (uint64_t)(s * 1e9);
+    uint64_t id;
     int r = timers_arm_send(&a->rt->tm, deadline, dest, m, &id);
     if (r < 0) {
         msg_free(m);
