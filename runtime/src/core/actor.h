@@ -76,10 +76,12 @@ typedef struct actor_vm {
     int boot_kind;
     char *boot; /* spawn payload, freed once booted */
     size_t boot_len;
-    size_t mem;        /* bytes held by the Lua state */
-    size_t max_heap;   /* 0 = unlimited */
-    int heap_exceeded; /* an allocation was refused for max_heap */
-    char *exit_bytes;  /* the reason smarm.exit was given, encoded at the call (or NULL) */
+    size_t mem;           /* bytes held by the Lua state */
+    size_t max_heap;      /* 0 = unlimited */
+    int heap_exceeded;    /* an allocation was refused for max_heap */
+    int in_cont;          /* a wait's continuation runs (protected, GC held: vm/body.c) */
+    struct msg *decoding; /* a message being decoded there; freed if decoding raises */
+    char *exit_bytes;     /* the reason smarm.exit was given, encoded at the call (or NULL) */
     size_t exit_len;
     /* a C call's return address that the preemption handler replaced (vm/body.c) */
     uintptr_t *volatile cret_slot;

@@ -168,24 +168,13 @@ static void set_anchor(lua_State *L, int idx)
     lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
-static void decode_or_raise(lua_State *L, msg *m, const char *fname)
-{
-    char err[256];
-    int rc = luavm_decode(L, m->data, m->len, err, sizeof err);
-    msg_free(m);
-    if (rc > 0)
-        lua_error(L); /* out of memory */
-    if (rc < 0)
-        luaL_error(L, "%s: cannot decode a message: %s", fname, err);
-}
-
 /* rx arm: pushes v (1) or nil, "closed" (2); -1 if nothing is there yet. */
 static int try_rx(lua_State *L, chan *c, const char *fname)
 {
     int closed;
     msg *m = chan_pop(c, &closed);
     if (m) {
-        decode_or_raise(L, m, fname);
+        luavm_take(L, m, fname);
         return 1;
     }
     if (!closed)
@@ -202,7 +191,7 @@ static int try_inbox(actor *a, lua_State *L)
     if (!m)
         return -1;
     a->stats.msgs_in++;
-    decode_or_raise(L, m, "smarm.select");
+    luavm_take(L, m, "smarm.select");
     return 1;
 }
 

@@ -284,14 +284,8 @@ static int take_msg(actor *a, lua_State *L)
     msg *m = mailbox_pop(&a->inbox);
     if (!m)
         return 0;
-    char err[256];
-    int rc = luavm_decode(L, m->data, m->len, err, sizeof err);
-    msg_free(m);
     a->stats.msgs_in++;
-    if (rc > 0)
-        lua_error(L); /* out of memory */
-    if (rc < 0)
-        luaL_error(L, "smarm.recv: cannot decode a message: %s", err);
+    luavm_take(L, m, "smarm.recv");
     return 1;
 }
 

@@ -34,8 +34,8 @@ int body_raise_exit(lua_State *L, int idx)
     a->vm.exit_bytes = NULL;
     /* the reason is encoded here, once: it must be sendable (links and monitors carry it),
      * and is refused at the call as send refuses; nil and "normal" are a normal exit */
-    int normal = lua_isnil(L, idx) || (lua_type(L, idx) == LUA_TSTRING &&
-                                       strcmp(lua_tostring(L, idx), "normal") == 0);
+    int normal = lua_isnil(L, idx) ||
+                 (lua_type(L, idx) == LUA_TSTRING && strcmp(lua_tostring(L, idx), "normal") == 0);
     if (!normal) {
         wire_buf b;
         wire_buf_init(&b);
@@ -320,7 +320,9 @@ void body_entry(actor *a)
         /* no __gc finalizer runs in the continuation: an error one raised there would end
          * the actor (no pcall of its own is around) and lose what the wait took */
         size_t held = ljx_gc_hold(a->vm.L);
+        a->vm.in_cont = 1;
         int st = lua_pcall(a->vm.L, 1, 0, 0);
+        a->vm.in_cont = 0;
         ljx_gc_resume(a->vm.L, held);
         if (st != 0) {
             body_finish(a, BODY_ERROR_ON_MAIN);

@@ -20,6 +20,7 @@
 #include "core/exit.h"
 #include "vm/body.h"
 #include "base/heap.h"
+#include "base/mailbox.h"
 #include "vm/ljx.h"
 #include "vm/modcache.h"
 #include "core/runtime.h"
@@ -558,16 +559,18 @@ void luavm_close(actor *a)
     lua_close(a->vm.L);
     a->vm.L = NULL;
     a->vm.co = NULL;
-    /* a reason whose smarm.exit a pcall caught */
+    /* a reason whose smarm.exit a pcall caught; a message whose decoding raised */
     free(a->vm.exit_bytes);
     a->vm.exit_bytes = NULL;
+    if (a->vm.decoding)
+        msg_free(a->vm.decoding);
+    a->vm.decoding = NULL;
 }
 
 /* ---- decoding a received message ---- */
 
 struct decode_call {
-    const char *data;
-    size_t len;
+    msg *m;
     char *err;
     size_t errlen;
     int rc;
@@ -576,7 +579,7 @@ struct decode_call {
 static void decode_protected(lua_State *L, void *ud)
 {
     struct decode_call *dc = ud;
-    dc->rc = codec_decode(L, dc->data, dc->len, dc->err, dc->errlen);
+    dc->rc = codec_decode(L, dc->m->data, dc->m->len, dc->err, dc->errlen);
 }
 
 /* A GC step inside the decoder would run pending __gc finalizers, and an error one raises
@@ -585,13 +588,28 @@ static void decode_protected(lua_State *L, void *ud)
  * receiver's own). Protected, so the caller frees the message before it raises. */
 void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
 
-int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
+void luavm_take(lua_State *L, msg *m, const char *fname)
 {
-    struct decode_call dc = {data, len, err, errlen, 0};
-    size_t held = ljx_gc_hold(L);
-    int st = ljx_cpcall(L, decode_protected, &dc);
-    ljx_gc_resume(L, held);
-    return st ? st : dc.rc;
+    actor *a = luavm_actor(L);
+    char err[256];
+    struct decode_call dc = {m, err, sizeof err, 0};
+    int st = 0;
+    if (a->vm.in_cont) {
+        /* a continuation is protected and holds the GC already (body_entry): a memory error
+         * ends the actor, and closing it frees the message */
+        a->vm.decoding = m;
+        decode_protected(L, &dc);
+        a->vm.decoding = NULL;
+    } else {
+        size_t held = ljx_gc_hold(L);
+        st = ljx_cpcall(L, decode_protected, &dc);
+        ljx_gc_resume(L, held);
+    }
+    msg_free(m);
+    if (st)
+        lua_error(L); /* out of memory */
+    if (dc.rc < 0)
+        luaL_error(L, "%s: cannot decode a message: %s", fname, err);
 }
 
 /* ---- the runtime-wide part ---- */

@@ -51,11 +51,12 @@ void luavm_test_heap_refuses(int grow, int shrink);
 void luavm_inject_newstate_failure(int state, int k);
 /* Prints one line about actor a on stderr: "smarm: actor <0.I.G> what: detail". */
 void luavm_report(struct actor *a, const char *what, const char *detail);
-/* Decodes a received message onto L as codec_decode does, but no __gc finalizer runs while
- * it decodes (the GC is held), and protected: returns 0 with the value pushed, -1 with a
- * message in err for malformed bytes, or the LUA_ERR* status of a memory error with the
- * error value pushed (for the caller to raise once it has freed the message). */
-int luavm_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
+/* Takes a received message m: pushes its value and frees it. No __gc finalizer runs while
+ * it decodes (the GC is held), so none can raise with the message half taken. Raises
+ * "fname: cannot decode a message: ..." for malformed bytes, or a memory error; m is freed
+ * either way. */
+struct msg;
+void luavm_take(lua_State *L, struct msg *m, const char *fname);
 /* Called by a receive before it takes anything: runs the GC step the decodes (whose
  * allocations happen with the GC held) may have left due. Without it an actor whose only
  * allocations are the messages it decodes never collects. A finalizer's error raised here
