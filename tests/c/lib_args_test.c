@@ -88,6 +88,14 @@ static int closed_for_receiver(chan *c)
     return closed;
 }
 
+/* A channel with only its rx held: the test's encodings make its tx references. */
+static chan *rx_only_channel(void)
+{
+    chan *c = chan_new(rt, 0);
+    chan_release(c, CHAN_TX);
+    return c;
+}
+
 static void a_message_holds_its_channel_reference_until_freed(void **state)
 {
     (void)state;
@@ -106,8 +114,7 @@ static void a_message_holds_its_channel_reference_until_freed(void **state)
 static void allocation_failure_releases_the_references(void **state)
 {
     (void)state;
-    chan *c = chan_new(rt, 0);
-    chan_release(c, CHAN_TX);
+    chan *c = rx_only_channel();
     char err[256] = "";
     msg_inject_failures(1);
     msg *m = encode_with_tx(c, 0, err, sizeof err);
@@ -122,8 +129,7 @@ static void allocation_failure_releases_the_references(void **state)
 static void unsendable_value_takes_no_reference(void **state)
 {
     (void)state;
-    chan *c = chan_new(rt, 0);
-    chan_release(c, CHAN_TX);
+    chan *c = rx_only_channel();
     char err[256] = "";
     msg *m = encode_with_tx(c, 1, err, sizeof err);
     assert_null(m);

@@ -408,6 +408,20 @@ static void actor_erroring_after_a_recv_park_reports_its_crash(void **state)
     assert_int_equal(run_with(code, 1, 0), 0);
 }
 
+/* Lua text the hog tests share: a responder that answers 'pong' until told 'stop', then ten
+ * pings it must answer while the hogs run, then 'stop' to it and to hogs[1..4]. */
+#define SPAWN_RESPONDER                                                                       \
+    "local resp = s.spawn(function()\n"                                                       \
+    "   local s = require 'smarm'\n"                                                          \
+    "   while true do local m = s.recv(); if m == 'stop' then return end; s.send(m, 'pong') " \
+    "end\n"                                                                                   \
+    "end)\n"
+#define PING_RESPONDER_THEN_STOP                                                  \
+    "s.sleep(0.02)\n"                                                             \
+    "for _ = 1, 10 do s.send(resp, s.self()); assert(s.recv(30) == 'pong') end\n" \
+    "s.send(resp, 'stop')\n"                                                      \
+    "for i = 1, 4 do s.send(hogs[i], 'stop') end\n"
+
 /* JIT-compiled and interpreted hogs on every scheduler: a responder still answers,
  * the hogs are preempted (counters), and their sums come out exact. */
 static void hogs_are_preempted_and_their_results_stay_exact(void **state)
@@ -424,19 +438,9 @@ static void hogs_are_preempted_and_their_results_stay_exact(void **state)
         "      if s.recv(0) then s.send(root, {x = x, lcg = lcg, info = s.info(s.self())}) return "
         "end\n"
         "   end\n"
-        "end\n"
-        "local resp = s.spawn(function()\n"
-        "   local s = require 'smarm'\n"
-        "   while true do local m = s.recv(); if m == 'stop' then return end; s.send(m, 'pong') "
-        "end\n"
-        "end)\n"
-        "local hogs = {}\n"
-        "for i = 1, 4 do hogs[i] = s.spawn(hog, s.self(), i % 2 == 0) end\n"
-        "s.sleep(0.02)\n"
-        "for _ = 1, 10 do s.send(resp, s.self()); assert(s.recv(30) == 'pong') end\n"
-        "s.send(resp, 'stop')\n"
-        "for i = 1, 4 do s.send(hogs[i], 'stop') end\n"
-        "local preempted = 0\n"
+        "end\n" SPAWN_RESPONDER "local hogs = {}\n"
+        "for i = 1, 4 do hogs[i] = s.spawn(hog, s.self(), i % 2 == 0) "
+        "end\n" PING_RESPONDER_THEN_STOP "local preempted = 0\n"
         "for _ = 1, 4 do\n"
         "   local m = assert(s.recv(60))\n"
         "   local n = math.floor(m.x / 2e6 * 2 / (2e6 + 1) + 0.5)\n"
@@ -491,18 +495,8 @@ static void c_calling_hogs_are_preempted_and_their_results_stay_exact(void **sta
         "s.info(s.self())})\n"
         "      end\n"
         "   end\n"
-        "end\n"
-        "local resp = s.spawn(function()\n"
-        "   local s = require 'smarm'\n"
-        "   while true do local m = s.recv(); if m == 'stop' then return end; s.send(m, 'pong') "
-        "end\n"
-        "end)\n"
-        "local hogs = {}\n"
-        "for i = 1, 4 do hogs[i] = s.spawn(hog, s.self(), i) end\n"
-        "s.sleep(0.02)\n"
-        "for _ = 1, 10 do s.send(resp, s.self()); assert(s.recv(30) == 'pong') end\n"
-        "s.send(resp, 'stop')\n"
-        "for i = 1, 4 do s.send(hogs[i], 'stop') end\n"
+        "end\n" SPAWN_RESPONDER "local hogs = {}\n"
+        "for i = 1, 4 do hogs[i] = s.spawn(hog, s.self(), i) end\n" PING_RESPONDER_THEN_STOP
         "local preempted = 0\n"
         "for _ = 1, 4 do\n"
         "   local m = assert(s.recv(60))\n"
