@@ -1,7 +1,8 @@
 --- gen: what gen_server and gen_statem share (Erlang/OTP's gen module): starting a
 -- server in a new actor, the client side of the call/cast/stop protocol, and the
 -- per-actor plumbing of a running server (its name, start report, trap channel and
--- the actor that started it). Neither behaviour reaches into the other: both use this.
+-- the actor that started it). Neither behaviour reaches into the other: both use this,
+-- and the supervisor its error helpers (blame, is_reply_handle).
 --
 -- Wire protocol: a call is {smarm = "call", req = r, from = tx}, a cast
 -- {smarm = "cast", msg = m}, a stop {smarm = "stop", reason = r}, a code change
@@ -31,16 +32,19 @@ local function check_timeout(timeout, default, fname)
    return timeout
 end
 
--- The message of an error a smarm function raised on a caller's behalf, as fname's: its
--- own prefix dropped, and the library's wrapping (path) of the caller's value renamed
--- to name, e.g. "cannot send a function (at msg.req.f)" -> "(at request.f)".
-local function blame(fname, err, path, name)
-   err = tostring(err):gsub("^[%w_.:]+: ", "", 1):gsub("^bad pid ", "bad dest ", 1)
+--- The message of an error a smarm function raised on a caller's behalf, as fname's: its
+-- own prefix dropped, a bad pid called by the caller's name for it (dest, default
+-- "dest"), and the library's wrapping (path) of the caller's value renamed to name,
+-- e.g. "cannot send a function (at msg.req.f)" -> "(at request.f)".
+function M.blame(fname, err, path, name, dest)
+   err = tostring(err):gsub("^[%w_.:]+: ", "", 1)
+   err = err:gsub("^bad pid ", "bad " .. (dest or "dest") .. " ", 1)
    local i, j
    if path then i, j = err:find("(at " .. path, 1, true) end
    if i then err = err:sub(1, i + 3) .. name .. err:sub(j + 1) end
    return fname .. ": " .. err
 end
+local blame = M.blame
 
 -- The pid behind dest (a pid or a registered name), or nil if nobody holds the name.
 local function resolve(dest, fname)
