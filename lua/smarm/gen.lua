@@ -189,7 +189,7 @@ end
 -- Server side: the server running in this actor (each actor is its own Lua state, so
 -- this module's state is per server).
 
-local trap_rx, parent
+local trap_rx
 
 --- Makes the running server trap exits (call it from init).
 -- @return the trap channel rx
@@ -205,7 +205,7 @@ function M.trap() return trap_rx end
 -- ends the server, as in OTP).
 function M.from_parent(sig)
    local from = sig.from or sig.pid
-   return from ~= nil and from == parent
+   return from ~= nil and from == proc.parent
 end
 
 --- The callback module named module, loaded in this actor; a failure is reported to the
@@ -223,7 +223,6 @@ end
 --- Registers the name and reports a clash to the starter; true to go on, else
 -- false, reason.
 function M.begin(name)
-   parent = proc.parent
    if name then
       local ok, err = smarm.register(name)
       if not ok then
@@ -236,9 +235,7 @@ end
 
 --- Reports the outcome of init to the starter: started(true) after a successful init
 -- (a start_link caller is linked first), started(false, reason) when it failed.
-function M.started(ok, reason)
-   proc.started(ok, reason)
-end
+M.started = proc.started
 
 --- Ends the actor with reason after terminate ran ("normal" simply returns).
 function M.finish(reason)
