@@ -189,17 +189,28 @@ end
 -- Server side: the server running in this actor (each actor is its own Lua state, so
 -- this module's state is per server).
 
-local trap_rx
+local trap_rx, arms -- once trapping: the trap channel rx, and { trap_rx, inbox }
 
 --- Makes the running server trap exits (call it from init).
 -- @return the trap channel rx
 function M.trap_exit()
-   if not trap_rx then trap_rx = smarm.trap_exit(true) end
+   if not trap_rx then
+      trap_rx = smarm.trap_exit(true)
+      arms = { trap_rx, smarm.inbox }
+   end
    return trap_rx
 end
 
---- The trap channel rx once trapping, else nil.
-function M.trap() return trap_rx end
+local recv, select = smarm.recv, smarm.select
+
+--- Waits for the running server's next message: an exit signal from the trap channel
+-- once trapping, else (or first, when both are ready) an inbox message.
+-- @return true, the exit signal | false, the inbox message
+function M.receive()
+   if not arms then return false, recv() end
+   local i, m = select(arms)
+   return i == 1, m
+end
 
 --- Whether an exit signal comes from the actor that started this server (whose exit
 -- ends the server, as in OTP).
