@@ -11,32 +11,16 @@
 -- otherwise every message is queued before it starts. Reports the seqs it got.
 local function receiver(parent, n, how, lockstep, rx, go)
    local s = require "smarm"
+   local finalizers = require "support.finalizers"
    local got = {}
    for i = 1, n do got[i] = 0 end -- so recording a seq allocates nothing
    local count, caught = 0, 0
-   local function litter()
-      for _ = 1, 20 do
-         local p = newproxy(true)
-         getmetatable(p).__gc = function() error("finalizer raised") end
-      end
-   end
-   local take
-   if how == "inbox" then
-      take = function() return s.recv(10) end
-   elseif how == "channel" then
-      take = function() return rx:recv(10) end
-   else
-      local arms = { rx, s.inbox } -- made once: a table made in take could run a finalizer
-      take = function()
-         local _, v = s.select(arms, 10)
-         return v
-      end
-   end
+   local litter, take = finalizers.litter, finalizers.taker(how, rx, 10)
    local function ack(i) s.send(parent, i) end
    local function report(c, e) s.send(parent, { count = c, caught = e, got = got }) end
    assert(go:recv(10) == "go")
    while count < n do
-      pcall(litter)
+      pcall(litter, 20)
       local ok, m = pcall(take)
       if ok then
          if m == nil then break end -- timed out: a message was lost
@@ -56,25 +40,12 @@ end
 -- "timeout") while finalizers raise; reports how many returned "timeout".
 local function timing_out(parent, how, rx)
    local s = require "smarm"
-   local function litter()
-      for _ = 1, 20 do
-         local p = newproxy(true)
-         getmetatable(p).__gc = function() error("finalizer raised") end
-      end
-   end
-   local arms = { rx, s.inbox }
-   local take
-   if how == "inbox" then
-      take = function() return s.recv(0.001) end
-   elseif how == "channel" then
-      take = function() return rx:recv(0.001) end
-   else
-      take = function() return s.select(arms, 0.001) end
-   end
+   local finalizers = require "support.finalizers"
+   local litter, take = finalizers.litter, finalizers.taker(how, rx, 0.001)
    local timeouts, caught = 0, 0
    local function report() s.send(parent, { timeouts = timeouts, caught = caught }) end
    for _ = 1, 100 do
-      pcall(litter)
+      pcall(litter, 20)
       local ok, v, err = pcall(take)
       if ok and v == nil and err == "timeout" then
          timeouts = timeouts + 1
@@ -89,10 +60,7 @@ end
 -- the crash report is written on its main state, where a finalizer's error had no pcall.
 local function litter_and_fail()
    collectgarbage("setpause", 0)
-   for _ = 1, 2000 do
-      local p = newproxy(true)
-      getmetatable(p).__gc = function() error("finalizer raised") end
-   end
+   require("support.finalizers").litter(2000)
    error("boom")
 end
 
