@@ -20,9 +20,7 @@ local function reports(field, quiet)
    end
 end
 
-local function drain()
-   while smarm.recv(0) ~= nil do end
-end
+local drain = require("support.inbox").drain
 
 local function worker(id, opts)
    local c = { id = id, start = { W, "run", id, me, opts and opts.trap or false }, init_ack = true }
