@@ -313,16 +313,13 @@ local function is_abnormal(reason)
    return reason ~= "normal" and reason ~= "shutdown"
 end
 
--- Child key's down notice.
+-- Child key's down notice (from the monitor set at its spawn, so never noproc).
 local function on_down(st, key, down)
    local C = st.C
-   local pid = down.pid
-   local reason = down.reason
-   if reason == "noproc" then reason = smarm.terminal_reason(pid) or reason end
    st.mons[key] = nil
    st.arms = nil
    fit_buf(st, C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
-   local n = C.smarm_ffi_sup_child_exited(st.t, pid, is_abnormal(reason) and 1 or 0,
+   local n = C.smarm_ffi_sup_child_exited(st.t, down.pid, is_abnormal(down.reason) and 1 or 0,
       st.buf, st.nbuf)
    if n == 0 and C.smarm_ffi_sup_restart_type(st.t, key) < 0 then
       st.keys[st.specs[key].id] = nil -- a temporary child, removed by C
