@@ -1,7 +1,8 @@
 --- gen: what gen_server and gen_statem share (Erlang/OTP's gen module): starting a
 -- server in a new actor, the client side of the call/cast/stop protocol, and the
 -- per-actor plumbing of a running server (its name, start report, trap channel and
--- the actor that started it). Neither behaviour reaches into the other: both use this.
+-- the actor that started it). Neither behaviour reaches into the other: both use this,
+-- and the supervisor its error helpers (blame, is_reply_handle).
 --
 -- Wire protocol: a call is {smarm = "call", req = r, from = tx}, a cast
 -- {smarm = "cast", msg = m}, a stop {smarm = "stop", reason = r}, a code change
@@ -31,16 +32,19 @@ local function check_timeout(timeout, default, fname)
    return timeout
 end
 
--- The message of an error a smarm function raised on a caller's behalf, as fname's: its
--- own prefix dropped, and the library's wrapping (path) of the caller's value renamed
--- to name, e.g. "cannot send a function (at msg.req.f)" -> "(at request.f)".
-local function blame(fname, err, path, name)
-   err = tostring(err):gsub("^[%w_.:]+: ", "", 1):gsub("^bad pid ", "bad dest ", 1)
+--- The message of an error a smarm function raised on a caller's behalf, as fname's: its
+-- own prefix dropped, a bad pid called by the caller's name for it (dest, default
+-- "dest"), and the library's wrapping (path) of the caller's value renamed to name,
+-- e.g. "cannot send a function (at msg.req.f)" -> "(at request.f)".
+function M.blame(fname, err, path, name, dest)
+   err = tostring(err):gsub("^[%w_.:]+: ", "", 1)
+   err = err:gsub("^bad pid ", "bad " .. (dest or "dest") .. " ", 1)
    local i, j
    if path then i, j = err:find("(at " .. path, 1, true) end
    if i then err = err:sub(1, i + 3) .. name .. err:sub(j + 1) end
    return fname .. ": " .. err
 end
+local blame = M.blame
 
 -- The pid behind dest (a pid or a registered name), or nil if nobody holds the name.
 local function resolve(dest, fname)
@@ -185,23 +189,34 @@ end
 -- Server side: the server running in this actor (each actor is its own Lua state, so
 -- this module's state is per server).
 
-local trap_rx, parent
+local trap_rx, arms -- once trapping: the trap channel rx, and { trap_rx, inbox }
 
 --- Makes the running server trap exits (call it from init).
 -- @return the trap channel rx
 function M.trap_exit()
-   if not trap_rx then trap_rx = smarm.trap_exit(true) end
+   if not trap_rx then
+      trap_rx = smarm.trap_exit(true)
+      arms = { trap_rx, smarm.inbox }
+   end
    return trap_rx
 end
 
---- The trap channel rx once trapping, else nil.
-function M.trap() return trap_rx end
+local recv, select = smarm.recv, smarm.select
+
+--- Waits for the running server's next message: an exit signal from the trap channel
+-- once trapping, else (or first, when both are ready) an inbox message.
+-- @return true, the exit signal | false, the inbox message
+function M.receive()
+   if not arms then return false, recv() end
+   local i, m = select(arms)
+   return i == 1, m
+end
 
 --- Whether an exit signal comes from the actor that started this server (whose exit
 -- ends the server, as in OTP).
 function M.from_parent(sig)
    local from = sig.from or sig.pid
-   return from ~= nil and from == parent
+   return from ~= nil and from == proc.parent
 end
 
 --- The callback module named module, loaded in this actor; a failure is reported to the
@@ -219,7 +234,6 @@ end
 --- Registers the name and reports a clash to the starter; true to go on, else
 -- false, reason.
 function M.begin(name)
-   parent = proc.parent
    if name then
       local ok, err = smarm.register(name)
       if not ok then
@@ -232,9 +246,7 @@ end
 
 --- Reports the outcome of init to the starter: started(true) after a successful init
 -- (a start_link caller is linked first), started(false, reason) when it failed.
-function M.started(ok, reason)
-   proc.started(ok, reason)
-end
+M.started = proc.started
 
 --- Ends the actor with reason after terminate ran ("normal" simply returns).
 function M.finish(reason)

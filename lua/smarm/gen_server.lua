@@ -177,21 +177,14 @@ end
 
 -- The receive loop: returns the stop reason, the deferred stop reply and the last state.
 local function loop(state)
-   local recv, select, inbox = smarm.recv, smarm.select, smarm.inbox
-   local arms
+   local receive = gen.receive
    while true do
       local new, reason, after, last
-      local trap_rx = gen.trap()
-      if trap_rx then
-         arms = arms or { trap_rx, inbox }
-         local i, m = select(arms)
-         if i == 1 then
-            new, reason, after, last = exit_signal(m, state)
-         else
-            new, reason, after, last = dispatch(m, state)
-         end
+      local signal, m = receive()
+      if signal then
+         new, reason, after, last = exit_signal(m, state)
       else
-         new, reason, after, last = dispatch(recv(), state)
+         new, reason, after, last = dispatch(m, state)
       end
       if new == nil and reason ~= nil then return reason, after, last end
       state = new

@@ -235,7 +235,7 @@ end
 
 -- The event loop: returns the stop reason.
 local function loop()
-   local recv, select, inbox = smarm.recv, smarm.select, smarm.inbox
+   local receive = gen.receive
    while true do
       local etype, content, from
       if qhead <= qtail then
@@ -245,16 +245,11 @@ local function loop()
          etype, content, from = ev[1], ev[2], ev[3]
       else
          queue, qhead, qtail = {}, 1, 0
-         local trap_rx = gen.trap()
-         if trap_rx then
-            local i, m = select({ trap_rx, inbox })
-            if i == 1 then
-               etype, content = exit_signal(m)
-            else
-               etype, content, from = classify(m)
-            end
+         local signal, m = receive()
+         if signal then
+            etype, content = exit_signal(m)
          else
-            etype, content, from = classify(recv())
+            etype, content, from = classify(m)
          end
       end
       if etype == "stop" then return content end

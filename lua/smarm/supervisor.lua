@@ -3,6 +3,7 @@
 -- The loop is here; the child table, restart decisions and the intensity ring live
 -- in C (runtime/src/supervisor.c) behind the FFI.
 local smarm = require "smarm"
+local gen = require "smarm.gen"
 local proc = require "smarm.proc"
 
 local M = {}
@@ -153,17 +154,6 @@ local function spec_problem(spec)
       if seen[id] then return ("children[%d]: duplicate child id %s"):format(i, show(id)) end
       seen[id] = true
    end
-end
-
--- The message of an error a smarm function raised on a caller's behalf, as fname's: its
--- own prefix dropped, and the library's wrapping (path) of the caller's value renamed
--- to name, e.g. "cannot send a function (at arg 3.children[1].start[3])" -> "(at spec...".
-local function blame(fname, err, path, name)
-   err = tostring(err):gsub("^[%w_.:]+: ", "", 1):gsub("^bad pid ", "bad sup ", 1)
-   local i, j
-   if path then i, j = err:find("(at " .. path, 1, true) end
-   if i then err = err:sub(1, i + 3) .. name .. err:sub(j + 1) end
-   return fname .. ": " .. err
 end
 
 -- ---- the supervisor's state and its FFI table ----
@@ -323,16 +313,13 @@ local function is_abnormal(reason)
    return reason ~= "normal" and reason ~= "shutdown"
 end
 
--- Child key's down notice.
+-- Child key's down notice (from the monitor set at its spawn, so never noproc).
 local function on_down(st, key, down)
    local C = st.C
-   local pid = down.pid
-   local reason = down.reason
-   if reason == "noproc" then reason = smarm.terminal_reason(pid) or reason end
    st.mons[key] = nil
    st.arms = nil
    fit_buf(st, C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
-   local n = C.smarm_ffi_sup_child_exited(st.t, pid, is_abnormal(reason) and 1 or 0,
+   local n = C.smarm_ffi_sup_child_exited(st.t, down.pid, is_abnormal(down.reason) and 1 or 0,
       st.buf, st.nbuf)
    if n == 0 and C.smarm_ffi_sup_restart_type(st.t, key) < 0 then
       st.keys[st.specs[key].id] = nil -- a temporary child, removed by C
@@ -446,10 +433,6 @@ local function warn(what)
       what))
 end
 
-local function is_tx(v)
-   return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
-end
-
 -- An inbox message: a request {smarm_sup = {op = name, reply = tx, ...}} is answered on
 -- its reply channel; anything else is ignored with a warning.
 local function on_request(st, msg)
@@ -461,7 +444,7 @@ local function on_request(st, msg)
    if type(op) ~= "string" or not handlers[op] then
       return warn(("a malformed request (unknown op %s)"):format(tostring(op)))
    end
-   if not is_tx(req.reply) then
+   if not gen.is_reply_handle(req.reply) then
       return warn(("a malformed %s request (reply is not a channel tx)"):format(op))
    end
    local a, b, c = handlers[op](st, req)
@@ -477,14 +460,14 @@ local function call(fname, sup, op, req, timeout)
       if not sup then return nil, "noproc" end
    end
    local ok, mon = pcall(smarm.monitor, sup)
-   if not ok then error(blame(fname, mon), 2) end
+   if not ok then error(gen.blame(fname, mon, nil, nil, "sup"), 2) end
    local tx, rx = smarm.channel()
    req.reply = tx
    local sent
    ok, sent = pcall(smarm.send, sup, { smarm_sup = req })
    if not ok then
       smarm.demonitor(mon)
-      error(blame(fname, sent, "msg.smarm_sup.child", "child"), 2)
+      error(gen.blame(fname, sent, "msg.smarm_sup.child", "child", "sup"), 2)
    end
    if not sent then
       smarm.demonitor(mon)
@@ -595,7 +578,10 @@ function M.start_link(spec, timeout)
    end
    if bad then error("supervisor.start_link: " .. bad, 2) end
    local pid, why = proc.start({ link = true }, timeout, sup_main, smarm.self(), spec)
-   if pid == false then error(blame("supervisor.start_link", why, "arg 3", "spec"), 2) end
+   if pid == false then
+      -- sup_main's arguments: spec is the third
+      error(gen.blame("supervisor.start_link", why, "arg 3", "spec"), 2)
+   end
    if not pid then return nil, why end
    smarm.demonitor(why)
    return pid

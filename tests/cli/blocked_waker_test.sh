@@ -21,28 +21,14 @@ print("root woke")
 io.stdout:flush()
 LUA
 
-# stdin: a fifo the test holds open (fd 3, read-write, so no open blocks)
-mkfifo "$TMP/fifo"
 for _ in 1 2 3; do
-   exec 3<>"$TMP/fifo"
-   rm -f "$TMP/out"
-   timeout -k 5 30 "$SMARM_LUA" -S 2 "$TMP/waker.lua" <"$TMP/fifo" >"$TMP/out" 2>"$TMP/err" 3>&- &
-   tpid=$!
+   hold_stdin
+   STDIN="$TMP/fifo" RUN_TIMEOUT=30 run_bg -S 2 "$TMP/waker.lua"
    woke=no
-   for _ in $(seq 1 200); do
-      if grep -q "root woke" "$TMP/out" 2>/dev/null; then
-         woke=yes
-         break
-      fi
-      sleep 0.05
-   done
+   await grep -q "root woke" "$TMP/out" && woke=yes
    # end the read: the run ends once the reader returns (or the timeout fires)
-   exec 3>&-
-   set +e
-   wait "$tpid"
-   status=$?
-   set -e
-   out=$(cat "$TMP/out") err=$(cat "$TMP/err")
+   release_stdin
+   wait_bg
    [ "$woke" = yes ] || fail "the root woken by the reader ran while the reader was blocked"
    expect_status 0 "the run ended normally"
 done

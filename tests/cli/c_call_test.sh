@@ -34,15 +34,8 @@ s.sleep(0.1)
 print("root done")
 LUA
 
-# run with a 30 s timeout rather than lib.sh's 60: the C calls last 60 s
-run() {
-   set +e
-   timeout -k 5 30 "$SMARM_LUA" "$@" >"$TMP/out" 2>"$TMP/err" <"${STDIN:-/dev/null}" 3>&-
-   status=$?
-   set -e
-   out=$(cat "$TMP/out")
-   err=$(cat "$TMP/err")
-}
+# a 30 s timeout rather than lib.sh's 60: the C calls last 60 s
+RUN_TIMEOUT=30
 
 # timed CMD...: runs smarm-lua with a timeout well below the C call's length;
 # sets status, out, err and elapsed (seconds)
@@ -52,16 +45,11 @@ timed() {
    run "$@"
    elapsed=$((($(date +%s%N) - t0) / 1000000000))
 }
-# a stdin that stays open: a fifo the test holds open on fd 3 (read-write, so
-# no open blocks); closing fd 3 ends the read
-mkfifo "$TMP/fifo"
-open_stdin() { exec 3<>"$TMP/fifo"; }
-close_stdin() { exec 3>&-; }
 for opts in "" "-S 1"; do
-   open_stdin
+   hold_stdin
    # shellcheck disable=SC2086
    STDIN="$TMP/fifo" timed $opts "$TMP/read.lua" "${opts:+after}"
-   close_stdin
+   release_stdin
    expect_status 0 "io.read left behind ($opts): the root's status"
    expect_out "root done" "io.read left behind ($opts): the root ran"
    [ "$elapsed" -le 10 ] || fail "io.read left behind ($opts): exited in ${elapsed}s, not at once"
@@ -69,20 +57,14 @@ for opts in "" "-S 1"; do
       <<<"$err" || fail "io.read left behind ($opts): stderr names the actor"
 done
 
-open_stdin
+hold_stdin
 STDIN="$TMP/fifo" timed "$TMP/read.lua" before crash
-close_stdin
+release_stdin
 expect_status 1 "io.read left behind by a root that crashed: status 1"
 expect_err "root crash" "the root's crash is reported"
 [ "$elapsed" -le 10 ] || fail "io.read left behind by a crashed root: exited in ${elapsed}s"
 
 # os.execute: the command is the actor's, and outlives the run (ended here)
-end_command() {
-   local cmd
-   cmd=$(head -1 "$TMP/pidfile" 2>/dev/null || true)
-   if [[ $cmd =~ ^[0-9]+$ ]]; then kill "$cmd" 2>/dev/null || true; fi
-   rm -f "$TMP/pidfile"
-}
 timed "$TMP/execute.lua" "$TMP/pidfile"
 end_command
 expect_status 0 "os.execute left behind: the root's status"
@@ -97,21 +79,12 @@ end, arg[1])
 s.recv()
 LUA
 rm -f "$TMP/pidfile"
-timeout -k 5 30 "$SMARM_LUA" "$TMP/term.lua" "$TMP/pidfile" >"$TMP/out" 2>"$TMP/err" &
-tpid=$!
-for _ in $(seq 1 200); do
-   [ -s "$TMP/pidfile" ] && break
-   sleep 0.05
-done
-child=$(pgrep -P "$tpid" || echo "$tpid")
+run_bg "$TMP/term.lua" "$TMP/pidfile"
+await test -s "$TMP/pidfile" || true
 t0=$(date +%s%N)
-kill -TERM "$child"
-set +e
-wait "$tpid"
-status=$?
-set -e
+signal_bg TERM
+wait_bg
 elapsed=$((($(date +%s%N) - t0) / 1000000000))
-out=$(cat "$TMP/out") err=$(cat "$TMP/err")
 end_command
 expect_status 143 "one SIGTERM with an actor in os.execute: 128+15"
 [ "$elapsed" -le 10 ] || fail "one SIGTERM with an actor in os.execute: exited in ${elapsed}s"

@@ -4,14 +4,70 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
 
-# run CMD...: runs smarm-lua under a timeout; sets $status, $out, $err
+# run CMD...: runs smarm-lua under a timeout (RUN_TIMEOUT seconds, default 60), stdin
+# from $STDIN (default /dev/null); sets $status, $out, $err
 run() {
    set +e
-   timeout 60 "$SMARM_LUA" "$@" >"$TMP/out" 2>"$TMP/err"
+   timeout -k 5 "${RUN_TIMEOUT:-60}" "$SMARM_LUA" "$@" >"$TMP/out" 2>"$TMP/err" \
+      <"${STDIN:-/dev/null}" 3>&-
    status=$?
    set -e
    out=$(cat "$TMP/out")
    err=$(cat "$TMP/err")
+}
+
+# run_bg CMD...: like run, in the background (its output goes to $TMP/out and $TMP/err,
+# fresh files); then signal_bg and wait_bg
+run_bg() {
+   rm -f "$TMP/out" "$TMP/err"
+   timeout -k 5 "${RUN_TIMEOUT:-60}" "$SMARM_LUA" "$@" >"$TMP/out" 2>"$TMP/err" \
+      <"${STDIN:-/dev/null}" 3>&- &
+   bg=$! bg_child=
+}
+
+# await TEST...: runs the command TEST every 50 ms until it succeeds, for up to 10 s;
+# fails if it never did
+await() {
+   for _ in $(seq 1 200); do
+      "$@" 2>/dev/null && return 0
+      sleep 0.05
+   done
+   return 1
+}
+
+# signal_bg SIGNAL: sends SIGNAL to the smarm-lua of run_bg (timeout(1) runs it as its
+# child: the child itself is signalled)
+signal_bg() {
+   [ -n "$bg_child" ] || bg_child=$(pgrep -P "$bg" || echo "$bg")
+   kill -s "$1" "$bg_child"
+}
+
+# wait_bg: waits until the smarm-lua of run_bg has ended; sets $status, $out, $err
+wait_bg() {
+   set +e
+   wait "$bg"
+   status=$?
+   set -e
+   out=$(cat "$TMP/out")
+   err=$(cat "$TMP/err")
+}
+
+# hold_stdin: a stdin that stays open, for STDIN=$TMP/fifo: a fifo this script holds
+# open on fd 3 (read-write, so no open blocks); release_stdin closes it, which ends a
+# read on it
+hold_stdin() {
+   [ -p "$TMP/fifo" ] || mkfifo "$TMP/fifo"
+   exec 3<>"$TMP/fifo"
+}
+release_stdin() { exec 3>&-; }
+
+# end_command: ends the command whose pid an actor wrote on the first line of
+# $TMP/pidfile (os.execute's command is the actor's, and outlives the run)
+end_command() {
+   local cmd
+   cmd=$(head -1 "$TMP/pidfile" 2>/dev/null || true)
+   if [[ $cmd =~ ^[0-9]+$ ]]; then kill "$cmd" 2>/dev/null || true; fi
+   rm -f "$TMP/pidfile"
 }
 
 fail() {

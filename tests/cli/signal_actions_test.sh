@@ -54,25 +54,13 @@ print("ready " .. s.pid_tostring(pid) .. " " .. s.pid_tostring(s.self()))
 io.stdout:flush()
 s.recv()
 LUA
-rm -f "$TMP/out" "$TMP/err"
-timeout 60 "$SMARM_LUA" "$TMP/snap.lua" >"$TMP/out" 2>"$TMP/err" &
-tpid=$!
-for _ in $(seq 1 200); do
-   grep -q ready "$TMP/out" 2>/dev/null && break
-   sleep 0.05
-done
-child=$(pgrep -P "$tpid" || echo "$tpid")
-kill -USR1 "$child"
-for _ in $(seq 1 200); do
-   grep -q "root" "$TMP/err" 2>/dev/null && grep -q "sleeper" "$TMP/err" && break
-   sleep 0.05
-done
-kill -TERM "$child"
-set +e
-wait "$tpid"
-status=$?
-set -e
-out=$(cat "$TMP/out") err=$(cat "$TMP/err")
+run_bg "$TMP/snap.lua"
+await grep -q ready "$TMP/out" || true
+signal_bg USR1
+await grep -q root "$TMP/err" || true
+await grep -q sleeper "$TMP/err" || true
+signal_bg TERM
+wait_bg
 read -r _ sleeper root <<<"$out"
 expect_status 143 "SIGUSR1 does not end the run (SIGTERM does, afterwards)"
 expect_err "smarm: snapshot: 2 actors" "the snapshot counts the actors"
@@ -84,21 +72,10 @@ grep -qE "^smarm:   $root [a-z]+ mailbox=0 memory=[0-9]+ root$" <<<"$err" \
 # --- the signals left at their default action: the process ends with 128+N ---
 for sig in USR2:140 ALRM:142 PROF:155 VTALRM:154; do
    name=${sig%%:*} want=${sig##*:}
-   rm -f "$TMP/out" # no "ready" left from the last run
-   timeout 60 "$SMARM_LUA" -e 'print("ready") io.stdout:flush() require("smarm").recv()' \
-      >"$TMP/out" 2>"$TMP/err" &
-   tpid=$!
-   for _ in $(seq 1 200); do
-      grep -q ready "$TMP/out" 2>/dev/null && break
-      sleep 0.05
-   done
-   child=$(pgrep -P "$tpid" || echo "$tpid")
-   kill -s "$name" "$child"
-   set +e
-   wait "$tpid"
-   status=$?
-   set -e
-   out=$(cat "$TMP/out") err=$(cat "$TMP/err")
+   run_bg -e 'print("ready") io.stdout:flush() require("smarm").recv()'
+   await grep -q ready "$TMP/out" || true
+   signal_bg "$name"
+   wait_bg
    expect_status "$want" "SIG$name keeps its default action"
 done
 

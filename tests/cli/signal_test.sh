@@ -41,27 +41,14 @@ LUA
 # once it printed "ready"; sets status/out/err
 start_and_signal() {
    local script=$1 sig=$2 second=${3:-}
-   rm -f "$TMP/out" # no "ready" left from the last run
-   timeout 60 "$SMARM_LUA" "$script" >"$TMP/out" 2>"$TMP/err" &
-   local pid=$!
-   for _ in $(seq 1 200); do
-      grep -q ready "$TMP/out" 2>/dev/null && break
-      sleep 0.05
-   done
-   # timeout(1) runs smarm-lua as its child: signal the child itself
-   local child
-   child=$(pgrep -P "$pid" || echo "$pid")
-   kill -s "$sig" "$child"
+   run_bg "$script"
+   await grep -q ready "$TMP/out" || true
+   signal_bg "$sig"
    if [ -n "$second" ]; then
       sleep 0.3
-      kill -s "$second" "$child" 2>/dev/null || true
+      signal_bg "$second" 2>/dev/null || true
    fi
-   set +e
-   wait "$pid"
-   status=$?
-   set -e
-   out=$(cat "$TMP/out")
-   err=$(cat "$TMP/err")
+   wait_bg
 }
 
 mkdir -p "$TMP/app"
@@ -150,32 +137,17 @@ stop_twice() {
    local first=$1 second=$2
    shift 2
    rm -f "$TMP/pidfile"
-   timeout -k 5 30 "$SMARM_LUA" "$@" "$TMP/pidfile" >"$TMP/out" 2>"$TMP/err" \
-      <"${STDIN:-/dev/null}" 3>&- &
-   local pid=$!
-   for _ in $(seq 1 200); do
-      [ -s "$TMP/pidfile" ] && break
-      sleep 0.05
-   done
-   local child
-   child=$(pgrep -P "$pid" || echo "$pid")
-   kill -s "$first" "$child"
+   RUN_TIMEOUT=30 run_bg "$@" "$TMP/pidfile"
+   await test -s "$TMP/pidfile" || true
+   signal_bg "$first"
    sleep 0.3
    local t0
    t0=$(date +%s%N)
-   kill -s "$second" "$child" 2>/dev/null || true
-   if [ -n "${THIRD:-}" ]; then kill -s "$THIRD" "$child" 2>/dev/null || true; fi
-   set +e
-   wait "$pid"
-   status=$?
-   set -e
+   signal_bg "$second" 2>/dev/null || true
+   if [ -n "${THIRD:-}" ]; then signal_bg "$THIRD" 2>/dev/null || true; fi
+   wait_bg
    elapsed=$((($(date +%s%N) - t0) / 1000000000))
-   out=$(cat "$TMP/out")
-   err=$(cat "$TMP/err")
-   # the command the actor started outlives the runtime: end it here
-   local cmd
-   cmd=$(head -1 "$TMP/pidfile" 2>/dev/null || true)
-   if [[ $cmd =~ ^[0-9]+$ ]]; then kill "$cmd" 2>/dev/null || true; fi
+   end_command
 }
 
 for opts in "" "-S 1"; do
@@ -201,11 +173,9 @@ THIRD=INT stop_twice TERM HUP "$TMP/execute_root.lua"
 expect_status 143 "a third signal: 128+N of the first"
 expect_err "smarm: a third signal: the process exits now" "a third signal does not wait"
 
-# stdin: a fifo the test holds open (fd 3, read-write, so no open blocks)
-mkfifo "$TMP/fifo"
-exec 3<>"$TMP/fifo"
+hold_stdin
 STDIN="$TMP/fifo" stop_twice INT INT "$TMP/read_actor.lua"
-exec 3>&-
+release_stdin
 expect_status 130 "actor in io.read: a second SIGINT ends the process"
 [ "$elapsed" -le 10 ] || fail "actor in io.read: at once"
 

@@ -2,8 +2,8 @@
 -- with a reason and the others carry on. The heap's refusals are simulated with a test hook
 -- of the runtime, called through the FFI (the binary exports its symbols).
 
--- Refused every allocation that grows its heap, it fails: its crash report (a traceback
--- made on its main state) could not be made either, and LuaJIT's panic ended the process.
+-- Refused every allocation that grows its heap, it fails, and its crash report (a traceback
+-- made on its main state, which needs memory too) must not end the process.
 local function crash_out_of_memory()
    local ffi = require "ffi"
    ffi.cdef "void luavm_test_heap_refuses(int grow, int shrink);"
@@ -13,7 +13,7 @@ local function crash_out_of_memory()
 end
 
 -- Refused only blocks that shrink, it adds keys to a table whose array part then shrinks:
--- LuaJIT does that after replacing the hash part, and an error there lost the entries.
+-- LuaJIT does that after replacing the hash part, so a shrink must never fail.
 local function shrink_refused(parent)
    local ffi = require "ffi"
    ffi.cdef "void luavm_test_heap_refuses(int grow, int shrink);"

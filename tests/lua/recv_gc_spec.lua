@@ -1,8 +1,7 @@
--- Receiving while __gc finalizers raise: a GC step inside the decoding of a received message
--- ran the receiver's pending finalizers, and an error one raised left the receive with the
--- message already taken (lost), or, in a receive that had waited, ended the actor. Every
--- message must arrive exactly once and in order; finalizer errors surface in the receiver's
--- own code (here mostly in litter()), or from a receive before it takes anything.
+-- Receiving while __gc finalizers raise: no finalizer runs while a received message is
+-- decoded or a wait finishes, so every message arrives exactly once and in order and no
+-- receive ends the actor; finalizer errors surface in the receiver's own code (here mostly
+-- in litter()), or from a receive before it takes anything.
 
 -- The receiver: makes garbage whose finalizers raise, and takes n messages {seq = i, pad}
 -- through `how` ("inbox": smarm.recv, "channel": rx:recv, "select": smarm.select's inbox
@@ -15,29 +14,13 @@ local function receiver(parent, n, how, lockstep, rx, go)
    local got = {}
    for i = 1, n do got[i] = 0 end -- so recording a seq allocates nothing
    local count, other = 0, 0 -- errors from a receive that no finalizer raised
-   local function litter()
-      for _ = 1, 20 do
-         local p = newproxy(true)
-         getmetatable(p).__gc = function() error("finalizer raised") end
-      end
-   end
-   local take
-   if how == "inbox" then
-      take = function() return s.recv(10) end
-   elseif how == "channel" then
-      take = function() return rx:recv(10) end
-   else
-      local arms = { rx, s.inbox } -- made once: a table made in take could run a finalizer
-      take = function()
-         local _, v = s.select(arms, 10)
-         return v
-      end
-   end
+   local fin = require "support.finalizers"
+   local litter, take = fin.litter, fin.taker(how, rx, 10)
    local function ack(i) s.send(parent, i) end
    local function report(c, e) s.send(parent, { count = c, other = e, got = got }) end
    assert(go:recv(10) == "go")
    while count < n do
-      pcall(litter)
+      pcall(litter, 20)
       local ok, m = pcall(take)
       if ok then
          if m == nil then break end -- timed out: a message was lost
@@ -59,27 +42,14 @@ end
 local function timing_out(parent, how, rx)
    local s = require "smarm"
    local find = string.find -- looked up now: opening the string library allocates
-   local function litter()
-      for _ = 1, 20 do
-         local p = newproxy(true)
-         getmetatable(p).__gc = function() error("finalizer raised") end
-      end
-   end
-   local arms = { rx, s.inbox }
-   local take
-   if how == "inbox" then
-      take = function() return s.recv(0.001) end
-   elseif how == "channel" then
-      take = function() return rx:recv(0.001) end
-   else
-      take = function() return s.select(arms, 0.001) end
-   end
+   local fin = require "support.finalizers"
+   local litter, take = fin.litter, fin.taker(how, rx, 0.001)
    local timeouts, raised, other = 0, 0, 0
    local function report()
       s.send(parent, { timeouts = timeouts, raised = raised, other = other })
    end
    for _ = 1, 100 do
-      pcall(litter)
+      pcall(litter, 20)
       local ok, v, err = pcall(take)
       if ok and v == nil and err == "timeout" then
          timeouts = timeouts + 1
@@ -96,10 +66,7 @@ end
 -- the crash report is written on its main state, where a finalizer's error had no pcall.
 local function litter_and_fail()
    collectgarbage("setpause", 0)
-   for _ = 1, 2000 do
-      local p = newproxy(true)
-      getmetatable(p).__gc = function() error("finalizer raised") end
-   end
+   require("support.finalizers").litter(2000)
    error("boom")
 end
 
@@ -107,18 +74,9 @@ end
 -- its heap in KB.
 local function only_receives(parent, n, how, rx)
    local s = require "smarm"
-   local arms = { rx, s.inbox }
+   local take = require("support.finalizers").taker(how, rx, 10)
    for _ = 1, n do
-      local m
-      if how == "inbox" then
-         m = s.recv(10)
-      elseif how == "channel" then
-         m = rx:recv(10)
-      else
-         local _
-         _, m = s.select(arms, 10)
-      end
-      assert(m, "a message is missing")
+      assert(take(), "a message is missing")
    end
    s.send(parent, collectgarbage("count"))
 end

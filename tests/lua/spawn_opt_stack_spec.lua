@@ -1,6 +1,5 @@
--- spawn_opt{stack, guard}: checked at the call, so a bad size is an error the caller can
--- catch. These used to pass the call and abort the whole runtime when the actor first ran
--- (NaN, 2^62), be taken silently (2^64, 1e30), or leave a guard one C frame could step over.
+-- spawn_opt{stack, guard}: checked at the call, so a bad size (NaN, 2^62, 2^64, 1e30) is an
+-- error the caller can catch, and no guard is small enough for one C frame to step over.
 local smarm = require "smarm"
 
 local function answer(parent)

@@ -20,9 +20,7 @@ local function reports(field, quiet)
    end
 end
 
-local function drain()
-   while smarm.recv(0) ~= nil do end
-end
+local drain = require("support.inbox").drain
 
 local function worker(id, opts)
    local c = { id = id, start = { W, "run", id, me, opts and opts.trap or false }, init_ack = true }
@@ -30,6 +28,15 @@ local function worker(id, opts)
       if k ~= "trap" then c[k] = v end
    end
    return c
+end
+
+-- How pid ended, from the notice of its monitor mon (within timeout seconds, default 5).
+-- A supervisor giving up may end before the test's monitor is in place: that monitor says
+-- noproc, and the terminal record says how the actor ended.
+local function reason_of(mon, pid, timeout)
+   local r = assert(mon:recv(timeout or 5)).reason
+   if r == "noproc" then return smarm.terminal_reason(pid) end
+   return r
 end
 
 local function wait_for(f, timeout)
@@ -114,13 +121,6 @@ describe("supervisor restarts", function()
       local mon = smarm.monitor(sup)
       local bystander = assert(next_report("started")).pid
       local bmon = smarm.monitor(bystander)
-      -- the loop may have tripped the cap before a monitor was in place: then it says noproc,
-      -- and the terminal record says how the actor ended
-      local function reason_of(m, pid)
-         local r = assert(m:recv(5)).reason
-         if r == "noproc" then return smarm.terminal_reason(pid) end
-         return r
-      end
       assert.are.equal("shutdown", reason_of(mon, sup))
       assert.are.equal("shutdown", reason_of(bmon, bystander))
       local starts = 0
@@ -176,10 +176,7 @@ describe("supervisor restarts", function()
 
    it("counts each failed restart against the intensity", function()
       local sup = poisoned_child(3)
-      local down = assert(smarm.monitor(sup):recv(2))
-      -- (it may have ended before the monitor)
-      assert.are.equal("shutdown", down.reason == "noproc" and smarm.terminal_reason(sup)
-         or down.reason)
+      assert.are.equal("shutdown", reason_of(smarm.monitor(sup), sup, 2))
    end)
 
    it("restarts within the cap when crashes are spread over more than the period", function()

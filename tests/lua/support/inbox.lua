@@ -30,6 +30,11 @@ function M.none(key, s)
    end
 end
 
+--- Drops every message already in the inbox (nil and false ones included).
+function M.drain()
+   while select(2, smarm.recv(0)) ~= "timeout" do end
+end
+
 --- Waits (up to 5 s) until pid is gone; true if it went.
 function M.wait_dead(pid)
    for _ = 1, 1000 do
