@@ -244,7 +244,7 @@ local function loop()
          qhead = qhead + 1
          etype, content, from = ev[1], ev[2], ev[3]
       else
-         queue, qhead, qtail = {}, 1, 0
+         qhead, qtail = 1, 0 -- drained: every taken slot was cleared
          local signal, m = receive()
          if signal then
             etype, content = exit_signal(m)
