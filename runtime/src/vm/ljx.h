@@ -72,7 +72,6 @@ void ljx_init(lua_State *L);
  * thread running L (async-signal-safe); pc is the interrupted one. */
 uintptr_t *ljx_c_return_slot(lua_State *L, uintptr_t pc, uintptr_t lo, uintptr_t hi);
 
-
 /* Whether L's state runs Lua code called from a debug hook or a JIT event handler: LuaJIT's
  * C code below it keeps the thread's errno address, so a switch there must resume on the
  * same OS thread. Async-signal-safe. */
