@@ -14,6 +14,7 @@
  * region per thread, without the lock. Blocks carry no header: LuaJIT always
  * passes the size of the block it frees. Memory stays with the runtime until
  * it is destroyed (it is reused, not returned). */
+#include "base/critical.h"
 #include "base/heap.h"
 
 #include <stdatomic.h>
@@ -88,9 +89,9 @@ void heap_destroy(heap *h)
 
 size_t heap_reserved(heap *h)
 {
-    pthread_mutex_lock(&h->lock);
+    mutex_lock(&h->lock);
     size_t n = h->reserved;
-    pthread_mutex_unlock(&h->lock);
+    mutex_unlock(&h->lock);
     return n;
 }
 
@@ -113,10 +114,10 @@ static void *bump(heap *h, char **cur, char **end, size_t sz, int locked)
 {
     if ((size_t)(*end - *cur) < sz) {
         if (!locked)
-            pthread_mutex_lock(&h->lock);
+            mutex_lock(&h->lock);
         char *c = new_chunk(h);
         if (!locked)
-            pthread_mutex_unlock(&h->lock);
+            mutex_unlock(&h->lock);
         if (!c)
             return NULL;
         *cur = c;
@@ -167,7 +168,7 @@ static void depot_put_one(heap *h, unsigned c, void *b)
     }
 }
 
-void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
+static void *alloc_slow(heap *h, heap_cache *cache, size_t size)
 {
     if (size > HEAP_MAX_SMALL)
         return malloc(size);
@@ -175,7 +176,7 @@ void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
     if (!cache) {
         /* one block: a loose one, else one of a full magazine whose rest
          * becomes the (empty until now) loose list */
-        pthread_mutex_lock(&h->lock);
+        mutex_lock(&h->lock);
         void *b = h->loose[c];
         if (b) {
             h->loose[c] = next_of(b);
@@ -188,7 +189,7 @@ void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
         } else {
             b = bump(h, &h->bump, &h->bump_end, class_size(c), 1);
         }
-        pthread_mutex_unlock(&h->lock);
+        mutex_unlock(&h->lock);
         return b;
     }
     heap_mags *m = &cache->mag[c];
@@ -202,10 +203,10 @@ void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
         return b;
     }
     if (depot_maybe(h, c)) {
-        pthread_mutex_lock(&h->lock);
+        mutex_lock(&h->lock);
         uint32_t n;
         void *list = depot_take(h, c, &n);
-        pthread_mutex_unlock(&h->lock);
+        mutex_unlock(&h->lock);
         if (list) {
             m->cur = next_of(list);
             m->ncur = n - 1;
@@ -215,7 +216,7 @@ void *heap_alloc_slow(heap *h, heap_cache *cache, size_t size)
     return bump(h, &cache->bump, &cache->bump_end, class_size(c), 0);
 }
 
-void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n)
+static void free_slow(heap *h, heap_cache *cache, void *p, size_t n)
 {
     if (n > HEAP_MAX_SMALL) {
         free(p);
@@ -223,18 +224,18 @@ void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n)
     }
     unsigned c = heap_class_of(n);
     if (!cache) {
-        pthread_mutex_lock(&h->lock);
+        mutex_lock(&h->lock);
         depot_put_one(h, c, p);
-        pthread_mutex_unlock(&h->lock);
+        mutex_unlock(&h->lock);
         return;
     }
     /* the current magazine is full: it becomes the previous one, and a full
      * previous one goes to the depot */
     heap_mags *m = &cache->mag[c];
     if (m->nprev) {
-        pthread_mutex_lock(&h->lock);
+        mutex_lock(&h->lock);
         depot_put_full(h, c, m->prev);
-        pthread_mutex_unlock(&h->lock);
+        mutex_unlock(&h->lock);
     }
     m->prev = m->cur;
     m->nprev = m->ncur;
@@ -243,7 +244,7 @@ void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n)
     m->ncur = 1;
 }
 
-void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t nsize)
+static void *realloc_in(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t nsize)
 {
     if (nsize == 0) {
         if (ptr)
@@ -267,7 +268,7 @@ void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t n
 
 void heap_cache_flush(heap *h, heap_cache *cache)
 {
-    pthread_mutex_lock(&h->lock);
+    mutex_lock(&h->lock);
     for (unsigned c = 0; c < HEAP_CLASSES; c++) {
         heap_mags *m = &cache->mag[c];
         if (m->nprev)
@@ -279,7 +280,32 @@ void heap_cache_flush(heap *h, heap_cache *cache)
         }
         memset(m, 0, sizeof *m);
     }
-    pthread_mutex_unlock(&h->lock);
+    mutex_unlock(&h->lock);
     /* the rest of the thread's region stays in the heap's chunk list, unused */
     cache->bump = cache->bump_end = NULL;
+}
+
+/* The entries that update a thread's magazines or take the depot's lock are critical
+ * sections (base/critical.h): a stack overflow inside would leave them half done. */
+void *heap_alloc_slow(heap *h, heap_cache *cache, size_t n)
+{
+    crit_enter();
+    void *b = alloc_slow(h, cache, n);
+    crit_exit();
+    return b;
+}
+
+void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n)
+{
+    crit_enter();
+    free_slow(h, cache, p, n);
+    crit_exit();
+}
+
+void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t nsize)
+{
+    crit_enter();
+    void *b = realloc_in(h, cache, ptr, osize, nsize);
+    crit_exit();
+    return b;
 }

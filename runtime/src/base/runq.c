@@ -63,6 +63,9 @@ uint32_t runq_capacity(const runq *q) { return q->mask + 1; }
 
 void runq_push(runq *q, uint32_t v)
 {
+    /* pushed from actors' stacks (a wake): a fault between the claim and the publish would
+     * leave the cell claimed forever */
+    crit_enter();
     uint32_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
     runq_cell *c;
     for (;;) {
@@ -95,6 +98,7 @@ void runq_push(runq *q, uint32_t v)
     c->val = v;
     /* release: publishes val to the popper that acquires this sequence */
     atomic_store_explicit(&c->seq, pos + 1 - (pos & q->mask), memory_order_release);
+    crit_exit();
 }
 
 bool runq_pop(runq *q, uint32_t *v)

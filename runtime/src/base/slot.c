@@ -26,6 +26,7 @@ static inline uint64_t slot_word(uint32_t gen, enum slot_state st)
  * loads and stores, so spin briefly; sleep on the futex only if the holder was descheduled. */
 static void slot_lock(_Atomic uint32_t *l)
 {
+    crit_enter();
     for (int i = 0; i < 100; i++) {
         uint32_t z = 0;
         if (atomic_compare_exchange_weak_explicit(l, &z, 1, memory_order_acquire,
@@ -41,6 +42,7 @@ static void slot_unlock(_Atomic uint32_t *l)
 {
     if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
         futex_wake(l, 1);
+    crit_exit();
 }
 
 int slot_table_init(slot_table *t, uint32_t max)

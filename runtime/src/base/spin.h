@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/critical.h"
+
 /* Tells the CPU this is a spin-wait loop (lower power, no memory-order mis-speculation). */
 static inline void cpu_relax(void)
 {
@@ -26,6 +28,7 @@ static inline void cpu_relax(void)
 static inline void spin_lock(_Atomic uint32_t *l)
 {
     int spins = 0;
+    crit_enter();
     /* acquire: what the last holder wrote under the lock is visible */
     while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
         while (atomic_load_explicit(l, memory_order_relaxed)) {
@@ -41,6 +44,7 @@ static inline void spin_lock(_Atomic uint32_t *l)
 static inline void spin_unlock(_Atomic uint32_t *l)
 {
     atomic_store_explicit(l, 0, memory_order_release);
+    crit_exit();
 }
 
 #endif

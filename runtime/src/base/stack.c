@@ -3,6 +3,7 @@
  * stays one mapping) where the kernel supports it, else each is its own mapping with a
  * PROT_NONE guard. A mutex-protected LIFO list holds the returned default-shaped stacks
  * (the warmest comes back first); other shapes get a mapping of their own each time. */
+#include "base/critical.h"
 #include "base/stack.h"
 
 #include <errno.h>
@@ -262,7 +263,7 @@ void stack_pool_free(stack_pool *p)
 /* A returned stack, or a fresh slot of the chunk being carved; NULL if neither. */
 static stack *pool_take(stack_pool *p)
 {
-    pthread_mutex_lock(&p->lock);
+    mutex_lock(&p->lock);
     stack *s = p->free;
     stack_chunk *c = NULL;
     unsigned i = 0;
@@ -273,7 +274,7 @@ static stack *pool_take(stack_pool *p)
         c = p->chunks;
         i = c->carved++;
     }
-    pthread_mutex_unlock(&p->lock);
+    mutex_unlock(&p->lock);
     if (c)
         s = chunk_slot(p, c, i);
     if (s)
@@ -292,18 +293,18 @@ static stack *pool_get(stack_pool *p)
             s->pooled = 1;
         return s;
     }
-    pthread_mutex_lock(&p->grow);
+    mutex_lock(&p->grow);
     /* another thread may have grown the pool while this one waited */
     s = pool_take(p);
     if (!s) {
         stack_chunk *c = chunk_map(p, p->next_n);
         if (c) {
-            pthread_mutex_lock(&p->lock);
+            mutex_lock(&p->lock);
             c->next = p->chunks;
             p->chunks = c;
             p->nchunks++;
             c->carved = 1;
-            pthread_mutex_unlock(&p->lock);
+            mutex_unlock(&p->lock);
             size_t max = CHUNK_BYTES / (p->guard + p->size);
             if (p->next_n < max)
                 p->next_n = 2 * p->next_n < max ? 2 * p->next_n : (unsigned)max;
@@ -311,7 +312,7 @@ static stack *pool_get(stack_pool *p)
         }
     }
     int err = errno;
-    pthread_mutex_unlock(&p->grow);
+    mutex_unlock(&p->grow);
     errno = err;
     return s;
 }
@@ -345,7 +346,7 @@ void stack_put(stack_pool *p, stack *s)
         stack_unmap(s);
         return;
     }
-    pthread_mutex_lock(&p->lock);
+    mutex_lock(&p->lock);
     if (s->reserve) {
         s->next = p->reserve;
         p->reserve = s;
@@ -354,15 +355,15 @@ void stack_put(stack_pool *p, stack *s)
         p->free = s;
         p->count++;
     }
-    pthread_mutex_unlock(&p->lock);
+    mutex_unlock(&p->lock);
 }
 
 int stack_pool_reserve(stack_pool *p, unsigned n)
 {
     for (;;) {
-        pthread_mutex_lock(&p->lock);
+        mutex_lock(&p->lock);
         int enough = p->reserve_total >= n;
-        pthread_mutex_unlock(&p->lock);
+        mutex_unlock(&p->lock);
         if (enough)
             return 0;
         stack *s = stack_get(p, 0, 0);
@@ -370,21 +371,21 @@ int stack_pool_reserve(stack_pool *p, unsigned n)
             return -1;
         s->pooled = 0;
         s->reserve = 1;
-        pthread_mutex_lock(&p->lock);
+        mutex_lock(&p->lock);
         s->next = p->reserve;
         p->reserve = s;
         p->reserve_total++;
-        pthread_mutex_unlock(&p->lock);
+        mutex_unlock(&p->lock);
     }
 }
 
 stack *stack_get_reserve(stack_pool *p)
 {
-    pthread_mutex_lock(&p->lock);
+    mutex_lock(&p->lock);
     stack *s = p->reserve;
     if (s)
         p->reserve = s->next;
-    pthread_mutex_unlock(&p->lock);
+    mutex_unlock(&p->lock);
     if (s)
         s->next = NULL;
     return s;
@@ -395,17 +396,17 @@ size_t stack_pool_default_guard(const stack_pool *p) { return p->guard; }
 
 size_t stack_pool_count(stack_pool *p)
 {
-    pthread_mutex_lock(&p->lock);
+    mutex_lock(&p->lock);
     size_t n = p->count;
-    pthread_mutex_unlock(&p->lock);
+    mutex_unlock(&p->lock);
     return n;
 }
 
 size_t stack_pool_chunks(stack_pool *p)
 {
-    pthread_mutex_lock(&p->lock);
+    mutex_lock(&p->lock);
     size_t n = p->nchunks;
-    pthread_mutex_unlock(&p->lock);
+    mutex_unlock(&p->lock);
     return n;
 }
 

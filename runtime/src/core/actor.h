@@ -52,15 +52,16 @@ typedef struct actor_run {
     void *sp;                       /* saved stack pointer while switched out holding its stack */
     size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
     enum actor_leave leave;
-    enum actor_leave yield_leave;  /* how to leave when its coroutine yields to the entry */
-    uint64_t deadline;             /* of the current wait, 0 = none */
-    _Atomic uint64_t wake_armed;   /* its earliest wake in the timer heap, 0 = none */
-    _Atomic int stop;              /* a stop was requested: STOP_* (0 = none) */
-    int stopping;                  /* its stop entry has been set up */
-    int last_sched;                /* the scheduler it last ran on (-1 = none yet) */
-    volatile int preempt_pending;  /* its timeslice is over: leave at the next chance */
-    int pinned;                    /* must resume on the OS thread it left (see preempt.c) */
-    int spawned;                   /* it spawned an actor during its current slice */
+    enum actor_leave yield_leave; /* how to leave when its coroutine yields to the entry */
+    uint64_t deadline;            /* of the current wait, 0 = none */
+    _Atomic uint64_t wake_armed;  /* its earliest wake in the timer heap, 0 = none */
+    _Atomic int stop;             /* a stop was requested: STOP_* (0 = none) */
+    int stopping;                 /* its stop entry has been set up */
+    int last_sched;               /* the scheduler it last ran on (-1 = none yet) */
+    volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
+    int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
+    int spawned;                  /* it spawned an actor during its current slice */
+    int overflowed; /* its C stack overflowed: it is abandoned, its state never touched again */
     struct actor *pin_next;        /* link in its scheduler's pinned list */
     struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
     void *fiber;                   /* TSan fiber */
@@ -156,6 +157,7 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
     r->preempt_pending = 0;
     r->pinned = 0;
     r->spawned = 0;
+    r->overflowed = 0;
     r->pin_next = NULL;
     r->heap_cache = NULL;
 }

@@ -1,6 +1,7 @@
 /* Process groups under one mutex: a hash table of groups, each an array of members
  * with the node and incarnation shape the distribution will need (a single
  * node for now). Liveness is read from slot words under the lock. */
+#include "base/critical.h"
 #include "core/pg.h"
 
 #include <pthread.h>
@@ -99,7 +100,7 @@ static void drop_if_empty(struct pg *g, group **p)
 int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
 {
     struct pg *g = rt->pg;
-    pthread_mutex_lock(&g->lock);
+    mutex_lock(&g->lock);
     int rc = 0;
     actor *a = sched_actor(rt, pid);
     if (!a || !alive(rt, pid)) {
@@ -135,14 +136,14 @@ int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
     gr->m[gr->n++] = (member){pid, 0, g->incarnation};
     a->names.pg_joins++;
 out:
-    pthread_mutex_unlock(&g->lock);
+    mutex_unlock(&g->lock);
     return rc;
 }
 
 int pg_leave(struct smarm_runtime *rt, const char *name, uint64_t pid)
 {
     struct pg *g = rt->pg;
-    pthread_mutex_lock(&g->lock);
+    mutex_lock(&g->lock);
     int found = 0;
     group **p = find(g, name);
     if (*p) {
@@ -155,7 +156,7 @@ int pg_leave(struct smarm_runtime *rt, const char *name, uint64_t pid)
         }
         drop_if_empty(g, p);
     }
-    pthread_mutex_unlock(&g->lock);
+    mutex_unlock(&g->lock);
     return found;
 }
 
@@ -173,7 +174,7 @@ static void prune(struct smarm_runtime *rt, group *gr)
 uint32_t pg_members(struct smarm_runtime *rt, const char *name, uint64_t *out, uint32_t max)
 {
     struct pg *g = rt->pg;
-    pthread_mutex_lock(&g->lock);
+    mutex_lock(&g->lock);
     uint32_t n = 0;
     group **p = find(g, name);
     if (*p) {
@@ -183,14 +184,14 @@ uint32_t pg_members(struct smarm_runtime *rt, const char *name, uint64_t *out, u
             out[i] = (*p)->m[i].pid;
         drop_if_empty(g, p);
     }
-    pthread_mutex_unlock(&g->lock);
+    mutex_unlock(&g->lock);
     return n;
 }
 
 uint64_t pg_pick(struct smarm_runtime *rt, const char *name)
 {
     struct pg *g = rt->pg;
-    pthread_mutex_lock(&g->lock);
+    mutex_lock(&g->lock);
     uint64_t pid = 0;
     group **p = find(g, name);
     if (*p) {
@@ -204,7 +205,7 @@ uint64_t pg_pick(struct smarm_runtime *rt, const char *name)
         }
         drop_if_empty(g, p);
     }
-    pthread_mutex_unlock(&g->lock);
+    mutex_unlock(&g->lock);
     return pid;
 }
 
@@ -230,9 +231,9 @@ void pg_finalize(struct smarm_runtime *rt, actor *a)
     struct pg *g = rt->pg;
     if (!g || !a->names.pg_joins)
         return;
-    pthread_mutex_lock(&g->lock);
+    mutex_lock(&g->lock);
     uint64_t pid = a->pid;
     hashtab_filter(&g->groups, leave_all, &pid);
     a->names.pg_joins = 0;
-    pthread_mutex_unlock(&g->lock);
+    mutex_unlock(&g->lock);
 }

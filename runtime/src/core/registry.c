@@ -2,6 +2,7 @@
  * read from the slot word (atomic) under the lock, so no other lock nests in it;
  * bindings to dead actors are dropped at their death and, should one race
  * that, on contact. */
+#include "base/critical.h"
 #include "core/registry.h"
 
 #include <pthread.h>
@@ -104,7 +105,7 @@ int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
 {
     struct registry *r = rt->registry;
     uint32_t h = hashtab_hash(name);
-    pthread_mutex_lock(&r->lock);
+    mutex_lock(&r->lock);
     binding **p = find(r, name, h);
     int rc = REG_OK;
     actor *a = sched_actor(rt, pid);
@@ -121,7 +122,7 @@ int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
             drop(rt, r, p); /* the last holder died: the name heals */
         rc = bind(r, name, h, a, pid);
     }
-    pthread_mutex_unlock(&r->lock);
+    mutex_unlock(&r->lock);
     return rc;
 }
 
@@ -131,7 +132,7 @@ int registry_register_spawning(struct smarm_runtime *rt, const char *name, actor
      * nobody can reach it before this returns */
     struct registry *r = rt->registry;
     uint32_t h = hashtab_hash(name);
-    pthread_mutex_lock(&r->lock);
+    mutex_lock(&r->lock);
     binding **p = find(r, name, h);
     int rc = REG_OK;
     if (*p && alive(rt, (*p)->pid)) {
@@ -141,26 +142,26 @@ int registry_register_spawning(struct smarm_runtime *rt, const char *name, actor
             drop(rt, r, p);
         rc = bind(r, name, h, a, a->pid);
     }
-    pthread_mutex_unlock(&r->lock);
+    mutex_unlock(&r->lock);
     return rc;
 }
 
 int registry_unregister(struct smarm_runtime *rt, const char *name)
 {
     struct registry *r = rt->registry;
-    pthread_mutex_lock(&r->lock);
+    mutex_lock(&r->lock);
     binding **p = find(r, name, hashtab_hash(name));
     int found = *p != NULL;
     if (found)
         drop(rt, r, p);
-    pthread_mutex_unlock(&r->lock);
+    mutex_unlock(&r->lock);
     return found;
 }
 
 uint64_t registry_whereis(struct smarm_runtime *rt, const char *name)
 {
     struct registry *r = rt->registry;
-    pthread_mutex_lock(&r->lock);
+    mutex_lock(&r->lock);
     binding **p = find(r, name, hashtab_hash(name));
     uint64_t pid = 0;
     if (*p) {
@@ -169,7 +170,7 @@ uint64_t registry_whereis(struct smarm_runtime *rt, const char *name)
         else
             drop(rt, r, p);
     }
-    pthread_mutex_unlock(&r->lock);
+    mutex_unlock(&r->lock);
     return pid;
 }
 
@@ -178,7 +179,7 @@ void registry_finalize(struct smarm_runtime *rt, actor *a)
     struct registry *r = rt->registry;
     if (!r)
         return;
-    pthread_mutex_lock(&r->lock);
+    mutex_lock(&r->lock);
     if (a->names.name) {
         binding **p = find(r, a->names.name, hashtab_hash(a->names.name));
         if (*p && (*p)->pid == a->pid)
@@ -186,17 +187,17 @@ void registry_finalize(struct smarm_runtime *rt, actor *a)
         free(a->names.name);
         a->names.name = NULL;
     }
-    pthread_mutex_unlock(&r->lock);
+    mutex_unlock(&r->lock);
 }
 
 void registry_name_of(struct smarm_runtime *rt, actor *a, char *buf, unsigned len)
 {
     struct registry *r = rt->registry;
     buf[0] = 0;
-    pthread_mutex_lock(&r->lock);
+    mutex_lock(&r->lock);
     if (a->names.name) {
         strncpy(buf, a->names.name, len - 1);
         buf[len - 1] = 0;
     }
-    pthread_mutex_unlock(&r->lock);
+    mutex_unlock(&r->lock);
 }

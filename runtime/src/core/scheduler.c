@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/critical.h"
 #include "base/context.h"
 #include "base/futex.h"
 #include "core/exit.h"
@@ -73,7 +74,10 @@ static void switch_in(sched *s, actor *a)
 #if defined(SMARM_TSAN)
     __tsan_switch_to_fiber(actor_fiber(a), 0);
 #endif
+    /* critical sections that would begin near the guard take the overflow first */
+    crit_stack_floor = (uintptr_t)a->run.stk->base + CRIT_STACK_MARGIN;
     ctx_switch(&s->sp, a->run.sp);
+    crit_stack_floor = 0;
 #if defined(SMARM_ASAN)
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -451,6 +455,18 @@ void sched_leave(actor *a, enum actor_leave how)
 {
     a->run.leave = how;
     switch_out(a);
+}
+
+void sched_abandon_overflowed(actor *a)
+{
+    a->run.overflowed = 1;
+    int expected = 0;
+    atomic_compare_exchange_strong_explicit(&a->run.stop, &expected, STOP_KILL,
+                                            memory_order_acq_rel, memory_order_acquire);
+    /* run_actor sees the stop and ends it on a fresh context on the same stack: the frames
+     * below the fault, this handler's on the alternate stack included, are dropped */
+    sched_leave(a, LEAVE_YIELD);
+    abort(); /* never switched back in */
 }
 
 void sched_yield_actor(actor *a)

@@ -94,6 +94,11 @@ void sched_release_runnext(sched *s);
 void sched_note_exit(smarm_runtime *rt);
 /* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
 void sched_leave(actor *a, enum actor_leave how);
+/* From the fault handler, on the thread running a, whose C stack overflowed into its guard
+ * outside any critical section: a is switched out for good and stopped; it ends with reason
+ * "stack_overflow" without its Lua state being touched again (the fault may have come in
+ * the middle of any LuaJIT operation). Never returns. */
+void sched_abandon_overflowed(actor *a);
 /* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */
 void sched_stop(smarm_runtime *rt, uint64_t pid, int how);
 actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of range */

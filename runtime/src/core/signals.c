@@ -11,6 +11,7 @@
 #include "core/signals.h"
 
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -19,8 +20,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
+#include "base/critical.h"
 #include "base/sanitize.h"
 #include "core/exit.h"
 #include "core/registry.h"
@@ -94,6 +97,71 @@ static char *put_pid(char *p, uint64_t pid)
     return put_str(p, ">");
 }
 
+/* The machine code of the shared objects loaded when the handler was installed (libc, the
+ * dynamic loader, a host program), except the runtime's own: code that may hold locks the
+ * runtime cannot see. An overflow there ends the process. Code outside these ranges is the
+ * runtime's and LuaJIT's, compiled traces, or Lua C modules loaded later. */
+#define MAX_FOREIGN 64
+static struct {
+    uintptr_t lo, hi;
+} foreign_code[MAX_FOREIGN];
+static int nforeign;
+
+static int note_object(struct dl_phdr_info *info, size_t size, void *self)
+{
+    (void)size;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+            if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+                continue;
+            uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+            if (pass == 0 && (uintptr_t)self >= lo && (uintptr_t)self < hi)
+                return 0; /* the runtime's own object */
+            if (pass == 1 && nforeign < MAX_FOREIGN) {
+                foreign_code[nforeign].lo = lo;
+                foreign_code[nforeign].hi = hi;
+                nforeign++;
+            }
+        }
+    }
+    return 0;
+}
+
+static int in_foreign_code(uintptr_t pc)
+{
+    for (int i = 0; i < nforeign; i++)
+        if (pc >= foreign_code[i].lo && pc < foreign_code[i].hi)
+            return 1;
+    return 0;
+}
+
+static uintptr_t fault_pc(void *uc)
+{
+#if defined(__x86_64__)
+    return (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+/* Whether an overflow of a's stack at pc can end a alone: nothing of the runtime was half
+ * done on that stack (no lock held, no allocator update under way), the code is not a
+ * system library's (which may hold its own locks: stdio, malloc), and a was not already
+ * ending (its stop entry runs on the same stack). */
+static int overflow_containable(actor *a, uintptr_t pc)
+{
+#if defined(__x86_64__) && !defined(SMARM_ASAN) && !defined(SMARM_TSAN)
+    return pc && !crit_inside() && !in_foreign_code(pc) && !a->run.stopping;
+#else
+    /* the sanitizers' fiber bookkeeping does not expect a switch from a signal handler */
+    (void)a;
+    (void)pc;
+    return 0;
+#endif
+}
+
 static void fault_handler(int sig, siginfo_t *si, void *uc)
 {
     int saved_errno = errno;
@@ -114,9 +182,22 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
         p = put_u64(p, stk->size);
         p = put_str(p, " bytes, guard ");
         p = put_u64(p, stk->guard);
-        p = put_str(p, " bytes); spawn it with a larger smarm.spawn_opt{stack = ...}\n");
+        int contain = overflow_containable(a, fault_pc(uc));
+        p = put_str(p, contain ? " bytes); it ends with reason stack_overflow"
+                               : " bytes) inside a runtime lock or a system library, where it "
+                                 "cannot end alone: the process dies");
+        p = put_str(p, "; spawn it with a larger smarm.spawn_opt{stack = ...}\n");
         ssize_t w = write(2, buf, (size_t)(p - buf));
         (void)w;
+        if (contain) {
+            /* the kernel blocked SIGSEGV for this handler, and it never returns */
+            sigset_t segv;
+            sigemptyset(&segv);
+            sigaddset(&segv, SIGSEGV);
+            sigprocmask(SIG_UNBLOCK, &segv, NULL);
+            errno = saved_errno;
+            sched_abandon_overflowed(a);
+        }
         /* the default action, whoever handled SIGSEGV before: this one is diagnosed */
         signal(sig, SIG_DFL);
         errno = saved_errno;
@@ -154,6 +235,7 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
 
 static void install(void)
 {
+    dl_iterate_phdr(note_object, (void *)(uintptr_t)fault_handler);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = fault_handler;

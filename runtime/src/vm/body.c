@@ -258,6 +258,15 @@ void body_finish(actor *a, int status)
  * caught because nothing of the actor runs again. */
 void body_stop_entry(actor *a)
 {
+    if (a->run.overflowed) {
+        /* its C stack overflowed in the middle of whatever its state was doing (the fault
+         * handler reported it): the state is left as it is, never closed */
+        exit_set_reason(a, "stack_overflow", 1);
+        if (a->pid == a->rt->root_pid)
+            a->rt->root_status = 1;
+        luavm_abandon(a);
+        sched_leave(a, LEAVE_DONE);
+    }
     body_finish(a, BODY_KILLED);
     luavm_close(a);
     sched_leave(a, LEAVE_DONE);

@@ -2,6 +2,7 @@
  * every other library opens on first use through _G's __index (and the string
  * metatable), which keeps an idle actor small and a spawn cheap. Modules come
  * from the runtime's bytecode cache (modcache.c). */
+#include "base/critical.h"
 #include "vm/luavm.h"
 
 #include <errno.h>
@@ -50,6 +51,9 @@ LUA_UNWOUND_BEGIN
 static inline void *alloc_in(actor *a, void *ptr, size_t osize, size_t nsize, int heap_refuses)
 {
     heap *h = &a->rt->heap;
+    /* The fast paths of heap_alloc and heap_free make no call and keep their few values in
+     * registers, so a stack overflow cannot come between their stores; their slow paths
+     * are critical sections (heap.c). */
     if (nsize == 0) {
         if (ptr) {
             heap_free(h, a->run.heap_cache, ptr, osize);
@@ -318,10 +322,10 @@ void luavm_report(actor *a, const char *what, const char *detail)
 {
     smarm_runtime *rt = a->rt;
     uint64_t pid = a->pid;
-    pthread_mutex_lock(&rt->err_lock);
+    mutex_lock(&rt->err_lock);
     fprintf(stderr, "smarm: actor <0.%u.%u> %s: %s\n", pid_index(pid), pid_gen(pid), what, detail);
     fflush(stderr);
-    pthread_mutex_unlock(&rt->err_lock);
+    mutex_unlock(&rt->err_lock);
 }
 
 static uint32_t rd_u32(const char *p)
@@ -560,6 +564,18 @@ void luavm_close(actor *a)
     a->vm.L = NULL;
     a->vm.co = NULL;
     /* a reason whose smarm.exit a pcall caught; a message whose decoding raised */
+    free(a->vm.exit_bytes);
+    a->vm.exit_bytes = NULL;
+    if (a->vm.decoding)
+        msg_free(a->vm.decoding);
+    a->vm.decoding = NULL;
+}
+
+void luavm_abandon(actor *a)
+{
+    a->vm.closing = 1;
+    a->vm.L = NULL;
+    a->vm.co = NULL;
     free(a->vm.exit_bytes);
     a->vm.exit_bytes = NULL;
     if (a->vm.decoding)

@@ -64,6 +64,11 @@ void luavm_take(lua_State *L, struct msg *m, const char *fname);
 void luavm_gc_catch_up(lua_State *L);
 /* Closes the state (its finalizers run) without max_heap. */
 void luavm_close(struct actor *a);
+/* Lets go of the state of an actor whose C stack overflowed without closing it: the fault
+ * may have come in the middle of any LuaJIT operation, so nothing of the state is read
+ * again. Its memory stays allocated, and what its objects held (channel ends, monitors'
+ * channels) is never released: the receiver of such a channel is simply gone. */
+void luavm_abandon(struct actor *a);
 struct smarm_runtime *luavm_runtime(lua_State *L);
 struct actor *luavm_actor(lua_State *L);
 

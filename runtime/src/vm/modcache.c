@@ -2,6 +2,7 @@
  * loaded into actor states from its bytecode. A module is keyed by its name (embedded
  * library modules) or resolved file path, and recompiled when the file's mtime changes; each
  * compile is a new version. */
+#include "base/critical.h"
 #include "vm/modcache.h"
 
 #include <errno.h>
@@ -84,7 +85,7 @@ static int cache_load(lua_State *L, const char *key, const char *src, size_t src
     luavm_shared *vm = luavm_runtime(L)->vm;
     char err[512] = "";
     int64_t mtime = src ? -1 : file_mtime(key);
-    pthread_mutex_lock(&vm->lock);
+    mutex_lock(&vm->lock);
     luavm_module *m = cache_find(vm, key);
     if (!m || m->mtime_ns != mtime) {
         int fresh = !m;
@@ -94,7 +95,7 @@ static int cache_load(lua_State *L, const char *key, const char *src, size_t src
                 m->key = strdup(key);
             if (!m || !m->key) {
                 free(m);
-                pthread_mutex_unlock(&vm->lock);
+                mutex_unlock(&vm->lock);
                 return luaL_error(L, "out of memory caching module %s", key);
             }
         }
@@ -103,7 +104,7 @@ static int cache_load(lua_State *L, const char *key, const char *src, size_t src
                 free(m->key);
                 free(m);
             }
-            pthread_mutex_unlock(&vm->lock);
+            mutex_unlock(&vm->lock);
             return luaL_error(L, "error loading module '%s':\n\t%s", key, err);
         }
         m->mtime_ns = mtime;
@@ -117,7 +118,7 @@ static int cache_load(lua_State *L, const char *key, const char *src, size_t src
      * its finalizers, which may be preempted, and no lock is held across a switch */
     const char *bc = m->bc;
     size_t bclen = m->len;
-    pthread_mutex_unlock(&vm->lock);
+    mutex_unlock(&vm->lock);
     int st = luaL_loadbuffer(L, bc, bclen, chunkname);
     if (st != 0)
         return lua_error(L);
