@@ -158,6 +158,7 @@ static int overflow_containable(actor *a, uintptr_t pc)
     /* the sanitizers' fiber bookkeeping does not expect a switch from a signal handler */
     (void)a;
     (void)pc;
+    (void)in_foreign_code;
     return 0;
 #endif
 }
