@@ -378,7 +378,10 @@ static int check_pattern(lua_State *L, int idx, size_t *n)
 /* Pushes n buffered bytes and takes them. */
 static void take_bytes(lua_State *L, io_sock *s, size_t n, size_t keep)
 {
-    lua_pushlstring(L, s->rbuf + s->roff, keep);
+    if (s->rbuf)
+        lua_pushlstring(L, s->rbuf + s->roff, keep);
+    else
+        lua_pushliteral(L, ""); /* nothing buffered: no buffer */
     io_sock_consume(s, n);
 }
 
