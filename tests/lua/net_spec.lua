@@ -143,6 +143,24 @@ describe("smarm.net TCP", function()
       srv:close()
    end)
 
+   it("times out a connect that gets no answer (a server whose backlog is full)", function()
+      local srv = assert(net.listen("127.0.0.1", 0, { backlog = 0 }))
+      local held, c, err = {}, nil, nil
+      for _ = 1, 20 do
+         local t0 = smarm.now()
+         c, err = net.connect("127.0.0.1", srv:port(), 0.1)
+         if not c then
+            local dt = smarm.now() - t0
+            assert.is_true(dt >= 0.09 and dt < 2, "connect timeout took " .. dt)
+            break
+         end
+         held[#held + 1] = c
+      end
+      assert.are.same({ nil, "timeout" }, { c, err })
+      for _, x in ipairs(held) do x:close() end
+      srv:close()
+   end)
+
    it("says refused for a port just closed", function()
       local srv = assert(net.listen("127.0.0.1", 0))
       local port = srv:port()
@@ -342,6 +360,37 @@ describe("smarm.net sockets between actors", function()
       assert.is_true(inbox.wait_dead(holder))
       assert.are.same({ nil, "closed", "" }, { s:recv("*r", T) })
       s:close()
+      srv:close()
+   end)
+
+   it("closes an actor's sockets when it ends past max_heap", function()
+      local srv = assert(net.listen("127.0.0.1", 0))
+      local pid, mon = smarm.spawn_opt({ max_heap = 4 * 1024 * 1024, monitor = true },
+         function(p, pt)
+            local sm = require "smarm"
+            local c = assert(require("smarm.net").connect("127.0.0.1", pt, 5))
+            sm.send(p, { connected = true })
+            sm.recv(10)
+            local hog = {}
+            for i = 1, 1e8 do hog[i] = { i } end
+            c:send(tostring(#hog)) -- never reached
+         end, smarm.self(), srv:port())
+      local s = assert(srv:accept(T))
+      inbox.expect("connected")
+      smarm.send(pid, "hog")
+      local down = assert(mon:recv(T), "no down notice")
+      assert.are.equal("memory", down.reason)
+      assert.are.same({ nil, "closed", "" }, { s:recv("*r", T) })
+      s:close()
+      srv:close()
+   end)
+
+   it("closes a socket in a cancelled send_after", function()
+      local c, s, srv = pair()
+      local timer = smarm.send_after(60, smarm.self(), { sock = s })
+      assert.is_true(smarm.cancel_timer(timer))
+      assert.are.same({ nil, "closed", "" }, { c:recv("*r", T) })
+      c:close()
       srv:close()
    end)
 end)
