@@ -190,6 +190,19 @@ describe("smarm.net TCP", function()
       s:close()
    end)
 
+   it("wakes a blocked accept with closed when the listening socket is shut down", function()
+      -- only the owner holds the object; another actor reaches the fd through the FFI
+      local srv = assert(net.listen("127.0.0.1", 0))
+      smarm.spawn(function(fd)
+         local ffi = require "ffi"
+         ffi.cdef "int shutdown(int, int);"
+         require("smarm").sleep(0.05)
+         assert(ffi.C.shutdown(fd, 2) == 0)
+      end, srv:fd())
+      assert.are.same({ nil, "closed" }, { srv:accept(T) })
+      srv:close()
+   end)
+
    it("says reset when the peer resets, and closed when writing to a closed peer", function()
       local c, s, srv = pair()
       assert(s:setoption("linger", 0))
