@@ -376,6 +376,47 @@ describe("smarm.net sockets between actors", function()
       srv:close()
    end)
 
+   it("costs only the killed handlers when handlers die mid-transfer", function()
+      local srv = assert(net.listen("127.0.0.1", 0, { backlog = 128 }))
+      local N = 40
+      local handlers, clients = {}, {}
+      for i = 1, N do
+         clients[i] = assert(net.connect("127.0.0.1", srv:port(), T))
+         handlers[i] = smarm.spawn(function(sock)
+            while true do
+               local l = sock:recv("*l")
+               if not l then return end
+               assert(sock:send(l .. "\n"))
+            end
+         end, assert(srv:accept(T)))
+      end
+      for round = 1, 20 do
+         for i = 1, N do
+            local c = clients[i]
+            if c then
+               local ok, err = c:send(round .. "\n", T)
+               local line
+               if ok then line, err = c:recv("*l", T) end
+               if i % 2 == 0 and round > 10 then
+                  -- killed: the peer sees the end (or a reset), never a hang
+                  assert.is_true(err == "closed" or err == "reset", "client " .. i .. ": " ..
+                     tostring(err))
+                  c:close()
+                  clients[i] = nil
+               else
+                  assert.are.equal(tostring(round), line)
+               end
+            end
+         end
+         if round == 10 then
+            for i = 2, N, 2 do smarm.kill(handlers[i]) end
+            for i = 2, N, 2 do assert.is_true(inbox.wait_dead(handlers[i])) end
+         end
+      end
+      for i = 1, N, 2 do clients[i]:close() end
+      srv:close()
+   end)
+
    it("closes an actor's sockets when it ends past max_heap", function()
       local srv = assert(net.listen("127.0.0.1", 0))
       local pid, mon = smarm.spawn_opt({ max_heap = 4 * 1024 * 1024, monitor = true },
