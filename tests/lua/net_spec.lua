@@ -317,7 +317,12 @@ describe("smarm.net sockets between actors", function()
       assert.are.equal("from the new owner", c:recv("*l", T))
       has("cannot send a socket that was closed or sent",
          err_of(smarm.send, smarm.self(), s))
+      -- refused sends take nothing: the socket stays usable
+      has("cannot send the same socket twice", err_of(smarm.send, smarm.self(), { c, c }))
+      has("cannot send a function", err_of(smarm.send, smarm.self(), { c, print }))
+      assert.is_true(c:setoption("nodelay", true))
       c:close()
+      has("cannot send a socket that was closed", err_of(smarm.send, smarm.self(), c))
       srv:close()
    end)
 
