@@ -834,7 +834,8 @@ static int l_listen(lua_State *L)
 {
     struct sockaddr_storage sa;
     socklen_t len = check_addr(L, 1, "net.listen", &sa);
-    int backlog = (int)luaL_optinteger(L, 3, 511);
+    lua_Number b = luaL_optnumber(L, 3, 511);
+    int backlog = b < 0 ? 0 : b > 65535 ? 65535 : (int)b; /* the kernel caps it at somaxconn */
     int reuseport = lua_toboolean(L, 4);
     net_obj *o = new_obj(L, IO_LISTEN);
     int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
