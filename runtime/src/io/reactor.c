@@ -15,8 +15,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-
 #include "base/critical.h"
+
 #define STOP_TOKEN 0
 #define EVENTS_PER_WAIT 256
 
