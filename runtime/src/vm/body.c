@@ -40,8 +40,10 @@ int body_raise_exit(lua_State *L, int idx)
         wire_buf b;
         wire_buf_init(&b);
         char err[200];
-        if (codec_encode(L, idx, &b, "reason", err, sizeof err) != 0)
+        if (codec_encode(L, idx, &b, "reason", err, sizeof err) != 0) {
+            wire_buf_free(&b);
             return luaL_error(L, "smarm.exit: %s", err);
+        }
         if (wire_has_refs(b.data, b.len)) {
             wire_release(b.data, b.len);
             wire_buf_free(&b);
