@@ -26,14 +26,16 @@ enum {
 typedef struct smarm_runtime smarm_runtime;
 
 typedef struct smarm_config {
-    int schedulers;      /* scheduler threads; 0 = online CPUs */
-    uint32_t max_actors; /* slab size; 0 = 1,048,576 */
-    size_t stack_size;   /* default actor C stack; 0 = 64 KiB */
-    size_t stack_guard;  /* PROT_NONE guard below each stack; 0 = 64 KiB */
-    double timeslice_ms; /* longest run of one actor while others wait; 0 = 2 ms */
-    size_t max_heap;     /* default cap on an actor's Lua heap in bytes; 0 = none */
-    int handle_signals;  /* 1: the runtime handles signals while it runs (see below) */
-    const char *app_dir; /* put first on every actor's package.path; NULL = none */
+    int schedulers;       /* scheduler threads; 0 = online CPUs */
+    uint32_t max_actors;  /* slab size; 0 = 1,048,576 */
+    size_t stack_size;    /* default actor C stack; 0 = 64 KiB */
+    size_t stack_guard;   /* PROT_NONE guard below each stack; 0 = 64 KiB */
+    double timeslice_ms;  /* longest run of one actor while others wait; 0 = 2 ms */
+    size_t max_heap;      /* default cap on an actor's Lua heap in bytes; 0 = none */
+    int handle_signals;   /* 1: the runtime handles signals while it runs (see below) */
+    const char *app_dir;  /* put first on every actor's package.path; NULL = none */
+    int blocking_threads; /* threads for smarm.blocking, started on demand; 0 = the larger of
+                             8 and twice the schedulers */
 } smarm_config;
 
 /* Signals. Whatever the configuration, a run installs (once per process) a

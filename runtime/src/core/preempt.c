@@ -76,7 +76,9 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     }
     actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
     uint64_t tag = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    if (!a || !a->vm.L || a->vm.closing || a->run.stopping || si->si_code != SI_QUEUE ||
+    /* a smarm.blocking thread runs its actor's call to the end: nothing preempts there */
+    if (s->kind == SCHED_POOL || !a || !a->vm.L || a->vm.closing || a->run.stopping ||
+        si->si_code != SI_QUEUE ||
         (tag && tag != atomic_load_explicit(&s->switches, memory_order_relaxed))) {
         errno = saved_errno;
         return;
@@ -124,6 +126,8 @@ void preempt_signal(sched *s)
 
 void preempt_safe_point(actor *a)
 {
+    if (a->run.blocking)
+        return;
     if (!a->run.preempt_pending && !atomic_load_explicit(&a->run.stop, memory_order_relaxed))
         return;
     a->run.preempt_pending = 0;

@@ -16,6 +16,7 @@
 
 struct sched;
 struct luavm_shared;
+struct blocking_pool;
 
 /* How the core reaches the actors' code, which lives in the layers above it: the runtime
  * installs these (runtime.c), as libuv's users install callbacks. */
@@ -49,9 +50,10 @@ struct smarm_runtime {
     heap heap;             /* actor states\' memory */
     struct sched *scheds;
     int nsched;
-    _Atomic int64_t live; /* actors spawned and not yet finalized */
-    pthread_t watchdog;   /* preempt.c */
-    pthread_t sig_thread; /* signal.c: SIGINT/SIGTERM waiter */
+    struct blocking_pool *blocking; /* blocking.c: threads for smarm.blocking */
+    _Atomic int64_t live;           /* actors spawned and not yet finalized */
+    pthread_t watchdog;             /* preempt.c */
+    pthread_t sig_thread;           /* signal.c: SIGINT/SIGTERM waiter */
     _Atomic int sig_stop, sig_caught;
     _Atomic int wd_stop, wd_sleeping;
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */

@@ -12,6 +12,7 @@
 
 #include "base/context.h"
 #include "base/futex.h"
+#include "core/blocking.h"
 #include "core/exit.h"
 #include "core/pg.h"
 #include "core/registry.h"
@@ -258,7 +259,9 @@ static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
 {
     sched *s = sched_current();
-    if (s && s->rt == rt && atomic_load_explicit(&s->cur, memory_order_relaxed)) {
+    /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
+    if (s && s->rt == rt && s->kind == SCHED_LOOP &&
+        atomic_load_explicit(&s->cur, memory_order_relaxed)) {
         uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
         if (!prev)
             return;
@@ -455,6 +458,9 @@ void sched_leave(actor *a, enum actor_leave how)
 
 void sched_yield_actor(actor *a)
 {
+    /* on a pool thread (smarm.blocking) nobody waits for this thread */
+    if (a->run.blocking)
+        return;
     a->stats.yields++;
     sched_leave(a, LEAVE_YIELD);
 }
@@ -621,6 +627,11 @@ static void run_actor(sched *s, uint32_t idx)
             a->run.stk = NULL;
             finalize(s, a);
             return;
+        case LEAVE_BLOCKING:
+            /* off to a pool thread, holding its stack; the slot stays RUNNING, so wakes
+             * only mark it NOTIFIED, and the pool thread queues it again when it is done */
+            blocking_submit(rt, a);
+            return;
         }
     }
 }
@@ -716,10 +727,8 @@ static int spin_for_work(sched *s, uint32_t *idx)
     return found;
 }
 
-static void *sched_main(void *arg)
+void sched_thread_begin(sched *s)
 {
-    sched *s = arg;
-    smarm_runtime *rt = s->rt;
     tls_sched = s;
     s->altstack = signal_diag_thread_init();
 #if defined(SMARM_TSAN)
@@ -732,6 +741,39 @@ static void *sched_main(void *arg)
         pthread_attr_destroy(&attr);
     }
 #endif
+}
+
+void sched_thread_end(sched *s)
+{
+    if (s->spare) {
+        stack_put(s->rt->stacks, s->spare);
+        s->spare = NULL;
+    }
+    signal_diag_thread_fini(s->altstack);
+    heap_cache_flush(&s->rt->heap, &s->heap_cache);
+    tls_sched = NULL;
+}
+
+enum actor_leave sched_run_held(sched *s, actor *a)
+{
+    a->run.heap_cache = &s->heap_cache;
+    atomic_store_explicit(&s->cur, a, memory_order_relaxed);
+    switch_in(s, a);
+    atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+    return a->run.leave;
+}
+
+void sched_requeue_held(smarm_runtime *rt, actor *a)
+{
+    slot_requeue(slot_at(&rt->slots, pid_index(a->pid)), pid_gen(a->pid));
+    enqueue(rt, pid_index(a->pid));
+}
+
+static void *sched_main(void *arg)
+{
+    sched *s = arg;
+    smarm_runtime *rt = s->rt;
+    sched_thread_begin(s);
     uint32_t idx;
     for (;;) {
         fire_due_timers(rt);
@@ -765,6 +807,11 @@ static void *sched_main(void *arg)
              * and look again shortly in case something caught the stop */
             sched_sweep(rt, STOP_SWEEP);
             deadline = park_now_ns() + 1000000;
+            /* what is left sits inside smarm.blocking calls that do not return */
+            if (blocking_abandon(rt, park_now_ns())) {
+                park_set_idle_cancel(&rt->parks, s->id);
+                break;
+            }
         }
         int keeper = 0, none = -1;
         if (timers_earliest(&rt->tm) != UINT64_MAX &&
@@ -786,13 +833,7 @@ static void *sched_main(void *arg)
             atomic_store(&rt->timekeeper, -1);
     }
     park_set_wake_all(&rt->parks);
-    if (s->spare) {
-        stack_put(rt->stacks, s->spare);
-        s->spare = NULL;
-    }
-    signal_diag_thread_fini(s->altstack);
-    heap_cache_flush(&rt->heap, &s->heap_cache);
-    tls_sched = NULL;
+    sched_thread_end(s);
     /* the last touch of the runtime: sched_run may return once it sees this */
     atomic_fetch_or(&rt->sched_exited, 1ull << s->id);
     sched_note_exit(rt);
@@ -841,8 +882,11 @@ int sched_run(smarm_runtime *rt)
         return SMARM_ENOMEM;
     }
     rt->scheds = calloc((size_t)n, sizeof(sched));
-    if (!rt->scheds)
+    if (!rt->scheds || blocking_pool_init(rt) != 0) {
+        free(rt->scheds);
+        rt->scheds = NULL;
         return SMARM_ENOMEM;
+    }
     atomic_store(&rt->timekeeper, -1);
     /* a short slice (run_actor) is a sixteenth of a timeslice, no shorter than the watchdog
      * can time */
@@ -883,6 +927,7 @@ int sched_run(smarm_runtime *rt)
         preempt_stop(rt);
     if (sigs)
         signal_shutdown_stop(rt, &saved);
+    rt->abandoned += blocking_pool_stop(rt);
     if (rt->abandoned)
         return 0; /* the threads left inside C calls still use their scheds */
     for (int i = 0; i < n; i++)

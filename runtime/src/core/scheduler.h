@@ -10,9 +10,14 @@
 #include "base/heap.h"
 #include "core/runtime.h"
 
+/* What a thread with a sched runs: the scheduler loop, or actors inside smarm.blocking
+ * (core/blocking.c), which never takes actors from the queues or holds a runnext. */
+enum sched_kind { SCHED_LOOP = 0, SCHED_POOL };
+
 typedef struct sched {
     smarm_runtime *rt;
     int id;
+    int kind; /* enum sched_kind */
     pthread_t thread;
     void *sp;                    /* the scheduler's own context while an actor runs */
     _Atomic(actor *) cur;        /* the actor running on this thread, if any */
@@ -100,5 +105,16 @@ actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of ran
 /* Stops every live actor with how: STOP_SWEEP at the root's exit (reason "shutdown"), STOP_KILL
  * for a second SIGINT/SIGTERM. */
 void sched_sweep(smarm_runtime *rt, int how);
+
+/* ---- for the threads of core/blocking.c, which run actors outside the scheduler loop ---- */
+
+/* Makes s the calling thread's sched (sched_current) and readies its signal stack and
+ * sanitizer state; sched_thread_end undoes it and gives back its cached memory. */
+void sched_thread_begin(sched *s);
+void sched_thread_end(sched *s);
+/* Runs a (holding its stack, slot RUNNING) on s until it leaves again; returns how. */
+enum actor_leave sched_run_held(sched *s, actor *a);
+/* a, back from a pool thread, is runnable again: RUNNING/NOTIFIED -> QUEUED, woken queue. */
+void sched_requeue_held(smarm_runtime *rt, actor *a);
 
 #endif
