@@ -315,7 +315,7 @@ static RACY_READS _Noreturn void exit_now(smarm_runtime *rt, actor *stuck)
 static void hard_stop_check(smarm_runtime *rt, uint64_t at)
 {
     uint64_t now = park_now_ns();
-    for (int i = 0; i < rt->nsched; i++) {
+    for (int i = 0; i < sched_total(rt); i++) {
         actor *a = sched_stuck_actor(&rt->scheds[i], now, at, STUCK_NS);
         if (a)
             exit_now(rt, a);
@@ -343,6 +343,7 @@ static void stop_signal(smarm_runtime *rt, int sig, int *stops, uint64_t *hard_a
 static void *signal_waiter(void *arg)
 {
     smarm_runtime *rt = arg;
+    pthread_setname_np(pthread_self(), "smarm-signals");
     sigset_t set;
     waited_set(&set);
     int stops = 0;
