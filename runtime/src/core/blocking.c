@@ -146,17 +146,6 @@ void blocking_submit(smarm_runtime *rt, actor *a)
     pthread_mutex_unlock(&p->lock);
 }
 
-int blocking_pool_busy(smarm_runtime *rt)
-{
-    blocking_pool *p = rt->blocking;
-    if (!p)
-        return 0;
-    pthread_mutex_lock(&p->lock);
-    int n = p->inside;
-    pthread_mutex_unlock(&p->lock);
-    return n;
-}
-
 int blocking_abandon(smarm_runtime *rt, uint64_t now)
 {
     blocking_pool *p = rt->blocking;

@@ -14,8 +14,6 @@ int blocking_pool_init(struct smarm_runtime *rt);
 /* After every scheduler has left: ends and joins the pool's threads and frees the pool.
  * Returns how many were left inside a call (detached; then nothing is freed). */
 int blocking_pool_stop(struct smarm_runtime *rt);
-/* Actors inside smarm.blocking right now. */
-int blocking_pool_busy(struct smarm_runtime *rt);
 /* From an idle scheduler after the root ended (now: CLOCK_MONOTONIC ns): 1 once every live
  * actor has stayed inside smarm.blocking for a grace after the sweep stopped them (a call
  * that does not return): the run then ends without them, as with a scheduler stuck in C. */
