@@ -41,6 +41,31 @@ cpu_ms=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%d", (u + s) * 1000 }')
 # the call's half second and 2 s idle after it: a spare that stayed awake would poll
 [ "$cpu_ms" -lt 200 ] || fail "-S 1 os.execute then idle: ${cpu_ms} ms of CPU"
 
+# two actors in plain os.execute calls at once, a spare each; the root still ticks
+cat >"$TMP/two.lua" <<'LUA'
+local s = require "smarm"
+for _ = 1, 2 do
+   s.spawn(function(root)
+      local smarm = require "smarm"
+      smarm.send(root, "started")
+      os.execute("sleep 0.5")
+      smarm.send(root, "done")
+   end, s.self())
+end
+assert(s.recv(5) == "started" and s.recv(5) == "started")
+local ticks, done = 0, 0
+repeat
+   s.sleep(0.01)
+   ticks = ticks + 1
+   if s.recv(0) == "done" then done = done + 1 end
+until done == 2 or ticks > 1000
+print("ticks " .. ticks)
+LUA
+run -S 1 "$TMP/two.lua"
+expect_status 0 "-S 1, two os.execute calls: status"
+ticks=$(sed -n 's/^ticks //p' <<<"$out")
+[ "${ticks:-0}" -ge 5 ] || fail "-S 1, two os.execute calls: the root ticked ${ticks:-0} times"
+
 # a blocking read: the reader holds the only scheduler until a line comes; meanwhile the
 # root ticks, then writes the line itself (through the fifo the reader reads)
 cat >"$TMP/read.lua" <<'LUA'

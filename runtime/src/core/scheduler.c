@@ -780,6 +780,8 @@ void sched_requeue_held(smarm_runtime *rt, actor *a)
 
 /* ---- spares: Go's hand-off of a processor whose thread sits in a system call ---- */
 
+/* spares at least, whatever the schedulers (within PARK_MAX) */
+#define SPARES_MIN 4
 /* while a spare stands in, it looks this often whether the stuck scheduler moved on */
 #define SPARE_RECHECK_NS 1000000
 
@@ -1001,8 +1003,11 @@ static int join_schedulers(smarm_runtime *rt, uint64_t all)
 int sched_run(smarm_runtime *rt)
 {
     int n = rt->nsched;
-    /* as many spares as schedulers, within the idle mask's 64 bits */
-    rt->nspare = n < PARK_MAX - n ? n : PARK_MAX - n;
+    /* as many spares as schedulers, and at least SPARES_MIN (a few actors of a -S 1 run may
+     * sit in C calls at once), within the idle mask's 64 bits */
+    rt->nspare = n > SPARES_MIN ? n : SPARES_MIN;
+    if (rt->nspare > PARK_MAX - n)
+        rt->nspare = PARK_MAX - n;
     int total = sched_total(rt);
     /* one stack per scheduler kept apart, to end actors that cannot have their own */
     if (stack_pool_reserve(rt->stacks, (unsigned)total) != 0) {
