@@ -151,6 +151,17 @@ describe("smarm.blocking", function()
       assert.are.equal("from inside", smarm.terminal_reason(pid))
    end)
 
+   it("ends an actor whose heap outgrows max_heap inside fn with reason memory", function()
+      local _, mon = smarm.spawn_opt({ max_heap = 4 * 1024 * 1024, monitor = true }, function()
+         local s = require "smarm"
+         s.blocking(function()
+            local t = {}
+            for i = 1, 1e7 do t[i] = { i } end
+         end)
+      end)
+      assert.are.equal("memory", assert(mon:recv(10)).reason)
+   end)
+
    it("finishes more calls at once than the pool has threads", function()
       local n = 40
       for i = 1, n do
