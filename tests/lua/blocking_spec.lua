@@ -157,6 +157,7 @@ describe("smarm.blocking", function()
          s.blocking(function()
             local t = {}
             for i = 1, 1e7 do t[i] = { i } end
+            return #t
          end)
       end)
       assert.are.equal("memory", assert(mon:recv(10)).reason)
