@@ -95,6 +95,7 @@ describe("smarm.blocking", function()
          s.send(parent, { after = true }) -- never: the kill ends it as fn returns
       end, smarm.self())
       inbox.expect("inside")
+      assert.are.equal("blocking", smarm.info(pid).state)
       smarm.kill(pid)
       -- fn still runs to its end (its side effect is seen), then the actor dies
       inbox.expect("finished")

@@ -229,14 +229,14 @@ static void waited_set(sigset_t *set)
     sigaddset(set, SIGUSR1);
 }
 
-static const char *state_name(enum slot_state st)
+static const char *state_name(enum slot_state st, const actor *a)
 {
     switch (st) {
     case SLOT_QUEUED:
         return "queued";
     case SLOT_RUNNING:
     case SLOT_NOTIFIED:
-        return "running";
+        return a->run.blocking ? "blocking" : "running";
     case SLOT_PARKED:
         return "parked";
     default:
@@ -264,7 +264,7 @@ static RACY_READS void snapshot(smarm_runtime *rt)
         actor *a = &rt->actors[i];
         registry_name_of(rt, a, name, sizeof name);
         n = snprintf(line, sizeof line, "smarm:   <0.%u.%u> %s mailbox=%u memory=%zu%s%s%s\n",
-                     pid_index(pid), pid_gen(pid), state_name(st),
+                     pid_index(pid), pid_gen(pid), state_name(st, a),
                      atomic_load_explicit(&a->inbox.depth, memory_order_relaxed), a->vm.mem,
                      name[0] ? " name=" : "", name, pid == rt->root_pid ? " root" : "");
         if (n > (int)sizeof line - 1) {
