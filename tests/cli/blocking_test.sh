@@ -8,16 +8,19 @@ set -euo pipefail
 RUN_TIMEOUT=30
 
 # the root ticks 10 ms sleeps while another actor sits in a 0.5 s os.execute; made in
-# place, the call would hold the only scheduler and the root would tick once or not at all
+# place, the call would hold the only scheduler (until a spare stood in for it)
 cat >"$TMP/tick.lua" <<'LUA'
 local s = require "smarm"
-s.spawn(function(root)
+local child = s.spawn(function(root)
    local smarm = require "smarm"
    smarm.send(root, "started")
    local ok = smarm.blocking(os.execute, "sleep 0.5")
    smarm.send(root, ok and "done" or "failed")
 end, s.self())
 assert(s.recv(5) == "started")
+s.sleep(0.05)
+-- on a pool thread, not stuck in a scheduler (which a spare would then stand in for)
+print("state " .. tostring((s.info(child) or {}).state))
 local ticks = 0
 while true do
    local m = s.recv(0)
@@ -33,6 +36,7 @@ LUA
 run -S 1 "$TMP/tick.lua"
 expect_status 0 "-S 1 tick: status"
 expect_out "call done" "-S 1 tick: the blocking call returned"
+expect_out "state blocking" "-S 1 tick: the caller's state during the call"
 ticks=$(sed -n 's/^ticks //p' <<<"$out")
 [ "${ticks:-0}" -ge 10 ] || fail "-S 1 tick: the root ticked ${ticks:-0} times during the call"
 echo "ticks during a 0.5 s smarm.blocking(os.execute) with -S 1: $ticks"

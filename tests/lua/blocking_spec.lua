@@ -11,18 +11,22 @@ describe("smarm.blocking", function()
       -- more blocked calls than this machine has schedulers: made in place, they would
       -- hold every scheduler and the ticking below would stop for their whole length
       local n = 8
-      for _ = 1, n do
-         smarm.spawn(function(parent)
+      local pids = {}
+      for i = 1, n do
+         pids[i] = smarm.spawn(function(parent)
             local s = require "smarm"
             local ok = s.blocking(os.execute, "sleep 0.4")
             s.send(parent, { done = ok })
          end, smarm.self())
       end
-      local ticks, done = 0, 0
+      local ticks, done, seen_blocking = 0, 0, false
       local t0 = smarm.now()
       while done < n and smarm.now() - t0 < 10 do
          smarm.sleep(0.01)
          ticks = ticks + 1
+         -- each call runs on a pool thread, not in a scheduler a spare would stand in for
+         local info = smarm.info(pids[1])
+         seen_blocking = seen_blocking or (info and info.state == "blocking")
          while true do
             local m = smarm.recv(0)
             if m == nil then break end
@@ -33,6 +37,7 @@ describe("smarm.blocking", function()
          end
       end
       assert.are.equal(n, done)
+      assert.is_true(seen_blocking)
       assert.is_true(ticks >= 10, "the sleeping actor ticked only " .. ticks .. " times")
    end)
 
