@@ -110,4 +110,26 @@ end_command
 expect_status 143 "one SIGTERM with an actor in smarm.blocking: 128+15"
 [ "$elapsed" -le 10 ] || fail "one SIGTERM with an actor in smarm.blocking: took ${elapsed}s"
 
+# the root itself in a read that does not return: the first SIGTERM's stop waits for the
+# call; the second ends the run without it
+cat >"$TMP/root_read.lua" <<'LUA'
+local s = require "smarm"
+print("reading")
+io.stdout:flush()
+s.blocking(io.read)
+LUA
+hold_stdin
+STDIN="$TMP/fifo" run_bg "$TMP/root_read.lua"
+await grep -q reading "$TMP/out" || true
+t0=$(date +%s%N)
+signal_bg TERM
+sleep 0.2
+signal_bg TERM
+wait_bg
+elapsed=$((($(date +%s%N) - t0) / 1000000000))
+release_stdin
+expect_status 143 "two SIGTERMs, the root in smarm.blocking(io.read): 128+15"
+[ "$elapsed" -le 10 ] || fail "two SIGTERMs, the root in smarm.blocking(io.read): took ${elapsed}s"
+expect_err "is still inside smarm.blocking" "two SIGTERMs: stderr names the root"
+
 finish

@@ -335,6 +335,9 @@ static void stop_signal(smarm_runtime *rt, int sig, int *stops, uint64_t *hard_a
         *hard_at = park_now_ns();
         atomic_store(&rt->root_done, 1);
         sched_sweep(rt, STOP_KILL);
+        /* idle schedulers look at the end: what is left may sit in smarm.blocking calls that
+         * a stop only marks, which the run then ends without (blocking_abandon) */
+        park_set_wake_all(&rt->parks);
     } else {
         exit_now(rt, NULL);
     }
