@@ -10,7 +10,8 @@
 typedef struct smarm_actor_info {
     uint64_t pid;
     uint64_t parent;
-    int32_t state;         /* 1 queued, 2 running, 3 running (woken), 4 parked */
+    int32_t state;         /* 1 queued, 2 running, 3 running (woken), 4 parked,
+                              5 inside smarm.blocking */
     uint32_t mailbox;      /* queued messages */
     uint64_t memory;       /* bytes held by its Lua state */
     uint64_t parks;        /* times it waited */

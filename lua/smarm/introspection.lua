@@ -2,7 +2,7 @@
 -- into a state on the first access to a field the C core does not define.
 local M = {}
 
-local STATES = { "queued", "running", "running", "parked" }
+local STATES = { "queued", "running", "running", "parked", "blocking" }
 
 --- Facts about a live actor.
 -- @param pid the actor

@@ -18,6 +18,9 @@ static void usage(FILE *f)
           "  -S N              scheduler threads (default: online CPUs)\n"
           "  -T MS             timeslice in milliseconds (default 2)\n"
           "  --max-actors N    actor slab size (default 1048576)\n"
+          "  --blocking-threads N\n"
+          "                    threads for smarm.blocking calls (default: the larger of\n"
+          "                    8 and twice the schedulers; started as needed)\n"
           "  -e CODE           run CODE as the root actor\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
@@ -81,6 +84,11 @@ int main(int argc, char **argv)
             if (parse_num("--max-actors", i + 1 < argc ? argv[++i] : NULL, 1, 16777216, 1, &v) < 0)
                 return 2;
             cfg.max_actors = (uint32_t)v;
+        } else if (strcmp(a, "--blocking-threads") == 0) {
+            if (parse_num("--blocking-threads", i + 1 < argc ? argv[++i] : NULL, 1, 1024, 1, &v) <
+                0)
+                return 2;
+            cfg.blocking_threads = (int)v;
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);

@@ -26,14 +26,16 @@ enum {
 typedef struct smarm_runtime smarm_runtime;
 
 typedef struct smarm_config {
-    int schedulers;      /* scheduler threads; 0 = online CPUs */
-    uint32_t max_actors; /* slab size; 0 = 1,048,576 */
-    size_t stack_size;   /* default actor C stack; 0 = 64 KiB */
-    size_t stack_guard;  /* PROT_NONE guard below each stack; 0 = 64 KiB */
-    double timeslice_ms; /* longest run of one actor while others wait; 0 = 2 ms */
-    size_t max_heap;     /* default cap on an actor's Lua heap in bytes; 0 = none */
-    int handle_signals;  /* 1: the runtime handles signals while it runs (see below) */
-    const char *app_dir; /* put first on every actor's package.path; NULL = none */
+    int schedulers;       /* scheduler threads; 0 = online CPUs */
+    uint32_t max_actors;  /* slab size; 0 = 1,048,576 */
+    size_t stack_size;    /* default actor C stack; 0 = 64 KiB */
+    size_t stack_guard;   /* PROT_NONE guard below each stack; 0 = 64 KiB */
+    double timeslice_ms;  /* longest run of one actor while others wait; 0 = 2 ms */
+    size_t max_heap;      /* default cap on an actor's Lua heap in bytes; 0 = none */
+    int handle_signals;   /* 1: the runtime handles signals while it runs (see below) */
+    const char *app_dir;  /* put first on every actor's package.path; NULL = none */
+    int blocking_threads; /* threads for smarm.blocking, started on demand; 0 = the larger of
+                             8 and twice the schedulers */
 } smarm_config;
 
 /* Signals. Whatever the configuration, a run installs (once per process) a
@@ -76,9 +78,10 @@ void smarm_runtime_free(smarm_runtime *rt);
  * actor it left is swept. *exit_status gets 0 (root ended normally) or 1
  * (root crashed; the reason and a traceback went to stderr).
  * An actor inside a C call that does not return (a blocking read, os.execute,
- * a long string.find) cannot be swept: about a second after the sweep the run
- * returns without waiting for it (a line on stderr names it), and its
- * scheduler thread is left running, detached. smarm_runtime_abandoned then
+ * a long string.find, such a call in smarm.blocking) cannot be swept: about a
+ * second after the sweep the run returns without waiting for it (a line on
+ * stderr names it), and its scheduler (or blocking pool) thread is left
+ * running, detached. smarm_runtime_abandoned then
  * says so: the runtime can run nothing more, and smarm_runtime_free leaves its
  * memory to that thread (a leak, by design). A host that is about to exit
  * should flush its output and _exit rather than run exit handlers under it. */
@@ -87,7 +90,7 @@ int smarm_run_file(smarm_runtime *rt, const char *path, int argc, char **argv, i
 int smarm_run_string(smarm_runtime *rt, const char *code, int argc, char **argv, int *exit_status);
 /* After a run: the signal that started its shutdown (handle_signals), or 0. */
 int smarm_runtime_signal(const smarm_runtime *rt);
-/* After a run: how many scheduler threads it left running inside C calls (see
+/* After a run: how many threads it left running inside C calls (see
  * smarm_run_file), or 0. Nonzero: smarm_run_* returns SMARM_EINVAL from then on,
  * and smarm_runtime_free frees nothing. */
 int smarm_runtime_abandoned(const smarm_runtime *rt);

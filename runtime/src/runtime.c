@@ -21,6 +21,7 @@
 #include "vm/luavm.h"
 
 #define DEFAULT_MAX_ACTORS (1u << 20)
+#define BLOCKING_THREADS_MAX 1024
 
 /* ---- the hooks: how the lower layers reach what is built above them ---- */
 
@@ -89,6 +90,10 @@ static void config_resolve(smarm_config *c)
         c->stack_guard = STACK_DEFAULT_GUARD;
     if (c->timeslice_ms <= 0)
         c->timeslice_ms = 2;
+    if (c->blocking_threads <= 0)
+        c->blocking_threads = c->schedulers * 2 > 8 ? c->schedulers * 2 : 8;
+    if (c->blocking_threads > BLOCKING_THREADS_MAX)
+        c->blocking_threads = BLOCKING_THREADS_MAX;
 }
 
 int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)

@@ -597,6 +597,65 @@ static void exit_churn_keeps_every_monitor_notified(void **state)
     assert_int_equal(run2(code), 0);
 }
 
+/* smarm.blocking from many actors at once, on one scheduler and a pool of two threads set
+ * through smarm_config: every call comes back with its results (and its error) to the right
+ * actor, sends from inside arrive, and actors killed while they move between the scheduler
+ * and the pool end with reason killed. */
+static void blocking_calls_move_actors_to_the_pool_and_back(void **state)
+{
+    (void)state;
+    const char *code = "local s = require 'smarm'\n"
+                       "local N, K = 24, 60\n"
+                       "for _ = 1, N do\n"
+                       "   s.spawn(function(parent, k)\n"
+                       "      local s = require 'smarm'\n"
+                       "      local sum = 0\n"
+                       "      for j = 1, k do\n"
+                       "         local a, b = s.blocking(function(x)\n"
+                       "            sum = sum + x\n"
+                       "            s.send(s.self(), x)\n"
+                       "            return x, x * 2\n"
+                       "         end, j)\n"
+                       "         assert(a == j and b == 2 * j)\n"
+                       "         assert(s.recv(10) == j)\n"
+                       "         if j % 10 == 0 then\n"
+                       "            local ok, e = pcall(s.blocking, error, 'e' .. j)\n"
+                       "            assert(not ok and e == 'e' .. j)\n"
+                       "         end\n"
+                       "      end\n"
+                       "      s.send(parent, sum)\n"
+                       "   end, s.self(), K)\n"
+                       "end\n"
+                       "local mons, pids = {}, {}\n"
+                       "for i = 1, 6 do\n"
+                       "   pids[i], mons[i] = s.spawn_monitor(function()\n"
+                       "      local s = require 'smarm'\n"
+                       "      while true do\n"
+                       "         s.blocking(function()\n"
+                       "            local t = os.clock() + 0.0005\n"
+                       "            while os.clock() < t do end\n"
+                       "         end)\n"
+                       "      end\n"
+                       "   end)\n"
+                       "end\n"
+                       "for _ = 1, N do assert(s.recv(60) == K * (K + 1) / 2) end\n"
+                       "for i = 1, #pids do\n"
+                       "   s.kill(pids[i])\n"
+                       "   assert(assert(mons[i]:recv(10)).reason == 'killed')\n"
+                       "end\n";
+    smarm_config cfg;
+    smarm_config_init(&cfg);
+    cfg.schedulers = 1;
+    cfg.blocking_threads = 2;
+    smarm_runtime *rt = NULL;
+    assert_int_equal(smarm_runtime_new(&cfg, &rt), 0);
+    int status = -1;
+    assert_int_equal(smarm_run_string(rt, code, 0, NULL, &status), 0);
+    assert_int_equal(status, 0);
+    assert_int_equal(smarm_runtime_abandoned(rt), 0);
+    smarm_runtime_free(rt);
+}
+
 int main(void)
 {
     alarm(240);
@@ -617,6 +676,7 @@ int main(void)
         cmocka_unit_test(root_exit_sweeps_actors_parked_in_recv_forever),
         cmocka_unit_test(root_exit_sweeps_stack_parked_and_sleeping_actors),
         cmocka_unit_test(two_runtimes_run_one_after_the_other),
+        cmocka_unit_test(blocking_calls_move_actors_to_the_pool_and_back),
         cmocka_unit_test(try_spawn_at_capacity_returns_nil_at_capacity),
         cmocka_unit_test(recv_inside_gsub_callback_parks_on_the_stack),
         cmocka_unit_test(recv_inside_coroutine_wrap_parks_off_the_main_coroutine),

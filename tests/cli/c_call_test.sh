@@ -6,9 +6,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-# arg[1] = "after": the reader starts reading once the root has ended (with -S 1
-# a reader that started first would hold the only scheduler, and the root would
-# never end); else the root ends a moment after the reader started reading
+# arg[1] = "after": the reader starts reading once the root has ended, so the
+# only scheduler of -S 1 is the one stuck (no spare stands in: nothing waits);
+# else the root ends a moment after the reader started reading
 cat >"$TMP/read.lua" <<'LUA'
 local s = require "smarm"
 local after = arg[1] == "after"

@@ -21,6 +21,8 @@ enum actor_leave {
     LEAVE_PARK_CO,    /* parked by yielding its Lua coroutine; holds no stack */
     LEAVE_DONE,       /* finished; its state is closed */
     LEAVE_YIELD_CO,   /* still runnable, left by yielding its coroutine (preempted); no stack */
+    LEAVE_BLOCKING,   /* smarm.blocking: moves to a pool thread (or back); holds its stack,
+                         its slot stays RUNNING (core/blocking.c) */
 };
 
 /* Why an actor is stopped from outside; it never runs Lua code again. */
@@ -61,6 +63,8 @@ typedef struct actor_run {
     volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
     int spawned;                  /* it spawned an actor during its current slice */
+    int blocking;                 /* runs on a pool thread, inside smarm.blocking */
+    struct actor *blocking_next;  /* link in the blocking pool's queue */
     int overflowed; /* its C stack overflowed: it is abandoned, its state never touched again */
     struct actor *pin_next;        /* link in its scheduler's pinned list */
     struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
@@ -158,6 +162,8 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
     r->pinned = 0;
     r->spawned = 0;
     r->overflowed = 0;
+    r->blocking = 0;
+    r->blocking_next = NULL;
     r->pin_next = NULL;
     r->heap_cache = NULL;
 }

@@ -76,7 +76,9 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     }
     actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
     uint64_t tag = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    if (!a || !a->vm.L || a->vm.closing || a->run.stopping || si->si_code != SI_QUEUE ||
+    /* a smarm.blocking thread runs its actor's call to the end: nothing preempts there */
+    if (s->kind == SCHED_POOL || !a || !a->vm.L || a->vm.closing || a->run.stopping ||
+        si->si_code != SI_QUEUE ||
         (tag && tag != atomic_load_explicit(&s->switches, memory_order_relaxed))) {
         errno = saved_errno;
         return;
@@ -124,6 +126,8 @@ void preempt_signal(sched *s)
 
 void preempt_safe_point(actor *a)
 {
+    if (a->run.blocking)
+        return;
     if (!a->run.preempt_pending && !atomic_load_explicit(&a->run.stop, memory_order_relaxed))
         return;
     a->run.preempt_pending = 0;
@@ -156,7 +160,7 @@ static void install_handler(void)
 static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
 {
     uint64_t mask = 0;
-    for (int i = 0; i < rt->nsched; i++) {
+    for (int i = 0; i < sched_total(rt); i++) {
         actor *a = sched_stuck_actor(&rt->scheds[i], now, 0, ABANDON_GRACE_NS);
         if (!a)
             continue;
@@ -177,6 +181,10 @@ static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
     sched_note_exit(rt);
 }
 
+/* how long a scheduler may stay in one actor's C call while work waits before a spare
+ * scheduler thread takes the work over (sched_cover_stuck) */
+#define HANDOFF_NS 10000000ull
+
 /* Finer ticks end a slice closer to its length, and re-signal sooner an actor
  * the last signal found in C code (tier 3 above); each costs the watchdog one
  * wake-up while some scheduler is busy. */
@@ -185,10 +193,13 @@ static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
 static void *watchdog_main(void *arg)
 {
     smarm_runtime *rt = arg;
+    pthread_setname_np(pthread_self(), "smarm-watchdog");
     uint64_t tick = (uint64_t)(rt->cfg.timeslice_ms * 1e6 / TICKS_PER_SLICE);
     if (tick < 50000)
         tick = 50000;
-    int n = rt->nsched;
+    int n = sched_total(rt);
+    /* the schedulers proper: spares are idle whenever they do not stand in for one */
+    uint64_t main_mask = rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
     uint64_t seen[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
     uint64_t root_done_at = 0, swept_at = 0;
@@ -197,13 +208,14 @@ static void *watchdog_main(void *arg)
     uint64_t sleep_ns = tick;
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
-        if (__builtin_popcountll(idle) >= n) {
-            /* everyone sleeps: so does the watchdog, until a scheduler wakes
-             * (preempt_busy). seq_cst pairs with its fence there */
+        if ((idle & main_mask) == main_mask) {
+            /* every scheduler sleeps: so does the watchdog, until one wakes (preempt_busy).
+             * seq_cst pairs with its fence there. A spare that stands in sleeps only while
+             * the scheduler it covers is busy, so the watchdog is awake then */
             atomic_store(&rt->wd_sleeping, 1);
             atomic_thread_fence(memory_order_seq_cst);
             idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
-            if (__builtin_popcountll(idle) >= n && !atomic_load(&rt->wd_stop)) {
+            if ((idle & main_mask) == main_mask && !atomic_load(&rt->wd_stop)) {
                 struct timespec ts = {1, 0};
                 futex_wait(&rt->wd_sleeping, 1, &ts);
             }
@@ -255,6 +267,17 @@ static void *watchdog_main(void *arg)
                 age[i] = 0;
                 atomic_store_explicit(&s->quiet_since, now, memory_order_relaxed);
                 continue;
+            }
+            /* one actor for HANDOFF_NS although signalled after its slice: the scheduler sits
+             * in a C call (a blocking read, os.execute, a long FFI call) that the signal cannot
+             * interrupt. If work waits, a spare thread runs it meanwhile (Go's sysmon hands
+             * off a processor whose thread is in a system call the same way) */
+            if (now - atomic_load_explicit(&s->quiet_since, memory_order_relaxed) >= HANDOFF_NS &&
+                !atomic_load_explicit(&rt->stuck, memory_order_relaxed)) {
+                if (waiting < 0)
+                    waiting = sched_work_waiting(rt, now);
+                if (waiting)
+                    sched_cover_stuck(rt, i, sw);
             }
             if (++age[i] < TICKS_PER_SLICE)
                 continue;

@@ -17,6 +17,7 @@
 struct sched;
 struct luavm_shared;
 struct reactor;
+struct blocking_pool;
 
 /* How the core reaches the actors' code, which lives in the layers above it: the runtime
  * installs these (runtime.c), as libuv's users install callbacks. */
@@ -48,11 +49,15 @@ struct smarm_runtime {
     actor_hooks hooks;
     uint64_t probation_ns; /* the length of a short slice (scheduler.c) */
     heap heap;             /* actor states\' memory */
-    struct sched *scheds;
+    struct sched *scheds;  /* nsched schedulers, then nspare spares (scheduler.c) */
     int nsched;
-    _Atomic int64_t live; /* actors spawned and not yet finalized */
-    pthread_t watchdog;   /* preempt.c */
-    pthread_t sig_thread; /* signal.c: SIGINT/SIGTERM waiter */
+    int nspare; /* stand in for a scheduler stuck inside a C call (sched_cover_stuck) */
+    _Atomic int spares_stop;
+    _Atomic uint64_t spares_started; /* ids of the spares whose thread runs */
+    struct blocking_pool *blocking;  /* blocking.c: threads for smarm.blocking */
+    _Atomic int64_t live;            /* actors spawned and not yet finalized */
+    pthread_t watchdog;              /* preempt.c */
+    pthread_t sig_thread;            /* signal.c: SIGINT/SIGTERM waiter */
     _Atomic int sig_stop, sig_caught;
     _Atomic int wd_stop, wd_sleeping;
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */

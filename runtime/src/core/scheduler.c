@@ -13,6 +13,7 @@
 #include "base/critical.h"
 #include "base/context.h"
 #include "base/futex.h"
+#include "core/blocking.h"
 #include "core/exit.h"
 #include "core/pg.h"
 #include "core/registry.h"
@@ -229,7 +230,7 @@ int sched_work_waiting(smarm_runtime *rt, uint64_t now)
 {
     if (queued(rt) > 0 || timers_earliest(&rt->tm) <= now)
         return 1;
-    for (int i = 0; i < rt->nsched; i++) {
+    for (int i = 0; i < sched_total(rt); i++) {
         sched *s = &rt->scheds[i];
         if (atomic_load_explicit(&s->runnext, memory_order_relaxed) ||
             atomic_load_explicit(&s->npinned, memory_order_relaxed))
@@ -262,7 +263,9 @@ static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
 {
     sched *s = sched_current();
-    if (s && s->rt == rt && atomic_load_explicit(&s->cur, memory_order_relaxed)) {
+    /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
+    if (s && s->rt == rt && s->kind == SCHED_LOOP &&
+        atomic_load_explicit(&s->cur, memory_order_relaxed)) {
         uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
         if (!prev)
             return;
@@ -442,7 +445,7 @@ void sched_stop(smarm_runtime *rt, uint64_t pid, int how)
                                             memory_order_acquire);
     sched_wake(rt, pid);
     /* running: make it leave its scheduler now, whatever code it runs */
-    for (int i = 0; i < rt->nsched && rt->scheds; i++) {
+    for (int i = 0; rt->scheds && i < sched_total(rt); i++) {
         sched *s = &rt->scheds[i];
         if (atomic_load_explicit(&s->cur, memory_order_acquire) == a)
             preempt_signal(s);
@@ -471,6 +474,9 @@ void sched_abandon_overflowed(actor *a)
 
 void sched_yield_actor(actor *a)
 {
+    /* on a pool thread (smarm.blocking) nobody waits for this thread */
+    if (a->run.blocking)
+        return;
     a->stats.yields++;
     sched_leave(a, LEAVE_YIELD);
 }
@@ -637,6 +643,11 @@ static void run_actor(sched *s, uint32_t idx)
             a->run.stk = NULL;
             finalize(s, a);
             return;
+        case LEAVE_BLOCKING:
+            /* off to a pool thread, holding its stack; the slot stays RUNNING, so wakes
+             * only mark it NOTIFIED, and the pool thread queues it again when it is done */
+            blocking_submit(rt, a);
+            return;
         }
     }
 }
@@ -714,7 +725,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
         cpu_relax();
     }
     if (!found) {
-        for (int i = 0; i < rt->nsched && !found; i++) {
+        for (int i = 0; i < sched_total(rt) && !found; i++) {
             sched *o = &rt->scheds[i];
             if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed))
                 continue;
@@ -732,11 +743,18 @@ static int spin_for_work(sched *s, uint32_t *idx)
     return found;
 }
 
-static void *sched_main(void *arg)
+void sched_thread_begin(sched *s)
 {
-    sched *s = arg;
-    smarm_runtime *rt = s->rt;
     tls_sched = s;
+    /* named for top -H, gdb and /proc: which threads sit in calls, which stand in */
+    char name[16];
+    if (s->kind == SCHED_POOL)
+        snprintf(name, sizeof name, "smarm-blk%u", (uint16_t)(-1 - s->id));
+    else if (s->id >= s->rt->nsched)
+        snprintf(name, sizeof name, "smarm-spare%u", (uint8_t)(s->id - s->rt->nsched));
+    else
+        snprintf(name, sizeof name, "smarm-sched%u", (uint8_t)s->id);
+    pthread_setname_np(pthread_self(), name);
     s->altstack = signal_diag_thread_init();
 #if defined(SMARM_TSAN)
     s->fiber = __tsan_get_current_fiber();
@@ -748,8 +766,76 @@ static void *sched_main(void *arg)
         pthread_attr_destroy(&attr);
     }
 #endif
+}
+
+void sched_thread_end(sched *s)
+{
+    if (s->spare) {
+        stack_put(s->rt->stacks, s->spare);
+        s->spare = NULL;
+    }
+    signal_diag_thread_fini(s->altstack);
+    heap_cache_flush(&s->rt->heap, &s->heap_cache);
+    tls_sched = NULL;
+}
+
+enum actor_leave sched_run_held(sched *s, actor *a)
+{
+    a->run.heap_cache = &s->heap_cache;
+    atomic_store_explicit(&s->cur, a, memory_order_relaxed);
+    switch_in(s, a);
+    atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+    return a->run.leave;
+}
+
+void sched_requeue_held(smarm_runtime *rt, actor *a)
+{
+    slot_requeue(slot_at(&rt->slots, pid_index(a->pid)), pid_gen(a->pid));
+    enqueue(rt, pid_index(a->pid));
+}
+
+/* ---- spares: Go's hand-off of a processor whose thread sits in a system call ---- */
+
+/* spares at least, whatever the schedulers (within PARK_MAX) */
+#define SPARES_MIN 4
+/* while a spare stands in, it looks this often whether the stuck scheduler moved on */
+#define SPARE_RECHECK_NS 1000000
+
+/* Whether the spare s may stop standing in: the scheduler it covers has switched since it was
+ * found stuck, or left its actor (so it is back in its loop), and no actor is pinned to s's
+ * thread (those resume on it only). */
+static int spare_done(sched *s)
+{
+    if (s->pinned)
+        return 0;
+    sched *c = &s->rt->scheds[s->cover];
+    return !atomic_load_explicit(&c->cur, memory_order_relaxed) ||
+           atomic_load_explicit(&c->switches, memory_order_relaxed) != s->cover_switches;
+}
+
+/* The spare stops standing in: what it holds goes back to the shared queues, and work or a
+ * timer it may have been woken for wakes someone else (a wake that picked it is not lost). */
+static void spare_retire(sched *s)
+{
+    smarm_runtime *rt = s->rt;
+    fire_due_timers(rt);
+    sched_release_runnext(s);
+    if (queued(rt) > 0)
+        wake_for_work(rt);
+    if (timers_earliest(&rt->tm) != UINT64_MAX)
+        sched_nudge_timekeeper(rt);
+    atomic_store_explicit(&s->spare_state, SPARE_IDLE, memory_order_release);
+}
+
+/* The scheduler loop. Returns 1 when the run is over, 0 when a spare may retire. */
+static int sched_loop(sched *s)
+{
+    smarm_runtime *rt = s->rt;
+    int spare = s->id >= rt->nsched;
     uint32_t idx;
     for (;;) {
+        if (spare && spare_done(s))
+            return 0;
         fire_due_timers(rt);
         if (next_runnable(s, &idx)) {
             run_actor(s, idx);
@@ -759,7 +845,7 @@ static void *sched_main(void *arg)
          * sweep (preempt.c) and the run ends without it */
         if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0 ||
             atomic_load_explicit(&rt->stuck, memory_order_acquire))
-            break;
+            return 1;
         if (spin_for_work(s, &idx)) {
             run_actor(s, idx);
             continue;
@@ -773,7 +859,7 @@ static void *sched_main(void *arg)
         }
         if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0) {
             park_set_idle_cancel(&rt->parks, s->id);
-            break;
+            return 1;
         }
         uint64_t deadline = 0;
         if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
@@ -781,6 +867,17 @@ static void *sched_main(void *arg)
              * and look again shortly in case something caught the stop */
             sched_sweep(rt, STOP_SWEEP);
             deadline = park_now_ns() + 1000000;
+            /* what is left sits inside smarm.blocking calls that do not return */
+            if (blocking_abandon(rt, park_now_ns())) {
+                park_set_idle_cancel(&rt->parks, s->id);
+                return 1;
+            }
+        }
+        /* an idle spare wakes to see whether it may retire */
+        if (spare) {
+            uint64_t recheck = park_now_ns() + SPARE_RECHECK_NS;
+            if (!deadline || recheck < deadline)
+                deadline = recheck;
         }
         int keeper = 0, none = -1;
         if (timers_earliest(&rt->tm) != UINT64_MAX &&
@@ -801,18 +898,88 @@ static void *sched_main(void *arg)
         if (keeper)
             atomic_store(&rt->timekeeper, -1);
     }
+}
+
+/* A thread leaves its loop: the last touch of the runtime, sched_run may return once it sees
+ * the exited bit. */
+static void sched_thread_exit(sched *s)
+{
+    smarm_runtime *rt = s->rt;
     park_set_wake_all(&rt->parks);
-    if (s->spare) {
-        stack_put(rt->stacks, s->spare);
-        s->spare = NULL;
-    }
-    signal_diag_thread_fini(s->altstack);
-    heap_cache_flush(&rt->heap, &s->heap_cache);
-    tls_sched = NULL;
-    /* the last touch of the runtime: sched_run may return once it sees this */
+    sched_thread_end(s);
     atomic_fetch_or(&rt->sched_exited, 1ull << s->id);
     sched_note_exit(rt);
+}
+
+static void *sched_main(void *arg)
+{
+    sched *s = arg;
+    sched_thread_begin(s);
+    sched_loop(s);
+    sched_thread_exit(s);
     return NULL;
+}
+
+/* A spare's thread: it sleeps until the watchdog activates it, runs the loop while the
+ * scheduler it covers is stuck, and sleeps again, outside the idle mask (no wake-one picks a
+ * retired spare, and the watchdog does not count it). */
+static void *spare_main(void *arg)
+{
+    sched *s = arg;
+    smarm_runtime *rt = s->rt;
+    sched_thread_begin(s);
+    for (;;) {
+        uint32_t st;
+        while ((st = atomic_load_explicit(&s->spare_state, memory_order_acquire)) != SPARE_ACTIVE &&
+               !atomic_load_explicit(&rt->spares_stop, memory_order_acquire))
+            futex_wait(&s->spare_state, st, NULL);
+        if (st != SPARE_ACTIVE || sched_loop(s))
+            break;
+        spare_retire(s);
+    }
+    sched_thread_exit(s);
+    return NULL;
+}
+
+static int start_thread(sched *s, void *(*fn)(void *))
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    int rc = pthread_create(&s->thread, &attr, fn, s);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? 0 : -1;
+}
+
+int sched_cover_stuck(smarm_runtime *rt, int i, uint64_t sw)
+{
+    sched *pick = NULL;
+    for (int j = rt->nsched; j < sched_total(rt); j++) {
+        sched *s = &rt->scheds[j];
+        uint32_t st = atomic_load_explicit(&s->spare_state, memory_order_acquire);
+        if (st == SPARE_ACTIVE && s->cover == i)
+            return 0; /* covered; whether it retired since, it looks again at its next turn */
+        if (st != SPARE_ACTIVE && (!pick || (pick->spare_state == SPARE_OFF && st == SPARE_IDLE)))
+            pick = s;
+    }
+    if (!pick)
+        return 0;
+    /* only the watchdog activates spares, and a spare only retires itself: the fields are
+     * the watchdog's while the spare is not active, published by the store below */
+    pick->cover = i;
+    pick->cover_switches = sw;
+    sched_release_runnext(&rt->scheds[i]);
+    uint32_t was = atomic_exchange_explicit(&pick->spare_state, SPARE_ACTIVE, memory_order_acq_rel);
+    if (was == SPARE_OFF) {
+        if (start_thread(pick, spare_main) != 0) {
+            atomic_store(&pick->spare_state, SPARE_OFF);
+            return -1;
+        }
+        atomic_fetch_or(&rt->spares_started, 1ull << pick->id);
+    } else {
+        futex_wake(&pick->spare_state, 1);
+    }
+    return 1;
 }
 
 void sched_note_exit(smarm_runtime *rt)
@@ -821,12 +988,11 @@ void sched_note_exit(smarm_runtime *rt)
     futex_wake(&rt->exit_seq, INT_MAX);
 }
 
-/* Waits until every scheduler thread has left its loop, or is stuck inside a C
- * call after the root-exit sweep; joins the former and detaches the latter.
+/* Waits until every thread of `all` (a mask of sched ids) has left its loop, or is stuck
+ * inside a C call after the root-exit sweep; joins the former and detaches the latter.
  * Returns how many were left running. */
-static int join_schedulers(smarm_runtime *rt, int started)
+static int join_schedulers(smarm_runtime *rt, uint64_t all)
 {
-    uint64_t all = started >= 64 ? ~0ull : (1ull << started) - 1;
     for (;;) {
         /* the sequence before the masks: a change after this load makes the wait return */
         uint32_t seq = atomic_load(&rt->exit_seq);
@@ -837,7 +1003,9 @@ static int join_schedulers(smarm_runtime *rt, int started)
     }
     uint64_t exited = atomic_load(&rt->sched_exited);
     int left = 0;
-    for (int i = 0; i < started; i++) {
+    for (int i = 0; i < PARK_MAX; i++) {
+        if (!(all & (1ull << i)))
+            continue;
         if (exited & (1ull << i)) {
             pthread_join(rt->scheds[i].thread, NULL);
         } else {
@@ -851,14 +1019,23 @@ static int join_schedulers(smarm_runtime *rt, int started)
 int sched_run(smarm_runtime *rt)
 {
     int n = rt->nsched;
+    /* as many spares as schedulers, and at least SPARES_MIN (a few actors of a -S 1 run may
+     * sit in C calls at once), within the idle mask's 64 bits */
+    rt->nspare = n > SPARES_MIN ? n : SPARES_MIN;
+    if (rt->nspare > PARK_MAX - n)
+        rt->nspare = PARK_MAX - n;
+    int total = sched_total(rt);
     /* one stack per scheduler kept apart, to end actors that cannot have their own */
-    if (stack_pool_reserve(rt->stacks, (unsigned)n) != 0) {
+    if (stack_pool_reserve(rt->stacks, (unsigned)total) != 0) {
         fprintf(stderr, "smarm: cannot map the reserve C stacks: %s\n", strerror(errno));
         return SMARM_ENOMEM;
     }
-    rt->scheds = calloc((size_t)n, sizeof(sched));
-    if (!rt->scheds)
+    rt->scheds = calloc((size_t)total, sizeof(sched));
+    if (!rt->scheds || blocking_pool_init(rt) != 0) {
+        free(rt->scheds);
+        rt->scheds = NULL;
         return SMARM_ENOMEM;
+    }
     atomic_store(&rt->timekeeper, -1);
     /* a short slice (run_actor) is a sixteenth of a timeslice, no shorter than the watchdog
      * can time */
@@ -867,7 +1044,15 @@ int sched_run(smarm_runtime *rt)
         rt->probation_ns = PROBATION_MIN_NS;
     atomic_store(&rt->stuck, 0);
     atomic_store(&rt->sched_exited, 0);
-    park_set_init(&rt->parks, n);
+    atomic_store(&rt->spares_started, 0);
+    atomic_store(&rt->spares_stop, 0);
+    park_set_init(&rt->parks, total);
+    for (int i = n; i < total; i++) {
+        sched *s = &rt->scheds[i];
+        s->rt = rt;
+        s->id = i;
+        wire_buf_init(&s->enc);
+    }
     int started = 0, err = 0;
     preempt_install();
     signal_diag_install();
@@ -878,15 +1063,10 @@ int sched_run(smarm_runtime *rt)
         s->rt = rt;
         s->id = i;
         wire_buf_init(&s->enc);
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 1 << 20);
-        if (pthread_create(&s->thread, &attr, sched_main, s) != 0) {
+        if (start_thread(s, sched_main) != 0) {
             err = SMARM_ETHREAD;
-            pthread_attr_destroy(&attr);
             break;
         }
-        pthread_attr_destroy(&attr);
         started++;
     }
     if (err) {
@@ -894,14 +1074,22 @@ int sched_run(smarm_runtime *rt)
         fprintf(stderr, "smarm: could only start %d of %d schedulers\n", started, n);
     }
     int watchdog = started && preempt_start(rt) == 0;
-    rt->abandoned = join_schedulers(rt, started);
+    rt->abandoned = join_schedulers(rt, started >= 64 ? ~0ull : (1ull << started) - 1);
     if (watchdog)
-        preempt_stop(rt);
+        preempt_stop(rt); /* no spare is activated after this */
+    /* the spares: those asleep wake to leave, those in their loop have seen the end */
+    atomic_store(&rt->spares_stop, 1);
+    uint64_t spares = atomic_load(&rt->spares_started);
+    for (int i = n; i < total; i++)
+        if (spares & (1ull << i))
+            futex_wake(&rt->scheds[i].spare_state, 1);
+    rt->abandoned += join_schedulers(rt, spares);
     if (sigs)
         signal_shutdown_stop(rt, &saved);
+    rt->abandoned += blocking_pool_stop(rt);
     if (rt->abandoned)
         return 0; /* the threads left inside C calls still use their scheds */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < total; i++)
         wire_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);
     rt->scheds = NULL;

@@ -10,9 +10,14 @@
 #include "base/heap.h"
 #include "core/runtime.h"
 
+/* What a thread with a sched runs: the scheduler loop, or actors inside smarm.blocking
+ * (core/blocking.c), which never takes actors from the queues or holds a runnext. */
+enum sched_kind { SCHED_LOOP = 0, SCHED_POOL };
+
 typedef struct sched {
     smarm_runtime *rt;
     int id;
+    int kind; /* enum sched_kind */
     pthread_t thread;
     void *sp;                    /* the scheduler's own context while an actor runs */
     _Atomic(actor *) cur;        /* the actor running on this thread, if any */
@@ -36,7 +41,16 @@ typedef struct sched {
     void *fiber;           /* TSan: the scheduler thread's own fiber */
     void *stack_lo;        /* ASan: the scheduler thread's stack */
     size_t stack_size;
+    /* a spare (id >= rt->nsched): runs the loop while `cover` stays stuck in one actor */
+    _Atomic uint32_t spare_state; /* SPARE_OFF (no thread yet), SPARE_IDLE, SPARE_ACTIVE */
+    int cover;                    /* the scheduler it stands in for */
+    uint64_t cover_switches;      /* that one's switch counter when it was found stuck */
 } sched;
+
+enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };
+
+/* Every sched of the loop: the schedulers, then the spares. */
+static inline int sched_total(const smarm_runtime *rt) { return rt->nsched + rt->nspare; }
 
 typedef struct spawn_opts {
     size_t stack_size;    /* 0 = runtime default */
@@ -90,6 +104,11 @@ actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t g
 int sched_work_waiting(smarm_runtime *rt, uint64_t now);
 /* Moves the actor in s's runnext, if any, to the shared queue (s is stuck in a C call). */
 void sched_release_runnext(sched *s);
+/* From the watchdog: rt->scheds[i] has run one actor without a switch (counter sw) for so long
+ * while work waits that it must sit inside a C call. A spare scheduler thread takes over the
+ * shared queues and i's runnext until i switches again (or its actor leaves). 1 if one was
+ * activated, 0 if i is already covered or every spare is busy, -1 if no thread could start. */
+int sched_cover_stuck(smarm_runtime *rt, int i, uint64_t sw);
 /* A scheduler thread left its loop, or was found stuck: wakes sched_run's wait. */
 void sched_note_exit(smarm_runtime *rt);
 /* Switches the running actor out; returns when it is switched back in (never, for DONE/PARK_CO). */
@@ -105,5 +124,16 @@ actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of ran
 /* Stops every live actor with how: STOP_SWEEP at the root's exit (reason "shutdown"), STOP_KILL
  * for a second SIGINT/SIGTERM. */
 void sched_sweep(smarm_runtime *rt, int how);
+
+/* ---- for the threads of core/blocking.c, which run actors outside the scheduler loop ---- */
+
+/* Makes s the calling thread's sched (sched_current) and readies its signal stack and
+ * sanitizer state; sched_thread_end undoes it and gives back its cached memory. */
+void sched_thread_begin(sched *s);
+void sched_thread_end(sched *s);
+/* Runs a (holding its stack, slot RUNNING) on s until it leaves again; returns how. */
+enum actor_leave sched_run_held(sched *s, actor *a);
+/* a, back from a pool thread, is runnable again: RUNNING/NOTIFIED -> QUEUED, woken queue. */
+void sched_requeue_held(smarm_runtime *rt, actor *a);
 
 #endif

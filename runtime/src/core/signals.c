@@ -312,14 +312,14 @@ static void waited_set(sigset_t *set)
     sigaddset(set, SIGUSR1);
 }
 
-static const char *state_name(enum slot_state st)
+static const char *state_name(enum slot_state st, const actor *a)
 {
     switch (st) {
     case SLOT_QUEUED:
         return "queued";
     case SLOT_RUNNING:
     case SLOT_NOTIFIED:
-        return "running";
+        return a->run.blocking ? "blocking" : "running";
     case SLOT_PARKED:
         return "parked";
     default:
@@ -347,7 +347,7 @@ static RACY_READS void snapshot(smarm_runtime *rt)
         actor *a = &rt->actors[i];
         registry_name_of(rt, a, name, sizeof name);
         n = snprintf(line, sizeof line, "smarm:   <0.%u.%u> %s mailbox=%u memory=%zu%s%s%s\n",
-                     pid_index(pid), pid_gen(pid), state_name(st),
+                     pid_index(pid), pid_gen(pid), state_name(st, a),
                      atomic_load_explicit(&a->inbox.depth, memory_order_relaxed), a->vm.mem,
                      name[0] ? " name=" : "", name, pid == rt->root_pid ? " root" : "");
         if (n > (int)sizeof line - 1) {
@@ -398,7 +398,7 @@ static RACY_READS _Noreturn void exit_now(smarm_runtime *rt, actor *stuck)
 static void hard_stop_check(smarm_runtime *rt, uint64_t at)
 {
     uint64_t now = park_now_ns();
-    for (int i = 0; i < rt->nsched; i++) {
+    for (int i = 0; i < sched_total(rt); i++) {
         actor *a = sched_stuck_actor(&rt->scheds[i], now, at, STUCK_NS);
         if (a)
             exit_now(rt, a);
@@ -418,6 +418,9 @@ static void stop_signal(smarm_runtime *rt, int sig, int *stops, uint64_t *hard_a
         *hard_at = park_now_ns();
         atomic_store(&rt->root_done, 1);
         sched_sweep(rt, STOP_KILL);
+        /* idle schedulers look at the end: what is left may sit in smarm.blocking calls that
+         * a stop only marks, which the run then ends without (blocking_abandon) */
+        park_set_wake_all(&rt->parks);
     } else {
         exit_now(rt, NULL);
     }
@@ -426,6 +429,7 @@ static void stop_signal(smarm_runtime *rt, int sig, int *stops, uint64_t *hard_a
 static void *signal_waiter(void *arg)
 {
     smarm_runtime *rt = arg;
+    pthread_setname_np(pthread_self(), "smarm-signals");
     sigset_t set;
     waited_set(&set);
     int stops = 0;

@@ -31,7 +31,11 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->pid = pid;
     /* plain reads, each of a word the actor writes while it runs (see RACY_READS) */
     out->parent = a->parent;
-    out->state = st == SLOT_QUEUED ? 1 : st == SLOT_RUNNING ? 2 : st == SLOT_NOTIFIED ? 3 : 4;
+    out->state = st == SLOT_QUEUED     ? 1
+                 : a->run.blocking     ? 5
+                 : st == SLOT_RUNNING  ? 2
+                 : st == SLOT_NOTIFIED ? 3
+                                       : 4;
     out->mailbox = atomic_load_explicit(&a->inbox.depth, memory_order_relaxed);
     out->memory = a->vm.mem;
     out->parks = a->stats.parks;

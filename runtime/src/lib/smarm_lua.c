@@ -1,6 +1,6 @@
 /* The smarm core functions: spawn, try_spawn, spawn_opt, self, send, recv, yield, sleep,
- * now, exit, pid_tostring (the classic C API: every actor uses a few of them, so they cost
- * no FFI declarations per state). lib/init.c puts each in a state's table on first read. */
+ * now, exit, pid_tostring, blocking (the classic C API: every actor uses a few of them, so they
+ * cost no FFI declarations per state). lib/init.c puts each in a state's table on first read. */
 #include "lib/smarm_lua.h"
 
 #include <math.h>
@@ -13,6 +13,7 @@
 
 #include "core/actor.h"
 #include "lib/args.h"
+#include "lib/blocking_lua.h"
 #include "lib/chan_lua.h"
 #include "vm/codec.h"
 #include "vm/body.h"
@@ -357,6 +358,7 @@ const luaL_Reg smarm_lua_funcs[] = {
     {"now", l_now},
     {"exit", l_exit},
     {"pid_tostring", l_pid_tostring},
+    {"blocking", blocking_lua_call},
     {NULL, NULL},
 };
 

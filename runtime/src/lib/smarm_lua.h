@@ -7,7 +7,8 @@
 
 struct spawn_opts;
 
-/* spawn, try_spawn, spawn_opt, self, send, recv, yield, sleep, now, exit, pid_tostring */
+/* spawn, try_spawn, spawn_opt, self, send, recv, yield, sleep, now, exit, pid_tostring,
+ * blocking */
 extern const luaL_Reg smarm_lua_funcs[];
 
 /* smarm.spawn with options (fn at fidx, its arguments above it); returns what the Lua

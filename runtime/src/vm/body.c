@@ -12,6 +12,7 @@
 
 #include "base/sanitize.h"
 #include "core/actor.h"
+#include "core/blocking.h"
 #include "core/exit.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
@@ -297,6 +298,10 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
 {
     if (a->vm.closing)
         return luaL_error(L, "smarm: cannot wait while the actor is ending");
+    /* a pool thread runs one actor's call and has nothing else to switch to: recv, sleep,
+     * select and rx:recv belong outside the blocking function */
+    if (a->run.blocking)
+        return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
     a->stats.parks++;
     if (L == a->vm.co && ljx_can_yield(L)) {
         a->vm.cont = cont;
@@ -386,6 +391,28 @@ static void hook_yield(lua_State *L, lua_Debug *ar)
     a->run.pinned = 1;
     sched_leave(a, LEAVE_YIELD);
 }
+
+/* ---- smarm.blocking: the actor moves to a pool thread for a call (core/blocking.c) ---- */
+
+int body_blocking_enter(actor *a)
+{
+    /* nested: already on a pool thread. Ending: finalizers run where they are. Under a
+     * LuaJIT hook dispatcher, which keeps errno's address across the hook (see hook_yield),
+     * the actor must stay on this OS thread */
+    if (a->run.blocking || a->vm.closing || ljx_in_hook(a->vm.L) || blocking_enter(a) != 0)
+        return 0;
+    /* on the pool thread. A preemption signal that came before the move may have set the
+     * flag and armed the count hook: nothing preempts here (no signal reaches this thread) */
+    a->run.preempt_pending = 0;
+    if (lua_gethook(a->vm.L) == hook_yield)
+        lua_sethook(a->vm.L, NULL, 0, 0);
+    /* a stop that came before the move: the call is not made (this never returns) */
+    if (atomic_load_explicit(&a->run.stop, memory_order_acquire))
+        blocking_leave(a);
+    return 1;
+}
+
+void body_blocking_leave(actor *a) { blocking_leave(a); }
 
 /* A C function called from Lua (a system call, an FFI call or a LuaJIT helper from a trace,
  * a Lua C API function from the interpreter or a stitched trace) mostly runs where neither

@@ -30,6 +30,14 @@ int body_wait(lua_State *L, struct actor *a, int (*cont)(struct actor *, lua_Sta
 /* Runs a parked actor's continuation (protected, on its main state). */
 int body_cont_trampoline(lua_State *L);
 
+/* smarm.blocking: moves the calling actor (its C stack with it) to a pool thread, where it
+ * returns 1; the caller makes its call there and then calls body_blocking_leave, which
+ * returns on a scheduler (or never: a stop that came meanwhile ends the actor there).
+ * Returns 0 where the call must be made in place: already inside smarm.blocking, while the
+ * actor ends, under a LuaJIT hook, or when no pool thread could be started. */
+int body_blocking_enter(struct actor *a);
+void body_blocking_leave(struct actor *a);
+
 /* smarm.exit(value): raises the marker that ends the body with that value as its reason. */
 int body_raise_exit(lua_State *L, int idx);
 
