@@ -20,19 +20,13 @@ local function check_timeout(t, fname)
    end
 end
 
--- getaddrinfo blocks its thread: it runs on a pool thread where smarm.blocking exists
-local function blocking(f, ...)
-   local b = smarm.blocking
-   if b then return b(f, ...) end
-   return f(...)
-end
-
 --- The addresses of name: {"127.0.0.1", "::1", ...} | nil, err. An address literal is
 -- returned as is, without a lookup.
 function M.resolve(name)
    check_host(name, "net.resolve")
    if raw.is_literal(name) then return { name } end
-   return blocking(raw.resolve, name)
+   -- getaddrinfo blocks its thread: it runs on a pool thread, never a scheduler
+   return smarm.blocking(raw.resolve, name)
 end
 
 --- A TCP server on host:port (port 0: a free one; host "*": every IPv4 address, "::":
