@@ -1,0 +1,652 @@
+--- smarm.http: an HTTP/1.1 server with one actor per connection, and a small client.
+--
+--   http.serve(opts) -> server | nil, err        server:port(), server:close(), server.pid
+--   start = { "smarm.http", "run", opts }        the same server as a supervisor child
+--   require(opts.handler).handle(req) -> status, headers, body
+--   http.request(method, url [, headers [, body [, timeout]]]) -> status, headers, body
+--
+-- The acceptor actor owns the listening socket and hands each accepted socket to a new
+-- connection actor as a spawn argument. A connection actor reads requests (keep-alive,
+-- pipelined requests answered in order), calls the handler module in its own state and
+-- writes the responses. Parsing is smarm.http_parse (LPeg).
+local smarm = require "smarm"
+local parse = require "smarm.http_parse"
+
+local concat, sub, lower, format = table.concat, string.sub, string.lower, string.format
+local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
+
+local M = {}
+
+--- run reports its own start to a supervisor (smarm.proc), once it listens.
+M.init_ack = { run = true }
+
+local REASONS = {
+   [100] = "Continue", [101] = "Switching Protocols",
+   [200] = "OK", [201] = "Created", [202] = "Accepted", [204] = "No Content",
+   [206] = "Partial Content",
+   [301] = "Moved Permanently", [302] = "Found", [303] = "See Other", [304] = "Not Modified",
+   [307] = "Temporary Redirect", [308] = "Permanent Redirect",
+   [400] = "Bad Request", [401] = "Unauthorized", [403] = "Forbidden", [404] = "Not Found",
+   [405] = "Method Not Allowed", [408] = "Request Timeout", [409] = "Conflict",
+   [410] = "Gone", [411] = "Length Required", [413] = "Content Too Large",
+   [414] = "URI Too Long", [415] = "Unsupported Media Type", [422] = "Unprocessable Content",
+   [429] = "Too Many Requests", [431] = "Request Header Fields Too Large",
+   [500] = "Internal Server Error", [501] = "Not Implemented", [502] = "Bad Gateway",
+   [503] = "Service Unavailable", [504] = "Gateway Timeout",
+   [505] = "HTTP Version Not Supported",
+}
+M.reasons = REASONS
+
+local DEFAULTS = {
+   host = "127.0.0.1",
+   port = 0,
+   max_connections = 10000,
+   max_header_bytes = 8192,
+   max_body_bytes = 1024 * 1024,
+   idle_timeout = 60,
+   request_timeout = 30,
+}
+
+-- Checks serve/run options; returns a fresh table with the defaults filled in.
+local function check_opts(opts, fname)
+   if type(opts) ~= "table" then
+      error(format("%s: opts must be a table, got %s", fname, type(opts)), 3)
+   end
+   local o = {}
+   for k, v in pairs(DEFAULTS) do o[k] = v end
+   for k, v in pairs(opts) do
+      if DEFAULTS[k] == nil and k ~= "handler" and k ~= "name" then
+         error(format("%s: unknown option %s", fname, tostring(k)), 3)
+      end
+      o[k] = v
+   end
+   if type(o.handler) ~= "string" then
+      error(format("%s: opts.handler must be a module name, got %s", fname, type(o.handler)), 3)
+   end
+   if type(o.host) ~= "string" then
+      error(format("%s: opts.host must be a string, got %s", fname, type(o.host)), 3)
+   end
+   local port = o.port
+   if type(port) ~= "number" or port % 1 ~= 0 or port < 0 or port > 65535 then
+      error(format("%s: opts.port must be an integer from 0 to 65535, got %s", fname,
+         tostring(port)), 3)
+   end
+   for _, k in ipairs({ "max_connections", "max_header_bytes", "max_body_bytes" }) do
+      local v = o[k]
+      if type(v) ~= "number" or v % 1 ~= 0 or v < 1 then
+         error(format("%s: opts.%s must be a positive integer, got %s", fname, k,
+            tostring(v)), 3)
+      end
+   end
+   for _, k in ipairs({ "idle_timeout", "request_timeout" }) do
+      local v = o[k]
+      if type(v) ~= "number" or v ~= v or v <= 0 then
+         error(format("%s: opts.%s must be a positive number of seconds, got %s", fname, k,
+            tostring(v)), 3)
+      end
+   end
+   if o.name ~= nil and type(o.name) ~= "string" then
+      error(format("%s: opts.name must be a string, got %s", fname, type(o.name)), 3)
+   end
+   return o
+end
+
+-- Responses -----------------------------------------------------------------------------
+
+local status_lines = {}
+local function status_line(status)
+   local line = status_lines[status]
+   if not line then
+      line = format("HTTP/1.1 %d %s\r\n", status, REASONS[status] or "Unknown")
+      status_lines[status] = line
+   end
+   return line
+end
+
+local date_at, date_line = -1, nil
+local function date_header()
+   local t = os.time()
+   if t ~= date_at then
+      date_at, date_line = t, os.date("!Date: %a, %d %b %Y %H:%M:%S GMT\r\n", t)
+   end
+   return date_line
+end
+
+local is_token, is_field_value = parse.is_token, parse.is_field_value
+local has_token = parse.has_token
+
+--- Builds one response as a string.
+-- @param status an integer from 100 to 999
+-- @param headers nil or {name = value | {values...}}; values are strings or numbers
+-- @param body a string (or nil: empty)
+-- @param connection nil, or the Connection header to add ("close", "keep-alive") unless
+--   headers have one
+-- @param head true for a HEAD request: no body, but its Content-Length
+-- @return the response, and true when its Connection header says close
+--   | nil, why (the handler returned something that cannot be sent)
+function M.response(status, headers, body, connection, head)
+   if type(status) ~= "number" or status % 1 ~= 0 or status < 100 or status > 999 then
+      return nil, "status must be an integer from 100 to 999, got " .. tostring(status)
+   end
+   if body == nil then
+      body = ""
+   elseif type(body) ~= "string" then
+      return nil, "body must be a string, got " .. type(body)
+   end
+   local out, n = { status_line(status), date_header() }, 2
+   local has_length, closes = false, connection == "close"
+   if headers ~= nil then
+      if type(headers) ~= "table" then
+         return nil, "headers must be a table, got " .. type(headers)
+      end
+      for name, value in pairs(headers) do
+         if type(name) ~= "string" or not is_token(name) then
+            return nil, "bad header name " .. tostring(name)
+         end
+         local lname = lower(name)
+         local values = type(value) == "table" and value or { value }
+         for _, v in ipairs(values) do
+            if type(v) == "number" then v = tostring(v) end
+            if type(v) ~= "string" or not is_field_value(v) then
+               return nil, "bad value for header " .. name
+            end
+            out[n + 1], out[n + 2], out[n + 3], out[n + 4] = name, ": ", v, "\r\n"
+            n = n + 4
+            if lname == "connection" then
+               connection = nil
+               closes = has_token(v, "close")
+            end
+         end
+         if lname == "content-length" then has_length = true end
+      end
+   end
+   -- no body for 1xx, 204 and 304 (RFC 9110 sections 6.4.1, 8.6)
+   local bodiless = status < 200 or status == 204 or status == 304
+   if not has_length and not bodiless then
+      out[n + 1], out[n + 2], out[n + 3] = "Content-Length: ", #body, "\r\n"
+      n = n + 3
+   end
+   if connection then
+      out[n + 1], out[n + 2], out[n + 3] = "Connection: ", connection, "\r\n"
+      n = n + 3
+   end
+   out[n + 1] = "\r\n"
+   if not head and not bodiless then out[n + 2] = body end
+   return concat(out), closes
+end
+
+-- Crash reports -------------------------------------------------------------------------
+
+-- The runtime's crash-report format, for an error the connection caught to answer 500.
+local function report_crash(tb)
+   io.stderr:write("smarm: actor ", smarm.pid_tostring(smarm.self()), " crashed: ", tb, "\n")
+   io.stderr:flush()
+end
+
+local function traceback(err)
+   return debug.traceback(tostring(err), 2)
+end
+
+-- Connections ---------------------------------------------------------------------------
+
+local LINGER_SECONDS, LINGER_BYTES = 1, 1024 * 1024
+
+-- Closes after an error answer: reads (and drops) what the client is still sending for a
+-- moment, so that closing with unread bytes does not reset the connection before the
+-- client read the answer.
+local function linger_close(sock)
+   local deadline, dropped = smarm.now() + LINGER_SECONDS, 0
+   while dropped < LINGER_BYTES do
+      local left = deadline - smarm.now()
+      if left <= 0 then break end
+      local data = sock:recv("*r", left)
+      if not data then break end
+      dropped = dropped + #data
+   end
+   sock:close()
+end
+
+--- Serves one connection until it closes (the body of a connection actor).
+-- @param sock a connected socket (smarm.net)
+-- @param o checked server options
+function M.connection(sock, o)
+   sock:setoption("nodelay", true)
+   local now = smarm.now
+   local buf, pos = "", 1
+   local out, nout = {}, 0
+   local max_head, max_body = o.max_header_bytes, o.max_body_bytes
+   local idle_timeout, request_timeout = o.idle_timeout, o.request_timeout
+
+   local function flush()
+      if nout == 0 then return true end
+      local data = nout == 1 and out[1] or concat(out, "", 1, nout)
+      nout = 0
+      return sock:send(data)
+   end
+
+   -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
+   -- ("timeout") or when the peer went ("closed", ...)
+   local function fill(deadline)
+      if nout > 0 and not flush() then return nil, "closed" end
+      local left = deadline - now()
+      if left <= 0 then return nil, "timeout" end
+      local data, err = sock:recv("*r", left)
+      if not data then return nil, err end
+      if pos > #buf then
+         buf = data
+      else
+         buf = sub(buf, pos) .. data
+      end
+      pos = 1
+      return true
+   end
+
+   -- an error answer, then the connection closes
+   local function fail(status)
+      nout = nout + 1
+      out[nout] = M.response(status, { ["Content-Type"] = "text/plain" },
+         REASONS[status] .. "\n", "close")
+      if flush() then
+         linger_close(sock)
+      else
+         sock:close()
+      end
+   end
+
+   local ok, handler = pcall(require, o.handler)
+   local handle = ok and type(handler) == "table" and handler.handle
+   if type(handle) ~= "function" then
+      report_crash(ok and ("http: module " .. o.handler .. " has no handle function")
+         or tostring(handler))
+      return fail(500)
+   end
+
+   while true do
+      -- between requests the idle timeout runs; from a request's first byte until its
+      -- body is read, the request timeout
+      if pos > #buf then
+         local got = fill(now() + idle_timeout)
+         if not got then return sock:close() end
+      end
+      local deadline = now() + request_timeout
+      local req, x
+      while true do
+         req, x = parse.request_head(buf, pos, max_head)
+         if req or x then break end
+         local got, err = fill(deadline)
+         if not got then
+            if err == "timeout" then return fail(408) end
+            return sock:close()
+         end
+      end
+      if not req then return fail(x) end
+      pos = x
+
+      local body = ""
+      local length = req.length
+      if length then
+         if length > max_body then return fail(413) end
+         local have = #buf - pos + 1
+         if have >= length then
+            body = sub(buf, pos, pos + length - 1)
+            pos = pos + length
+         else
+            local expect = req.headers.expect
+            if expect and lower(expect) == "100-continue" and req.version == 1.1 then
+               nout = nout + 1
+               out[nout] = "HTTP/1.1 100 Continue\r\n\r\n"
+            end
+            if nout > 0 and not flush() then return sock:close() end
+            local left = deadline - now()
+            local rest, err = nil, "timeout"
+            if left > 0 then rest, err = sock:recv(length - have, left) end
+            if not rest then
+               if err == "timeout" then return fail(408) end
+               return sock:close()
+            end
+            body = (have > 0 and sub(buf, pos) or "") .. rest
+            buf, pos = "", 1
+         end
+      elseif req.chunked then
+         local expect = req.headers.expect
+         if expect and lower(expect) == "100-continue" and pos > #buf then
+            nout = nout + 1
+            out[nout] = "HTTP/1.1 100 Continue\r\n\r\n"
+         end
+         local st = parse.chunked_state()
+         while true do
+            local b, y, consumed = parse.chunked(st, buf, pos, max_body)
+            if b then
+               body, pos = b, y
+               break
+            end
+            if y then return fail(y) end
+            pos = consumed
+            local got, err = fill(deadline)
+            if not got then
+               if err == "timeout" then return fail(408) end
+               return sock:close()
+            end
+         end
+      end
+      req.body = body
+
+      local conn = req.headers.connection
+      local keep
+      if req.version == 1.1 then
+         keep = not (conn and has_token(conn, "close"))
+      else
+         keep = conn ~= nil and has_token(conn, "keep-alive")
+      end
+
+      local done, status, headers, rbody = xpcall(handle, traceback, req)
+      local resp, closes
+      if done then
+         local connection = not keep and "close" or (req.version == 1.0 and "keep-alive" or nil)
+         resp, closes = M.response(status, headers, rbody, connection, req.method == "HEAD")
+         if not resp then
+            report_crash(format("http: %s.handle returned a bad response: %s", o.handler,
+               closes))
+         end
+      else
+         report_crash(status)
+      end
+      if not resp then return fail(500) end
+      nout = nout + 1
+      out[nout] = resp
+      if closes then
+         flush()
+         return sock:close()
+      end
+   end
+end
+
+-- Acceptor ------------------------------------------------------------------------------
+
+-- The body of a connection actor (no upvalues: it runs in a fresh state).
+local function connection_main(sock, o)
+   return require("smarm.http").connection(sock, o)
+end
+
+local function reject(sock)
+   sock:send(M.response(503, { ["Content-Type"] = "text/plain" },
+      "Service Unavailable\n", "close"), 1)
+   sock:close()
+end
+
+-- Listens and accepts until shut down. report(ok, port_or_err) tells the starter.
+local function acceptor(o, report)
+   local net = require "smarm.net"
+   if o.name then
+      local ok, err = smarm.register(o.name)
+      if not ok then
+         report(false, "name " .. o.name .. " " .. tostring(err))
+         return nil, err
+      end
+   end
+   local server, err = net.listen(o.host, o.port)
+   if not server then
+      report(false, err)
+      return nil, err
+   end
+   local port = server:port()
+   local group = format("smarm.http %s", smarm.pid_tostring(smarm.self()))
+   local members = smarm.pg.members
+   local live, max = 0, o.max_connections
+   local trap = smarm.trap_exit(true)
+   local arms = { server:acceptable(), trap, smarm.inbox }
+   report(true, port)
+
+   local function stop(reason)
+      server:close()
+      for _, pid in ipairs(members(group)) do smarm.shutdown(pid) end
+      smarm.exit(reason)
+   end
+
+   while true do
+      local i, v = smarm.select(arms)
+      if i == 1 then
+         while true do
+            local sock, aerr = server:accept(0)
+            if not sock then
+               if aerr == "closed" then return stop("closed") end
+               break
+            end
+            -- the count is recounted (dead members leave the group) only at the limit
+            if live >= max then live = #members(group) end
+            if live >= max then
+               reject(sock)
+            else
+               local pid = smarm.try_spawn(connection_main, sock, o)
+               if pid then
+                  smarm.pg.join(group, pid)
+                  live = live + 1
+               else
+                  reject(sock)
+               end
+            end
+         end
+      elseif i == 2 then
+         -- shut down (or the parent ended): stop accepting, close the connections
+         return stop(v.reason)
+      elseif type(v) == "table" and v.http_port then
+         v.http_port:send(port)
+      elseif type(v) == "table" and v.http_stop then
+         return stop("normal")
+      end
+   end
+end
+
+--- A supervisor child: { "smarm.http", "run", opts }. Listens, reports the start,
+-- then serves until shut down. opts.name registers the acceptor (see http.port).
+function M.run(opts)
+   local o = check_opts(opts, "http.run")
+   local proc = require "smarm.proc"
+   return acceptor(o, function(ok, why)
+      if ok then
+         proc.started(true)
+      else
+         proc.started(false, why)
+      end
+   end)
+end
+
+local function acceptor_main(tx, o)
+   return require("smarm.http")._serve_acceptor(tx, o)
+end
+
+function M._serve_acceptor(tx, o)
+   return acceptor(o, function(ok, v)
+      tx:send(ok and { port = v } or { err = v })
+      tx:release()
+   end)
+end
+
+local Server = {}
+Server.__index = Server
+
+--- The port the server listens on.
+function Server:port()
+   return self.port_number
+end
+
+--- Stops the server: no more connections are accepted and the open ones are closed.
+-- Returns once the acceptor has ended (the port is free again).
+function Server:close(timeout)
+   local mon = smarm.monitor(self.pid)
+   smarm.shutdown(self.pid)
+   local down = mon:recv(timeout or 5)
+   return down ~= nil
+end
+
+--- Starts a server in a new actor (not linked to the caller).
+-- @return server | nil, err (the listen failed: address in use, ...)
+function M.serve(opts)
+   local o = check_opts(opts, "http.serve")
+   local tx, rx = smarm.channel()
+   local pid, mon = smarm.spawn_monitor(acceptor_main, tx, o)
+   tx:release()
+   local i, v = smarm.select({ rx, mon }, 30)
+   if i == 1 and type(v) == "table" and v.port then
+      smarm.demonitor(mon)
+      return setmetatable({ pid = pid, port_number = v.port }, Server)
+   end
+   if i == 1 then
+      mon:recv(5)
+      return nil, v and v.err or "closed"
+   elseif i == 2 then
+      return nil, "server ended: " .. tostring(v.reason)
+   end
+   smarm.kill(pid)
+   return nil, "timeout"
+end
+
+--- The port of a running server, by its acceptor's pid or registered name.
+-- @return port | nil, "dead" | "unresolved" | "timeout"
+function M.port(server, timeout)
+   local tx, rx = smarm.channel()
+   local ok, err = smarm.send(server, { http_port = tx })
+   tx:release()
+   if not ok then return nil, err end
+   return rx:recv(timeout or 5)
+end
+
+-- Client --------------------------------------------------------------------------------
+
+--- Sends one request over a fresh connection and reads the response.
+-- @param method "GET", "POST", ...
+-- @param url http://host[:port][/path][?query]
+-- @param headers nil or {name = value}
+-- @param body nil or a string (sent with Content-Length)
+-- @param timeout seconds for the whole exchange (default 30)
+-- @return status, headers (lower-case names), body | nil, err
+function M.request(method, url, headers, body, timeout)
+   if type(method) ~= "string" or not is_token(method) then
+      error("http.request: method must be a token, got " .. tostring(method), 2)
+   end
+   if type(url) ~= "string" then
+      error("http.request: url must be a string, got " .. type(url), 2)
+   end
+   if body ~= nil and type(body) ~= "string" then
+      error("http.request: body must be a string, got " .. type(body), 2)
+   end
+   if headers ~= nil and type(headers) ~= "table" then
+      error("http.request: headers must be a table, got " .. type(headers), 2)
+   end
+   local host, port, target = parse.url(url)
+   if not host then return nil, "bad url: " .. url end
+   local net = require "smarm.net"
+   local deadline = smarm.now() + (timeout or 30)
+   local function left() return math.max(deadline - smarm.now(), 0) end
+
+   local out, n = { method, " ", target, " HTTP/1.1\r\n" }, 4
+   local given = {}
+   for k, v in pairs(headers or {}) do
+      v = tostring(v)
+      if type(k) ~= "string" or not is_token(k) or not is_field_value(v) then
+         error("http.request: bad header " .. tostring(k), 2)
+      end
+      given[lower(k)] = true
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = k, ": ", v, "\r\n"
+      n = n + 4
+   end
+   if not given.host then
+      out[n + 1] = "Host: " .. host .. (port == 80 and "" or ":" .. port) .. "\r\n"
+      n = n + 1
+   end
+   if body and not given["content-length"] then
+      out[n + 1] = "Content-Length: " .. #body .. "\r\n"
+      n = n + 1
+   end
+   if not given.connection then
+      out[n + 1] = "Connection: close\r\n"
+      n = n + 1
+   end
+   out[n + 1] = "\r\n"
+   out[n + 2] = body or ""
+
+   local sock, err = net.connect(host, port, left())
+   if not sock then return nil, err end
+   local ok
+   ok, err = sock:send(concat(out), left())
+   if not ok then
+      sock:close()
+      return nil, err
+   end
+   local buf, pos = "", 1
+   local function more()
+      local data, e = sock:recv("*r", left())
+      if not data then return nil, e end
+      buf = sub(buf, pos) .. data
+      pos = 1
+      return true
+   end
+   local resp, x
+   while true do
+      resp, x = parse.response_head(buf, pos, 65536)
+      if resp then
+         -- an interim 1xx response is skipped
+         if resp.status >= 200 or resp.status == 101 then break end
+         pos = x
+      elseif x then
+         sock:close()
+         return nil, x
+      else
+         local got, e = more()
+         if not got then
+            sock:close()
+            return nil, e
+         end
+      end
+   end
+   pos = x
+   local rbody
+   local status = resp.status
+   if method == "HEAD" or status == 204 or status == 304 or status < 200 then
+      rbody = ""
+   elseif resp.chunked then
+      local st = parse.chunked_state()
+      while true do
+         local b, y, consumed = parse.chunked(st, buf, pos, math.huge)
+         if b then
+            rbody = b
+            break
+         end
+         if y then
+            sock:close()
+            return nil, "bad chunked body"
+         end
+         pos = consumed
+         local got, e = more()
+         if not got then
+            sock:close()
+            return nil, e
+         end
+      end
+   elseif resp.length then
+      local have = #buf - pos + 1
+      if have >= resp.length then
+         rbody = sub(buf, pos, pos + resp.length - 1)
+      else
+         local rest, e = sock:recv(resp.length - have, left())
+         if not rest then
+            sock:close()
+            return nil, e
+         end
+         rbody = sub(buf, pos) .. rest
+      end
+   else
+      -- delimited by the close
+      local rest, e, partial = sock:recv("*a", left())
+      rest = rest or partial
+      if not rest then
+         sock:close()
+         return nil, e
+      end
+      rbody = sub(buf, pos) .. rest
+   end
+   sock:close()
+   return status, resp.headers, rbody
+end
+
+return M
