@@ -205,7 +205,7 @@ end
 -- Responses (the client side) -----------------------------------------------------------
 
 local reason_phrase = (HTAB + SP + VCHAR + obs_text) ^ 0
-local status_line = http_version * SP * C(DIGIT * DIGIT * DIGIT) * SP * C(reason_phrase) * CRLF
+local status_line = http_version * SP * C(R("19") * DIGIT * DIGIT) * SP * C(reason_phrase) * CRLF
 local response_head = status_line * fields * Cp()
 
 --- Parses a response head at buf[pos..] (same answers as request_head; errors are
