@@ -53,7 +53,7 @@ FLAVOURS = {
 }
 
 # runtime/src's folders, lowest layer first: each calls only downward
-LAYERS = ["base", "core", "vm", "lib"]
+LAYERS = ["base", "core", "io", "vm", "lib"]
 
 LIBS = ["-lm", "-ldl", "-lpthread"]
 TEST_LIBS = ["-lcmocka"] + LIBS

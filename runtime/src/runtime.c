@@ -12,8 +12,10 @@
 #include "core/pg.h"
 #include "core/registry.h"
 #include "core/scheduler.h"
+#include "io/reactor.h"
 #include "lib/chan_lua.h"
 #include "lib/init.h"
+#include "lib/net_lua.h"
 #include "vm/body.h"
 #include "vm/codec.h"
 #include "vm/luavm.h"
@@ -22,13 +24,43 @@
 
 /* ---- the hooks: how the lower layers reach what is built above them ---- */
 
+/* a socket reference is never retained: sockets only move */
 static void refs_retain(void *c, int kind) { chan_retain(c, (enum chan_kind)kind); }
-static void refs_release(void *c, int kind) { chan_release(c, (enum chan_kind)kind); }
 
-/* what a channel reference inside an encoded message means (base/wire.c) */
-static const wire_refs_ops refs_ops = {refs_retain, refs_release, chan_lua_take_rx};
-/* how the codec recognises and makes endpoint objects (vm/codec.c) */
-static const codec_endpoints endpoints = {chan_lua_endpoint, chan_lua_push_ref};
+static void refs_release(void *c, int kind)
+{
+    if (kind == WIRE_REF_SOCK)
+        net_lua_release(c); /* a socket in a message freed undelivered is closed */
+    else
+        chan_release(c, (enum chan_kind)kind);
+}
+
+static void *refs_take(void *obj, int kind)
+{
+    return kind == WIRE_REF_SOCK ? net_lua_take(obj) : chan_lua_take_rx(obj);
+}
+
+static int any_endpoint(void *ud, size_t len, void **c)
+{
+    int kind = chan_lua_endpoint(ud, len, c);
+    return kind ? kind : net_lua_endpoint(ud, len, c);
+}
+
+static void push_endpoint(lua_State *L, void *c, int kind)
+{
+    if (kind == WIRE_REF_SOCK)
+        net_lua_push(L, c);
+    else
+        chan_lua_push_ref(L, c, kind);
+}
+
+/* what a channel or socket reference inside an encoded message means (base/wire.c) */
+static const wire_refs_ops refs_ops = {refs_retain, refs_release, refs_take};
+/* how the codec recognises and makes endpoint and socket objects (vm/codec.c) */
+static const codec_endpoints endpoints = {any_endpoint, push_endpoint};
+
+/* the reactor wakes the actor that armed an fd (io/reactor.c) */
+static void reactor_wake(void *rt, uint64_t pid) { sched_wake(rt, pid); }
 
 /* actors are Lua states: the scheduler runs them through the vm layer's body */
 static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt};
@@ -99,17 +131,22 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     rt->hooks = actor_hooks_lua;
     rt->vm = malloc(sizeof *rt->vm);
     err = rt->vm ? luavm_shared_init(rt->vm, rt->cfg.app_dir) : SMARM_ENOMEM;
-    if (err == 0)
+    if (err == 0) {
         rt->vm->push_library = lib_push_smarm;
+        rt->vm->preloads = lib_preloads;
+    }
     if (err == 0)
         err = registry_init(rt);
     if (err == 0)
         err = pg_init(rt);
+    if (err == 0 && !(rt->reactor = reactor_new(reactor_wake, rt)))
+        err = SMARM_ENOMEM;
     if (err != 0)
         goto fail_vm;
     *out = rt;
     return 0;
 fail_vm:
+    reactor_free(rt->reactor);
     pg_free(rt);
     registry_free(rt);
     if (rt->vm)
@@ -136,6 +173,8 @@ void smarm_runtime_free(smarm_runtime *rt)
     /* scheduler threads a run left inside C calls still use all of it */
     if (!rt || rt->abandoned)
         return;
+    /* the reactor stops first: it may wake actors until its thread is joined */
+    reactor_free(rt->reactor);
     exit_free_records(rt);
     pg_free(rt);
     registry_free(rt);

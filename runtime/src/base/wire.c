@@ -13,15 +13,17 @@
  *   0x0a vA vH    a table: A array values (keys 1..A, nil allowed for holes), then H key/value
  *                 pairs (keys never nil or NaN); the decoder preallocates A and H
  *   0x0b p8 / 0x0c p8   a channel tx / rx: the channel's address (only after a refs prefix)
+ *   0x10 p8       a socket: its handle's address (only after a refs prefix)
  *   0x40+N b*N    a string of N < 64 bytes
  *   0x80+I        an integer I in 0..127
  *   anything else is malformed.
  *
- * Argument lists are vN then N values. Channel endpoints carry references: a message holding
- * any starts with a refs prefix, 0x0d (a value) or 0x0e (an argument list) and an 8-byte
- * cookie. Encoding takes one reference per endpoint (an rx moves: the sender's object lets go
- * of it) once the whole message encoded; decoding hands them to the new objects and turns the
- * prefix into 0x0f; wire_release drops those of a message freed undelivered. */
+ * Argument lists are vN then N values. Channel endpoints and sockets carry references: a
+ * message holding any starts with a refs prefix, 0x0d (a value) or 0x0e (an argument list)
+ * and an 8-byte cookie. Encoding takes one reference per endpoint (an rx or a socket moves:
+ * the sender's object lets go of it) once the whole message encoded; decoding hands them to the new
+ * objects and turns the prefix into 0x0f; wire_release drops those of a message freed undelivered.
+ */
 #include "base/wire.h"
 
 #include <stdint.h>
@@ -190,9 +192,10 @@ static unsigned char *walk_value(unsigned char *p, int mode)
         return p;
     }
     case WIRE_TX:
-    case WIRE_RX: {
+    case WIRE_RX:
+    case WIRE_SOCK: {
         const wire_refs_ops *ops = __atomic_load_n(&refs_ops, __ATOMIC_ACQUIRE);
-        int kind = tag == WIRE_TX ? WIRE_REF_TX : WIRE_REF_RX;
+        int kind = tag == WIRE_TX ? WIRE_REF_TX : tag == WIRE_RX ? WIRE_REF_RX : WIRE_REF_SOCK;
         void *ptr;
         memcpy(&ptr, p, 8);
         if (mode == WALK_RELEASE) {
@@ -200,7 +203,7 @@ static unsigned char *walk_value(unsigned char *p, int mode)
         } else if (tag == WIRE_TX) {
             ops->retain(ptr, kind);
         } else {
-            void *c = ops->take_rx(ptr); /* the object's reference moves here */
+            void *c = ops->take(ptr, kind); /* the object's reference moves here */
             memcpy(p, &c, 8);
         }
         return p + 8;

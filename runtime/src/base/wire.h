@@ -30,6 +30,7 @@ enum wire_tag {
     WIRE_REFS_ARGS = 0x0e,
     WIRE_REFS_TAKEN = 0x0f,
     WIRE_REFS_LEN = 9, /* a refs tag and its 8-byte cookie */
+    WIRE_SOCK = 0x10,
     WIRE_SSTR = 0x40,
     WIRE_SSTR_MAX = 63,
     WIRE_FIXINT = 0x80,
@@ -75,17 +76,18 @@ int wire_put_string(wire_buf *b, const char *s, size_t n);
 int wire_put_number(wire_buf *b, double d);
 int wire_put_boolean(wire_buf *b, int v);
 
-/* ---- channel references ----
- * A message that carries channel endpoints starts with a refs prefix (WIRE_REFS for a
+/* ---- channel and socket references ----
+ * A message that carries channel endpoints or sockets starts with a refs prefix (WIRE_REFS for a
  * value, WIRE_REFS_ARGS for an argument list) and a cookie, so arbitrary bytes are never
  * taken for channel addresses. The channels themselves live above this layer: the
  * runtime installs what a reference means (one table per process). */
-enum wire_ref_kind { WIRE_REF_TX = 1, WIRE_REF_RX = 2 };
+enum wire_ref_kind { WIRE_REF_TX = 1, WIRE_REF_RX = 2, WIRE_REF_SOCK = 3 };
 
 typedef struct wire_refs_ops {
     void (*retain)(void *chan, int kind);  /* one more reference of kind */
-    void (*release)(void *chan, int kind); /* one reference of kind less */
-    void *(*take_rx)(void *obj); /* moves an rx object's reference out of it: its channel */
+    void (*release)(void *chan, int kind); /* one reference of kind less (a socket: closed) */
+    /* moves the reference of an rx or socket object out of it: its channel or socket handle */
+    void *(*take)(void *obj, int kind);
 } wire_refs_ops;
 
 void wire_set_refs_ops(const wire_refs_ops *ops);
@@ -94,9 +96,9 @@ void wire_set_refs_ops(const wire_refs_ops *ops);
 int wire_has_refs(const char *data, size_t len);
 /* Whether data starts with a live refs prefix of the given tag. */
 int wire_refs_live(const char *data, size_t len, int tag);
-/* After a successful encoding with endpoints: takes their references (tx retained, rx moved
- * out of their objects), then puts the refs prefix `tag` in front of out[at..]; the values
- * start at `values`, up to out->len. 0, or -1 (out of memory: nothing taken). */
+/* After a successful encoding with endpoints: takes their references (tx retained, rx and
+ * sockets moved out of their objects), then puts the refs prefix `tag` in front of out[at..]; the
+ * values start at `values`, up to out->len. 0, or -1 (out of memory: nothing taken). */
 int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag);
 /* Marks a refs prefix as taken over by a decoder (a later wire_release leaves it alone). */
 void wire_refs_taken(char *data);

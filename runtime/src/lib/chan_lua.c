@@ -10,6 +10,7 @@
 #include "core/actor.h"
 #include "vm/codec.h"
 #include "lib/args.h"
+#include "lib/net_lua.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
@@ -315,17 +316,19 @@ static int l_channel(lua_State *L)
 
 /* ---- select ---- */
 
-enum arm_kind { ARM_BAD, ARM_INBOX, ARM_RX, ARM_TX, ARM_GONE };
+enum arm_kind { ARM_BAD, ARM_INBOX, ARM_RX, ARM_TX, ARM_GONE, ARM_FD, ARM_FD_GONE };
 
-/* What the arm at idx is; *c for an rx. New arm kinds (monitors, fds) slot in here and in
+/* What the arm at idx is; *c for an rx. New arm kinds (monitors) slot in here and in
  * try_arm. */
 static int arm_kind(lua_State *L, int idx, chan **c)
 {
     if (lua_touserdata(L, idx) == (void *)&inbox_key)
         return ARM_INBOX;
     chan_ep *ep = to_ep(L, idx);
-    if (!ep)
-        return ARM_BAD;
+    if (!ep) {
+        int fd = net_lua_is_arm(L, idx);
+        return fd == 1 ? ARM_FD : fd == 2 ? ARM_FD_GONE : ARM_BAD;
+    }
     if (ep->kind == CHAN_TX)
         return ARM_TX;
     *c = ep->c;
@@ -339,6 +342,9 @@ static int try_arm(actor *a, lua_State *L, int kind, chan *c)
         return try_inbox(a, L);
     case ARM_RX:
         return try_rx(L, c, "smarm.select");
+    case ARM_FD:
+        /* ready: pushes the socket; else the reactor will wake this actor */
+        return net_lua_try_arm(L, -1, a);
     default:
         return -1;
     }
@@ -380,9 +386,12 @@ static int select_cont(actor *a, lua_State *L)
 
 /**
  * smarm.select(arms, [timeout]) -> i, value | i, nil, "closed" | nil, "timeout"
- * Waits until one of arms is ready and takes from it: arms is an array of channel rx and
- * smarm.inbox (the calling actor's own inbox). The first ready arm in array order wins; a
- * closed rx is ready (and stays so: drop it from arms once seen). timeout 0 polls.
+ * Waits until one of arms is ready and takes from it: arms is an array of channel rx,
+ * smarm.inbox (the calling actor's own inbox) and socket arms (sock:readable(),
+ * server:acceptable(), u:readable(), whose value is the socket: select takes nothing from
+ * it, the caller then reads or accepts). The first ready arm in array order wins; a closed
+ * rx is ready (and stays so: drop it from arms once seen), and so is a closed socket or one
+ * with an error or the end of its stream to read. timeout 0 polls.
  */
 static int l_select(lua_State *L)
 {
@@ -401,13 +410,15 @@ static int l_select(lua_State *L)
         switch (arm_kind(L, -1, &c)) {
         case ARM_BAD:
             return luaL_error(L,
-                              "smarm.select: arm %d is a %s (a channel rx or smarm.inbox "
-                              "expected)",
+                              "smarm.select: arm %d is a %s (a channel rx, smarm.inbox or "
+                              "a socket arm expected)",
                               i, luaL_typename(L, -1));
         case ARM_TX:
             return luaL_error(L, "smarm.select: arm %d is a channel tx (select takes rx)", i);
         case ARM_GONE:
             return luaL_error(L, "smarm.select: arm %d is an rx sent to another actor", i);
+        case ARM_FD_GONE:
+            return luaL_error(L, "smarm.select: arm %d is of a socket sent to another actor", i);
         }
         lua_pop(L, 1);
     }

@@ -14,6 +14,7 @@
 #include "base/sanitize.h"
 #include "lib/chan_lua.h"
 #include "lib/exit_lua.h"
+#include "lib/net_lua.h"
 #include "lib/smarm_lua.h"
 #include "lib/timer_lua.h"
 
@@ -131,6 +132,12 @@ static int smarm_index(lua_State *L)
     lua_rawget(L, 1);
     return 1;
 }
+
+static const luaL_Reg preloads[] = {
+    {"smarm.net.raw", net_lua_open},
+    {NULL, NULL},
+};
+const luaL_Reg *const lib_preloads = preloads;
 
 void lib_push_smarm(lua_State *L)
 {

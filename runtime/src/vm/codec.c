@@ -3,8 +3,9 @@
  * counts in a table header are checked against the bytes left (each value needs at least one
  * byte), minus those the enclosing tables still need, so preallocation never exceeds the
  * message size. The encoder writes H in one reserved byte after iterating and moves the
- * table's bytes only if H >= 128. Channel endpoints are userdata of the library above: the
- * runtime installs how to recognise one and how to push a new one (codec_set_endpoints). */
+ * table's bytes only if H >= 128. Channel endpoints and sockets are userdata of the library
+ * above: the runtime installs how to recognise one and how to push a new one
+ * (codec_set_endpoints). */
 #include "vm/codec.h"
 
 #include <math.h>
@@ -17,7 +18,7 @@
 #include "vm/ljx.h"
 
 #define PATH_MAX_LEN 160 /* error paths longer than this keep the root and the innermost part */
-#define MAX_RX 16        /* channel receivers one message may carry */
+#define MAX_RX 16        /* channel receivers and sockets one message may carry */
 
 static const codec_endpoints *endpoints;
 
@@ -246,19 +247,28 @@ static int enc_value(enc *e, const ljx_val *v, int depth, const visit *up)
         if (!kind)
             return enc_fail(e, "cannot send a userdata");
         void *p = c;
-        if (kind == WIRE_REF_RX) {
+        if (kind == WIRE_REF_RX || kind == WIRE_REF_SOCK) {
+            /* these move: one object, once, into one message */
             ends *en = e->ends;
+            int sock = kind == WIRE_REF_SOCK;
             if (!c)
-                return enc_fail(e, "cannot send a channel rx that was sent to another actor");
+                return enc_fail(e, sock ? "cannot send a socket that was closed or sent to "
+                                          "another actor"
+                                        : "cannot send a channel rx that was sent to another "
+                                          "actor");
             for (int i = 0; i < en->nrx; i++)
                 if (en->rx[i] == v->ud)
-                    return enc_fail(e, "cannot send the same channel rx twice");
+                    return enc_fail(e, sock ? "cannot send the same socket twice"
+                                            : "cannot send the same channel rx twice");
             if (en->nrx == MAX_RX)
-                return enc_fail(e, "cannot send more than 16 channel rx in one message");
+                return enc_fail(e, "cannot send more than 16 channel rx and sockets in one "
+                                   "message");
             en->rx[en->nrx++] = v->ud;
             p = v->ud; /* the object: the commit moves its reference into the message */
         }
-        b->data[b->len++] = kind == WIRE_REF_TX ? WIRE_TX : WIRE_RX;
+        b->data[b->len++] = kind == WIRE_REF_TX   ? WIRE_TX
+                            : kind == WIRE_REF_RX ? WIRE_RX
+                                                  : WIRE_SOCK;
         memcpy(b->data + b->len, &p, 8);
         b->len += 8;
         e->ends->n++;
@@ -551,7 +561,8 @@ static int dec_value(dec *d, int depth)
     case WIRE_TABLE:
         return dec_table(d, depth);
     case WIRE_TX:
-    case WIRE_RX: {
+    case WIRE_RX:
+    case WIRE_SOCK: {
         void *c;
         if (!d->trusted)
             break;
@@ -559,7 +570,10 @@ static int dec_value(dec *d, int depth)
             return -1;
         memcpy(&c, q, 8);
         /* the message's reference moves to the new object */
-        eps()->push(L, c, tag == WIRE_TX ? WIRE_REF_TX : WIRE_REF_RX);
+        eps()->push(L, c,
+                    tag == WIRE_TX   ? WIRE_REF_TX
+                    : tag == WIRE_RX ? WIRE_REF_RX
+                                     : WIRE_REF_SOCK);
         return 0;
     }
     default:

@@ -11,8 +11,9 @@
 /* Channel endpoints are userdata the library above makes; the runtime installs how the codec
  * recognises one and how it pushes a new one (one table per process). */
 typedef struct codec_endpoints {
-    /* If the userdata payload ud (len bytes) is an endpoint: its kind (WIRE_REF_TX/RX) and
-     * its channel in *chan (NULL for an rx that was sent away). 0 for any other userdata. */
+    /* If the userdata payload ud (len bytes) is an endpoint: its kind (WIRE_REF_TX/RX/SOCK)
+     * and its channel or socket handle in *chan (NULL for an rx or a socket that was sent
+     * away, or a closed socket). 0 for any other userdata. */
     int (*endpoint)(void *ud, size_t len, void **chan);
     /* Pushes a new endpoint object of L that takes over one reference to chan; may raise a
      * memory error. */
@@ -24,10 +25,10 @@ void codec_set_endpoints(const codec_endpoints *ep);
 /* Append the encoding of the value at idx to out. Returns 0, or -1 with out unchanged and a
  * message in err naming where the unsendable value sits, rooted at `root` (e.g. "msg":
  * "cannot send a function (at msg.handler)"). Sendable: nil, booleans, numbers, strings,
- * int64_t/uint64_t cdata, channel endpoints, tables of those (metatables dropped, shared
+ * int64_t/uint64_t cdata, channel endpoints, sockets, tables of those (metatables dropped, shared
  * subtables copied). Reads raw (no metamethods), never touches the Lua stack and never raises
- * a Lua error. Encoding takes a reference per endpoint, moving an rx out of the sender's
- * object, which then refuses to be used. */
+ * a Lua error. Encoding takes a reference per endpoint, moving an rx or a socket out of the
+ * sender's object, which then refuses to be used. */
 int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *err, size_t errlen);
 
 /* Decode one value from data[0..len) and push it. Returns 0, or -1 with the stack as it was

@@ -194,6 +194,10 @@ static void open_package(lua_State *L)
     lua_setfield(L, -2, "smarm");
     lua_pushcfunction(L, luaopen_ffi);
     lua_setfield(L, -2, LUA_FFILIBNAME);
+    for (const luaL_Reg *r = vm->preloads; r && r->name; r++) {
+        lua_pushcfunction(L, r->func);
+        lua_setfield(L, -2, r->name);
+    }
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
         if (!lib->open)
             continue;

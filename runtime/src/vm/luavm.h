@@ -33,6 +33,9 @@ typedef struct luavm_shared {
     luavm_retired *retired;
     char *package_path;                 /* app_dir's entries, prepended to LUA_PATH */
     void (*push_library)(lua_State *L); /* pushes the state's smarm table (require "smarm") */
+    /* modules of the library above that are C functions (package.preload entries, e.g. the
+     * primitives under smarm.net); {NULL, NULL}-terminated, or NULL */
+    const struct luaL_Reg *preloads;
 } luavm_shared;
 
 int luavm_shared_init(luavm_shared *vm, const char *app_dir);

@@ -1,0 +1,52 @@
+/* A socket handle: the fd and what travels with it when a socket moves between actors (its
+ * kind, its epoll membership and the bytes read ahead but not taken yet). Handles live in
+ * malloc'd memory, outside any actor's heap, so a message can carry one by address; the Lua
+ * object of the owning actor points to it. Also the syscall-level helpers the Lua face uses:
+ * reading ahead, addresses, error names. No Lua here. */
+#ifndef SMARM_IO_SOCK_H
+#define SMARM_IO_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum io_sock_kind { IO_TCP = 1, IO_LISTEN = 2, IO_UDP = 3 };
+
+typedef struct io_sock {
+    int fd;
+    int kind;
+    int added; /* in the reactor's epoll set (reactor_arm keeps it) */
+    int eof;   /* the peer's end of the stream was read */
+    /* read-ahead: bytes [roff, rlen) of rbuf are read and not taken yet; freed when empty,
+     * so an idle connection holds no buffer */
+    char *rbuf;
+    size_t roff, rlen, rcap;
+    size_t woff; /* bytes of the send under way already written */
+} io_sock;
+
+/* A handle taking over fd; NULL when out of memory (fd is left open). */
+io_sock *io_sock_new(int fd, int kind);
+/* Closes the fd and frees the handle and its buffer. */
+void io_sock_free(io_sock *s);
+
+/* Bytes read ahead and not taken. */
+static inline size_t io_sock_buffered(const io_sock *s) { return s->rlen - s->roff; }
+/* Reads once into the buffer, at least want bytes of room (at least 16 KiB): >0 bytes read,
+ * 0 at the end of the stream (s->eof set), -errno (-EAGAIN: nothing now; -ENOMEM). */
+long io_sock_fill(io_sock *s, size_t want);
+/* Marks n buffered bytes taken (the buffer is freed once empty). */
+void io_sock_consume(io_sock *s, size_t n);
+
+/* Whether fd is ready now for events (REACTOR_READ/WRITE), by poll with a zero timeout; an
+ * error or hang-up counts as ready. */
+int io_fd_ready(int fd, unsigned events);
+
+/* The text an error outcome gets: "refused", "reset", "closed", "timeout", or strerror. */
+const char *io_err_name(int err);
+
+/* Parses an IPv4 or IPv6 literal ("*" is 0.0.0.0) and a port into sa: its length, or 0. */
+socklen_t io_addr_parse(const char *host, int port, struct sockaddr_storage *sa);
+/* The literal and port of sa (an IPv4-mapped IPv6 address prints as IPv4); host holds 64. */
+int io_addr_format(const struct sockaddr *sa, char *host, int *port);
+
+#endif
