@@ -191,10 +191,11 @@ end
 
 local LINGER_SECONDS, LINGER_BYTES = 1, 1024 * 1024
 
--- Closes after an error answer: reads (and drops) what the client is still sending for a
--- moment, so that closing with unread bytes does not reset the connection before the
--- client read the answer.
+-- Closes after an error answer: ends the sending side (the client reads the answer, then
+-- the end) and reads and drops what the client still sends for a moment, so that closing
+-- with unread bytes does not reset the connection before the client has read the answer.
 local function linger_close(sock)
+   sock:shutdown("send")
    local deadline, dropped = smarm.now() + LINGER_SECONDS, 0
    while dropped < LINGER_BYTES do
       local left = deadline - smarm.now()

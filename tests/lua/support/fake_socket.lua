@@ -24,6 +24,11 @@ function M:send(data)
    return true
 end
 
+function M:shutdown(how)
+   self.shut = how
+   return true
+end
+
 function M:close()
    self.closed = true
 end
