@@ -6,18 +6,17 @@
 local clients = math.floor(tonumber(arg[1]) or 16)
 local rounds = math.floor(tonumber(arg[2]) or 20000)
 
--- Sends back whatever arrives until the peer closes.
-local function echoer(sock)
-   sock:setoption("nodelay", true)
-   while true do
-      local data = sock:recv("*r")
-      if not data or not sock:send(data) then break end
-   end
-   sock:close()
-end
-
 local function acceptor(server, n)
    local smarm = require "smarm"
+   -- an echoer sends back whatever arrives until the peer closes
+   local function echoer(sock)
+      sock:setoption("nodelay", true)
+      while true do
+         local data = sock:recv("*r")
+         if not data or not sock:send(data) then break end
+      end
+      sock:close()
+   end
    for _ = 1, n do
       local sock = assert(server:accept(30))
       smarm.spawn(echoer, sock)
