@@ -364,16 +364,46 @@ end
 
 -- Acceptor ------------------------------------------------------------------------------
 
--- The body of a connection actor (no upvalues: it runs in a fresh state).
-local function connection_main(sock, o)
-   return require("smarm.http").connection(sock, o)
+-- The body of a connection actor (no upvalues: it runs in a fresh state). After its
+-- first connection it offers itself to the acceptor for another one: loading the modules
+-- into a fresh state costs far more than a connection itself.
+local function connection_main(sock, o, acceptor_pid)
+   local s = require "smarm"
+   local http = require "smarm.http"
+   local self = s.self()
+   while true do
+      http.connection(sock, o)
+      sock = nil
+      -- a connection that held a big body leaves garbage behind
+      if collectgarbage("count") > 1024 then collectgarbage() end
+      if not s.send(acceptor_pid, { http_idle = self }) then return end
+      repeat
+         local m = s.recv()
+         -- (_G.type: this module's local type would be an upvalue)
+         if _G.type(m) == "table" then
+            if m.http_exit then return end
+            sock = m.http_sock
+         end
+      until sock
+   end
 end
 
+-- The acceptor's answer when it cannot take a connection. It must not wait on the
+-- client: it drops what the request has sent so far (closing with unread bytes would
+-- reset the connection, and the client could lose the answer) and closes.
 local function reject(sock)
    sock:send(M.response(503, { ["Content-Type"] = "text/plain" },
       "Service Unavailable\n", "close"), 1)
+   sock:shutdown("send")
+   sock:recv("*r", 0)
    sock:close()
 end
+
+-- most idle connection actors kept for later connections
+local MAX_IDLE = 256
+-- after the runtime refused a spawn, new connections are answered 503 for this long
+-- before spawning is tried again (a refused spawn takes its socket argument with it)
+local SATURATED_SECONDS = 0.5
 
 -- Listens and accepts until shut down. report(ok, port_or_err) tells the starter.
 local function acceptor(o, report)
@@ -391,9 +421,15 @@ local function acceptor(o, report)
       return nil, err
    end
    local port = server:port()
-   local group = format("smarm.http %s", smarm.pid_tostring(smarm.self()))
-   local members = smarm.pg.members
-   local live, max = 0, o.max_connections
+   local self = smarm.self()
+   local group = format("smarm.http %s", smarm.pid_tostring(self))
+   local members, join, send, now = smarm.pg.members, smarm.pg.join, smarm.send, smarm.now
+   -- busy: connections being served (an estimate, recounted at the limit); idle: a stack
+   -- of connection actors waiting for another connection
+   local busy, max = 0, o.max_connections
+   local idle, nidle = {}, 0
+   local max_idle = math.min(MAX_IDLE, max)
+   local saturated_until = 0
    local trap = smarm.trap_exit(true)
    local arms = { server:acceptable(), trap, smarm.inbox }
    report(true, port)
@@ -402,6 +438,29 @@ local function acceptor(o, report)
       server:close()
       for _, pid in ipairs(members(group)) do smarm.shutdown(pid) end
       smarm.exit(reason)
+   end
+
+   local function dispatch(sock)
+      -- the count is recounted (dead members leave the group) only at the limit
+      if busy >= max then busy = #members(group) - nidle end
+      if busy >= max then return reject(sock) end
+      if nidle > 0 then
+         local pid = idle[nidle]
+         idle[nidle] = nil
+         nidle = nidle - 1
+         -- a message to an actor that died takes the socket with it: the client sees
+         -- the connection close (an idle actor dies only when killed from outside)
+         if send(pid, { http_sock = sock }) then busy = busy + 1 end
+         return
+      end
+      if now() < saturated_until then return reject(sock) end
+      local pid = smarm.try_spawn(connection_main, sock, o, self)
+      if pid then
+         join(group, pid)
+         busy = busy + 1
+      else
+         saturated_until = now() + SATURATED_SECONDS
+      end
    end
 
    while true do
@@ -413,27 +472,25 @@ local function acceptor(o, report)
                if aerr == "closed" then return stop("closed") end
                break
             end
-            -- the count is recounted (dead members leave the group) only at the limit
-            if live >= max then live = #members(group) end
-            if live >= max then
-               reject(sock)
-            else
-               local pid = smarm.try_spawn(connection_main, sock, o)
-               if pid then
-                  smarm.pg.join(group, pid)
-                  live = live + 1
-               else
-                  reject(sock)
-               end
-            end
+            dispatch(sock)
          end
       elseif i == 2 then
          -- shut down (or the parent ended): stop accepting, close the connections
          return stop(v.reason)
-      elseif type(v) == "table" and v.http_port then
-         v.http_port:send(port)
-      elseif type(v) == "table" and v.http_stop then
-         return stop("normal")
+      elseif type(v) == "table" then
+         if v.http_idle then
+            busy = busy > 0 and busy - 1 or 0
+            if nidle < max_idle then
+               nidle = nidle + 1
+               idle[nidle] = v.http_idle
+            else
+               send(v.http_idle, { http_exit = true })
+            end
+         elseif v.http_port then
+            v.http_port:send(port)
+         elseif v.http_stop then
+            return stop("normal")
+         end
       end
    end
 end

@@ -33,10 +33,6 @@ local token = tchar ^ 1
 local field_vchar = VCHAR + obs_text
 local field_value = (field_vchar ^ 1 * (S(" \t") ^ 1 * field_vchar ^ 1) ^ 0) ^ -1
 
-local qdtext = HTAB + SP + P("!") + R("\35\91", "\93\126") + obs_text
-local quoted_pair = P("\\") * (HTAB + SP + VCHAR + obs_text)
-local quoted_string = P('"') * (qdtext + quoted_pair) ^ 0 * P('"')
-
 -- Request target (RFC 9112 section 3.2, URI syntax from RFC 3986) ------------------------
 
 local unreserved = ALPHA + DIGIT + S("-._~")
@@ -184,19 +180,27 @@ function M.is_field_value(s)
    return match(whole_field_value, s) ~= nil
 end
 
+-- The grammars only the client and chunked bodies use are built on first use: every
+-- connection actor loads this module afresh, and building a pattern costs about a
+-- microsecond per operator.
+
 -- URLs for the client: http://host[:port][/path][?query]
-local url_scheme = S("hH") * S("tT") * S("tT") * S("pP") * P("://")
-local url_host = P("[") * C((HEXDIG + S(":.")) ^ 1) * P("]")
-   + C((unreserved + pct_encoded + sub_delims) ^ 1)
-local url_port = P(":") * (DIGIT ^ 1 / tonumber) + Cc(80)
-local url_target = C(absolute_path * (P("?") * query) ^ -1) + P("?") * C(query) / function(q)
-   return "/?" .. q
-end + Cc("/")
-local url = url_scheme * url_host * url_port * url_target * P(-1)
+local url
+local function url_grammar()
+   local url_scheme = S("hH") * S("tT") * S("tT") * S("pP") * P("://")
+   local url_host = P("[") * C((HEXDIG + S(":.")) ^ 1) * P("]")
+      + C((unreserved + pct_encoded + sub_delims) ^ 1)
+   local url_port = P(":") * (DIGIT ^ 1 / tonumber) + Cc(80)
+   local url_target = C(absolute_path * (P("?") * query) ^ -1) + P("?") * C(query) / function(q)
+      return "/?" .. q
+   end + Cc("/")
+   url = url_scheme * url_host * url_port * url_target * P(-1)
+end
 
 --- Splits an http URL.
 -- @return host, port, target (path and query) | nil
 function M.url(s)
+   if not url then url_grammar() end
    local host, port, target = match(url, s)
    if not host or port < 1 or port > 65535 then return nil end
    return host, port, target
@@ -204,14 +208,19 @@ end
 
 -- Responses (the client side) -----------------------------------------------------------
 
-local reason_phrase = (HTAB + SP + VCHAR + obs_text) ^ 0
-local status_line = http_version * SP * C(R("19") * DIGIT * DIGIT) * SP * C(reason_phrase) * CRLF
-local response_head = status_line * fields * Cp()
+local response_head
+local function response_grammar()
+   local reason_phrase = (HTAB + SP + VCHAR + obs_text) ^ 0
+   local status_line = http_version * SP * C(R("19") * DIGIT * DIGIT) * SP * C(reason_phrase)
+      * CRLF
+   response_head = status_line * fields * Cp()
+end
 
 --- Parses a response head at buf[pos..] (same answers as request_head; errors are
 -- "bad response" or "response head too large" strings rather than statuses).
 -- @return resp {status, reason, version, headers, length, chunked}, next | nil, nil | nil, err
 function M.response_head(buf, pos, max)
+   if not response_head then response_grammar() end
    local stop = find(buf, "\r\n\r\n", pos, true)
    if not stop then
       if #buf - pos + 1 > max then return nil, "response head too large" end
@@ -239,13 +248,19 @@ end
 
 -- Chunked bodies (RFC 9112 section 7.1) --------------------------------------------------
 
-local chunk_ext = (OWS * P(";") * OWS * token * (OWS * P("=") * OWS * (token + quoted_string))
-   ^ -1) ^ 0
-local chunk_size_line = C(HEXDIG ^ 1) * chunk_ext * CRLF * Cp()
--- what an incomplete chunk-size line may hold so far
-local chunk_size_prefix = (HEXDIG ^ 1 * (VCHAR + obs_text + S(" \t")) ^ 0) ^ -1 * P("\r") ^ -1
-   * P(-1)
-local trailer_section = ((token * P(":") * OWS * field_value * OWS * CRLF) ^ 0 * CRLF) * Cp()
+local chunk_size_line, chunk_size_prefix, trailer_section
+local function chunk_grammar()
+   local qdtext = HTAB + SP + P("!") + R("\35\91", "\93\126") + obs_text
+   local quoted_pair = P("\\") * (HTAB + SP + VCHAR + obs_text)
+   local quoted_string = P('"') * (qdtext + quoted_pair) ^ 0 * P('"')
+   local chunk_ext = (OWS * P(";") * OWS * token
+      * (OWS * P("=") * OWS * (token + quoted_string)) ^ -1) ^ 0
+   chunk_size_line = C(HEXDIG ^ 1) * chunk_ext * CRLF * Cp()
+   -- what an incomplete chunk-size line may hold so far
+   chunk_size_prefix = (HEXDIG ^ 1 * (VCHAR + obs_text + S(" \t")) ^ 0) ^ -1 * P("\r") ^ -1
+      * P(-1)
+   trailer_section = ((token * P(":") * OWS * field_value * OWS * CRLF) ^ 0 * CRLF) * Cp()
+end
 
 -- longest chunk-size line (with extensions) and trailer section read before giving up
 local MAX_SIZE_LINE = 4096
@@ -265,6 +280,7 @@ end
 --     more bytes, call again with the same st at the new position)
 --   | nil, status: 400 malformed, 413 too large
 function M.chunked(st, buf, pos, max)
+   if not chunk_size_line then chunk_grammar() end
    local len = #buf
    while true do
       local phase = st.phase

@@ -200,6 +200,33 @@ describe("smarm.http", function()
       server:close()
    end)
 
+   it("reuses a connection actor for a later connection, and stops it with the server", function()
+      local server = serve()
+      local url = ("http://127.0.0.1:%d/pid"):format(server:port())
+      local first = tonumber(select(3, http.request("GET", url, nil, nil, 5)))
+      assert.is_number(first)
+      local reused = false
+      for _ = 1, 50 do
+         smarm.sleep(0.02)
+         if tonumber(select(3, http.request("GET", url, nil, nil, 5))) == first then
+            reused = true
+            break
+         end
+      end
+      assert.is_true(reused)
+      assert.is_table(smarm.info(first))
+      assert.is_true(server:close())
+      local gone = false
+      for _ = 1, 100 do
+         if smarm.info(first) == nil then
+            gone = true
+            break
+         end
+         smarm.sleep(0.02)
+      end
+      assert.is_true(gone)
+   end)
+
    it("http.request sends headers and a body, and reports errors as values", function()
       local server = serve()
       local url = ("http://127.0.0.1:%d/echo?q=1"):format(server:port())

@@ -39,6 +39,11 @@ routes["/hold"] = function()
    return 200, nil, "held"
 end
 
+-- the connection actor's pid, as a number
+routes["/pid"] = function()
+   return 200, nil, tostring(smarm.self())
+end
+
 routes["/nocontent"] = function()
    return 204, nil, nil
 end
