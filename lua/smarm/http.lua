@@ -510,10 +510,10 @@ function M.run(opts)
 end
 
 local function acceptor_main(tx, o)
-   return require("smarm.http")._serve_acceptor(tx, o)
+   return require("smarm.http").serve_acceptor(tx, o)
 end
 
-function M._serve_acceptor(tx, o)
+function M.serve_acceptor(tx, o)
    return acceptor(o, function(ok, v)
       tx:send(ok and { port = v } or { err = v })
       tx:release()
@@ -521,7 +521,7 @@ function M._serve_acceptor(tx, o)
 end
 
 local Server = {}
-Server.__index = Server
+local server_mt = { __index = Server }
 
 --- The port the server listens on.
 function Server:port()
@@ -547,7 +547,7 @@ function M.serve(opts)
    local i, v = smarm.select({ rx, mon }, 30)
    if i == 1 and type(v) == "table" and v.port then
       smarm.demonitor(mon)
-      return setmetatable({ pid = pid, port_number = v.port }, Server)
+      return setmetatable({ pid = pid, port_number = v.port }, server_mt)
    end
    if i == 1 then
       mon:recv(5)
