@@ -14,7 +14,8 @@ expect_out "every tie downward" "the release build"
 
 # plant: a base file that includes lua.h and calls LuaJIT and a core function; a core file
 # that includes a lib header and calls a lib function
-mkdir -p "$TMP/src/base" "$TMP/src/core" "$TMP/src/lib" "$TMP/obj/base" "$TMP/obj/core" "$TMP/obj/lib"
+mkdir -p "$TMP/src/base" "$TMP/src/core" "$TMP/src/io" "$TMP/src/vm" "$TMP/src/lib" \
+    "$TMP/obj/base" "$TMP/obj/core" "$TMP/obj/io" "$TMP/obj/vm" "$TMP/obj/lib"
 cat >"$TMP/src/base/planted.c" <<'C'
 #include <lua.h>
 void sched_wake_planted(void);
@@ -28,10 +29,19 @@ C
 cat >"$TMP/src/lib/planted_lib.c" <<'C'
 void lib_planted(void) {}
 C
+# an io file (between core and vm) that includes lua.h and calls a vm function
+cat >"$TMP/src/io/planted_io.c" <<'C'
+#include <lua.h>
+void vm_planted(void);
+void io_planted(void) { vm_planted(); }
+C
+cat >"$TMP/src/vm/planted_vm.c" <<'C'
+void vm_planted(void) {}
+C
 cat >"$TMP/src/lib/sched.h" <<'C'
 C
 : >"$TMP/src/lib/planted_lib.h"
-for f in base/planted core/planted_core lib/planted_lib; do
+for f in base/planted core/planted_core io/planted_io vm/planted_vm lib/planted_lib; do
     cc -c -Ibuild/deps/luajit/src -I"$TMP/src" "$TMP/src/$f.c" -o "$TMP/obj/$f.o"
 done
 status=0
@@ -41,6 +51,8 @@ expect_out "(base) references LuaJIT's lua_pushnil" "a base object calling LuaJI
 expect_out "(base) references sched_wake_planted" "a base object calling core"
 expect_out "(core) references lib_planted" "a core object calling lib"
 expect_out "(base) includes a Lua header" "a base file including lua.h"
+expect_out "(io) references vm_planted" "an io object calling vm"
+expect_out "(io) includes a Lua header" "an io file including lua.h"
 expect_out "(core) includes #include \"lib/planted_lib.h\"" "a core file including a lib header"
 expect_out "lib/sched.h has the name of" "a header shadowing <sched.h>"
 finish

@@ -143,6 +143,24 @@ describe("smarm.net TCP", function()
       srv:close()
    end)
 
+   it("times out a connect that gets no answer (a server whose backlog is full)", function()
+      local srv = assert(net.listen("127.0.0.1", 0, { backlog = 0 }))
+      local held, c, err = {}, nil, nil
+      for _ = 1, 20 do
+         local t0 = smarm.now()
+         c, err = net.connect("127.0.0.1", srv:port(), 0.1)
+         if not c then
+            local dt = smarm.now() - t0
+            assert.is_true(dt >= 0.09 and dt < 2, "connect timeout took " .. dt)
+            break
+         end
+         held[#held + 1] = c
+      end
+      assert.are.same({ nil, "timeout" }, { c, err })
+      for _, x in ipairs(held) do x:close() end
+      srv:close()
+   end)
+
    it("says refused for a port just closed", function()
       local srv = assert(net.listen("127.0.0.1", 0))
       local port = srv:port()
@@ -170,6 +188,19 @@ describe("smarm.net TCP", function()
       assert.are.same({ nil, "closed" }, { srv:accept(T) })
       assert.are.same({ nil, "closed" }, { srv:port() })
       s:close()
+   end)
+
+   it("wakes a blocked accept with closed when the listening socket is shut down", function()
+      -- only the owner holds the object; another actor reaches the fd through the FFI
+      local srv = assert(net.listen("127.0.0.1", 0))
+      smarm.spawn(function(fd)
+         local ffi = require "ffi"
+         ffi.cdef "int shutdown(int, int);"
+         require("smarm").sleep(0.05)
+         assert(ffi.C.shutdown(fd, 2) == 0)
+      end, srv:fd())
+      assert.are.same({ nil, "closed" }, { srv:accept(T) })
+      srv:close()
    end)
 
    it("says reset when the peer resets, and closed when writing to a closed peer", function()
@@ -286,7 +317,12 @@ describe("smarm.net sockets between actors", function()
       assert.are.equal("from the new owner", c:recv("*l", T))
       has("cannot send a socket that was closed or sent",
          err_of(smarm.send, smarm.self(), s))
+      -- refused sends take nothing: the socket stays usable
+      has("cannot send the same socket twice", err_of(smarm.send, smarm.self(), { c, c }))
+      has("cannot send a function", err_of(smarm.send, smarm.self(), { c, print }))
+      assert.is_true(c:setoption("nodelay", true))
       c:close()
+      has("cannot send a socket that was closed", err_of(smarm.send, smarm.self(), c))
       srv:close()
    end)
 
@@ -342,6 +378,78 @@ describe("smarm.net sockets between actors", function()
       assert.is_true(inbox.wait_dead(holder))
       assert.are.same({ nil, "closed", "" }, { s:recv("*r", T) })
       s:close()
+      srv:close()
+   end)
+
+   it("costs only the killed handlers when handlers die mid-transfer", function()
+      local srv = assert(net.listen("127.0.0.1", 0, { backlog = 128 }))
+      local N = 40
+      local handlers, clients = {}, {}
+      for i = 1, N do
+         clients[i] = assert(net.connect("127.0.0.1", srv:port(), T))
+         handlers[i] = smarm.spawn(function(sock)
+            while true do
+               local l = sock:recv("*l")
+               if not l then return end
+               assert(sock:send(l .. "\n"))
+            end
+         end, assert(srv:accept(T)))
+      end
+      for round = 1, 20 do
+         for i = 1, N do
+            local c = clients[i]
+            if c then
+               local ok, err = c:send(round .. "\n", T)
+               local line
+               if ok then line, err = c:recv("*l", T) end
+               if i % 2 == 0 and round > 10 then
+                  -- killed: the peer sees the end (or a reset), never a hang
+                  assert.is_true(err == "closed" or err == "reset", "client " .. i .. ": " ..
+                     tostring(err))
+                  c:close()
+                  clients[i] = nil
+               else
+                  assert.are.equal(tostring(round), line)
+               end
+            end
+         end
+         if round == 10 then
+            for i = 2, N, 2 do smarm.kill(handlers[i]) end
+            for i = 2, N, 2 do assert.is_true(inbox.wait_dead(handlers[i])) end
+         end
+      end
+      for i = 1, N, 2 do clients[i]:close() end
+      srv:close()
+   end)
+
+   it("closes an actor's sockets when it ends past max_heap", function()
+      local srv = assert(net.listen("127.0.0.1", 0))
+      local pid, mon = smarm.spawn_opt({ max_heap = 4 * 1024 * 1024, monitor = true },
+         function(p, pt)
+            local sm = require "smarm"
+            local c = assert(require("smarm.net").connect("127.0.0.1", pt, 5))
+            sm.send(p, { connected = true })
+            sm.recv(10)
+            local hog = {}
+            for i = 1, 1e8 do hog[i] = { i } end
+            c:send(tostring(#hog)) -- never reached
+         end, smarm.self(), srv:port())
+      local s = assert(srv:accept(T))
+      inbox.expect("connected")
+      smarm.send(pid, "hog")
+      local down = assert(mon:recv(T), "no down notice")
+      assert.are.equal("memory", down.reason)
+      assert.are.same({ nil, "closed", "" }, { s:recv("*r", T) })
+      s:close()
+      srv:close()
+   end)
+
+   it("closes a socket in a cancelled send_after", function()
+      local c, s, srv = pair()
+      local timer = smarm.send_after(60, smarm.self(), { sock = s })
+      assert.is_true(smarm.cancel_timer(timer))
+      assert.are.same({ nil, "closed", "" }, { c:recv("*r", T) })
+      c:close()
       srv:close()
    end)
 end)

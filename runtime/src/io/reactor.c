@@ -117,9 +117,11 @@ int reactor_arm(reactor *r, int fd, unsigned events, uint64_t pid, int *added)
     int st = ensure_started(r);
     if (st < 0)
         return st;
-    struct epoll_event ev = {.events = EPOLLONESHOT | EPOLLRDHUP, .data.u64 = pid};
+    struct epoll_event ev = {.events = EPOLLONESHOT, .data.u64 = pid};
+    /* the peer's half-close is news to a reader only: it stays set, so a writer waiting
+     * for room would be woken again at once by every arm */
     if (events & REACTOR_READ)
-        ev.events |= EPOLLIN;
+        ev.events |= EPOLLIN | EPOLLRDHUP;
     if (events & REACTOR_WRITE)
         ev.events |= EPOLLOUT;
     int op = *added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;

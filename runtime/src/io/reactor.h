@@ -21,9 +21,10 @@ reactor *reactor_new(reactor_wake_fn wake, void *ctx);
 /* Stops the thread (through an eventfd) and joins it, closes the epoll set, frees r. */
 void reactor_free(reactor *r);
 /* Arms fd to wake pid once, when it is ready for events (REACTOR_READ/WRITE; a hang-up or an
- * error counts as ready). *added says whether fd is in the set already (it is set here). The
- * readiness is level: data that came before the arm wakes at once. 0, or -errno (the thread
- * or the epoll set could not be made, or epoll_ctl failed: ENOSPC past max_user_watches). */
+ * error counts as ready, and so does the peer's half-close for a reader). *added says whether fd is
+ * in the set already (it is set here). The readiness is level: data that came before the arm wakes
+ * at once. 0, or -errno (the thread or the epoll set could not be made, or epoll_ctl failed: ENOSPC
+ * past max_user_watches). */
 int reactor_arm(reactor *r, int fd, unsigned events, uint64_t pid, int *added);
 /* Forgets fd before it is closed (a no-op if it was never added); only needed when the fd
  * might live on in another process or duplicate, since close removes it from the set. */

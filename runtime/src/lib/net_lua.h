@@ -1,6 +1,8 @@
-/* The C half of smarm.net: socket objects (TCP streams, TCP servers, UDP) over io/sock.h
- * handles, their nonblocking operations and the waits that park the calling actor until the
- * reactor wakes it. lua/smarm/net.lua wraps the module functions (names, address lists). */
+/* The C half of smarm.net as the rest of the runtime sees it: the module's opener, and the
+ * socket objects as the codec (moving them in messages) and select (fd arms) use them.
+ * Socket objects (TCP streams, TCP servers, UDP) over io/sock.h handles live in net_obj.c,
+ * their operations in net_tcp.c and net_udp.c; lua/smarm/net.lua wraps the module
+ * functions (names, address lists). */
 #ifndef SMARM_LIB_NET_LUA_H
 #define SMARM_LIB_NET_LUA_H
 
