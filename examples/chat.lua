@@ -2,7 +2,7 @@
 -- (smarm.pg), and a line a client sends goes to every other member of its room.
 -- Commands: /nick NAME, /join ROOM, /who, /quit. A client that stops reading is
 -- dropped once a send to it has waited send_timeout seconds (or its backlog of
--- undelivered lines grows past 1000), so it never stalls the room.
+-- undelivered lines grows past 20000), so it never stalls the room.
 -- Usage: smarm-lua examples/chat.lua [port [send_timeout]]   (defaults 7000, 5; port 0
 -- picks a free one). Try it with `nc 127.0.0.1 7000` in two terminals.
 
@@ -11,7 +11,7 @@ local function client(sock, id, send_timeout)
    local smarm = require "smarm"
    local pg = smarm.pg
    local nick, room = "guest" .. id, "lobby"
-   local MAX_LINE, MAX_BACKLOG = 4096, 1000
+   local MAX_LINE, MAX_BACKLOG = 4096, 20000
 
    local function say(text)
       local line = ("%s: %s\n"):format(nick, text)

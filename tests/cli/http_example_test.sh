@@ -50,7 +50,7 @@ print("python: ok")
 PY
 )
 set -e
-grep -q "python: ok" <<<"$py_out" || { out=$py_out; fail "http example answers over HTTP/1.1"; }
+grep -q "python: ok" <<<"$py_out" || { status=running out=$py_out err=; fail "http example answers over HTTP/1.1"; }
 
 signal_bg TERM
 wait_bg
@@ -93,7 +93,7 @@ print("python: ok")
 PY
 )
    set -e
-   grep -q "python: ok" <<<"$py_out" || { out=$py_out; fail "500 then the server goes on"; }
+   grep -q "python: ok" <<<"$py_out" || { status=running out=$py_out err=; fail "500 then the server goes on"; }
 fi
 signal_bg TERM
 wait_bg
