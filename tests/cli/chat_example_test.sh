@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
 
-RUN_TIMEOUT=90 run_bg examples/chat.lua 0 1
+RUN_TIMEOUT=90 run_bg examples/chat.lua 0 3
 if ! await grep -q "listening on" "$TMP/out"; then
    signal_bg KILL || true
    wait_bg
