@@ -1,6 +1,7 @@
--- http_boot: what a fresh connection actor would pay to load smarm.http (LPeg and the
--- grammars), against a bare spawn; the reason smarm.http reuses idle connection actors.
--- Also the heap of an actor with smarm.http loaded (what an idle connection actor holds
+-- http_boot: what a fresh connection actor would pay to load smarm.http_conn (LPeg, the
+-- grammars, the connection loop), against a bare spawn; the reason smarm.http reuses idle
+-- connection actors.
+-- Also the heap of an actor with smarm.http_conn loaded (what an idle connection actor holds
 -- before it has served anything) against a bare one.
 -- Usage: smarm-lua http_boot.lua [N=500]
 --   prints RESULT spawn_us=... spawn_http_us=... heap_kb=... heap_http_kb=...
@@ -41,4 +42,4 @@ local function heap(mod)
 end
 
 print(("RESULT spawn_us=%.1f spawn_http_us=%.1f heap_kb=%.1f heap_http_kb=%.1f"):format(
-   per_spawn(nil), per_spawn("smarm.http"), heap(nil), heap("smarm.http")))
+   per_spawn(nil), per_spawn("smarm.http_conn"), heap(nil), heap("smarm.http_conn")))
