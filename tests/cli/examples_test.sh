@@ -50,6 +50,6 @@ out=$(cat "$TMP/out")
 err=$(cat "$TMP/err")
 expect_status 2 "scripts/example with an unknown name"
 expect_err "no example named 'no_such_example'" "the unknown name is reported"
-expect_err "examples: hello ring supervision switch" "the available examples are listed"
+expect_err "examples: chat hello http ring supervision switch" "the available examples are listed"
 
 finish

@@ -1,0 +1,300 @@
+--- The connection side of smarm.http: the loop that serves one connection's requests
+-- (keep-alive, pipelining, bodies, limits, timeouts, error answers) and the response
+-- writer. A connection actor loads only this module (and smarm.http_parse), not the
+-- acceptor's and the client's code, so each connection's state stays smaller.
+local smarm = require "smarm"
+local parse = require "smarm.http_parse"
+
+local concat, sub, lower, format = table.concat, string.sub, string.lower, string.format
+local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
+
+local M = {}
+
+local REASONS = {
+   [100] = "Continue", [101] = "Switching Protocols",
+   [200] = "OK", [201] = "Created", [202] = "Accepted", [204] = "No Content",
+   [206] = "Partial Content",
+   [301] = "Moved Permanently", [302] = "Found", [303] = "See Other", [304] = "Not Modified",
+   [307] = "Temporary Redirect", [308] = "Permanent Redirect",
+   [400] = "Bad Request", [401] = "Unauthorized", [403] = "Forbidden", [404] = "Not Found",
+   [405] = "Method Not Allowed", [408] = "Request Timeout", [409] = "Conflict",
+   [410] = "Gone", [411] = "Length Required", [413] = "Content Too Large",
+   [414] = "URI Too Long", [415] = "Unsupported Media Type", [422] = "Unprocessable Content",
+   [429] = "Too Many Requests", [431] = "Request Header Fields Too Large",
+   [500] = "Internal Server Error", [501] = "Not Implemented", [502] = "Bad Gateway",
+   [503] = "Service Unavailable", [504] = "Gateway Timeout",
+   [505] = "HTTP Version Not Supported",
+}
+M.reasons = REASONS
+-- Responses -----------------------------------------------------------------------------
+
+local status_lines = {}
+local function status_line(status)
+   local line = status_lines[status]
+   if not line then
+      line = format("HTTP/1.1 %d %s\r\n", status, REASONS[status] or "Unknown")
+      status_lines[status] = line
+   end
+   return line
+end
+
+local date_at, date_line = -1, nil
+local function date_header()
+   local t = os.time()
+   if t ~= date_at then
+      date_at, date_line = t, os.date("!Date: %a, %d %b %Y %H:%M:%S GMT\r\n", t)
+   end
+   return date_line
+end
+
+local is_token, is_field_value = parse.is_token, parse.is_field_value
+local has_token = parse.has_token
+
+--- Builds one response as a string.
+-- @param status an integer from 100 to 999
+-- @param headers nil or {name = value | {values...}}; values are strings or numbers
+-- @param body a string (or nil: empty)
+-- @param connection nil, or the Connection header to add ("close", "keep-alive") unless
+--   headers have one
+-- @param head true for a HEAD request: no body, but its Content-Length
+-- @return the response, and true when its Connection header says close
+--   | nil, why (the handler returned something that cannot be sent)
+function M.response(status, headers, body, connection, head)
+   if type(status) ~= "number" or status % 1 ~= 0 or status < 100 or status > 999 then
+      return nil, "status must be an integer from 100 to 999, got " .. tostring(status)
+   end
+   if body == nil then
+      body = ""
+   elseif type(body) ~= "string" then
+      return nil, "body must be a string, got " .. type(body)
+   end
+   local out, n = { status_line(status), date_header() }, 2
+   local has_length, closes = false, connection == "close"
+   if headers ~= nil then
+      if type(headers) ~= "table" then
+         return nil, "headers must be a table, got " .. type(headers)
+      end
+      for name, value in pairs(headers) do
+         if type(name) ~= "string" or not is_token(name) then
+            return nil, "bad header name " .. tostring(name)
+         end
+         local lname = lower(name)
+         local values = type(value) == "table" and value or { value }
+         for _, v in ipairs(values) do
+            if type(v) == "number" then v = tostring(v) end
+            if type(v) ~= "string" or not is_field_value(v) then
+               return nil, "bad value for header " .. name
+            end
+            out[n + 1], out[n + 2], out[n + 3], out[n + 4] = name, ": ", v, "\r\n"
+            n = n + 4
+            if lname == "connection" then
+               connection = nil
+               closes = has_token(v, "close")
+            end
+         end
+         if lname == "content-length" then has_length = true end
+      end
+   end
+   -- no body for 1xx, 204 and 304 (RFC 9110 sections 6.4.1, 8.6)
+   local bodiless = status < 200 or status == 204 or status == 304
+   if not has_length and not bodiless then
+      out[n + 1], out[n + 2], out[n + 3] = "Content-Length: ", #body, "\r\n"
+      n = n + 3
+   end
+   if connection then
+      out[n + 1], out[n + 2], out[n + 3] = "Connection: ", connection, "\r\n"
+      n = n + 3
+   end
+   out[n + 1] = "\r\n"
+   if not head and not bodiless then out[n + 2] = body end
+   return concat(out), closes
+end
+
+-- Crash reports -------------------------------------------------------------------------
+
+-- The runtime's crash-report format, for an error the connection caught to answer 500.
+local function report_crash(tb)
+   io.stderr:write("smarm: actor ", smarm.pid_tostring(smarm.self()), " crashed: ", tb, "\n")
+   io.stderr:flush()
+end
+
+local function traceback(err)
+   return debug.traceback(tostring(err), 2)
+end
+
+-- Connections ---------------------------------------------------------------------------
+
+local LINGER_SECONDS, LINGER_BYTES = 1, 1024 * 1024
+
+-- Closes after an error answer: ends the sending side (the client reads the answer, then
+-- the end) and reads and drops what the client still sends for a moment, so that closing
+-- with unread bytes does not reset the connection before the client has read the answer.
+local function linger_close(sock)
+   sock:shutdown("send")
+   local deadline, dropped = smarm.now() + LINGER_SECONDS, 0
+   while dropped < LINGER_BYTES do
+      local left = deadline - smarm.now()
+      if left <= 0 then break end
+      local data = sock:recv("*r", left)
+      if not data then break end
+      dropped = dropped + #data
+   end
+   sock:close()
+end
+
+--- Serves one connection until it closes (the body of a connection actor).
+-- @param sock a connected socket (smarm.net)
+-- @param o checked server options
+function M.connection(sock, o)
+   sock:setoption("nodelay", true)
+   local now = smarm.now
+   local buf, pos = "", 1
+   local out, nout = {}, 0
+   local max_head, max_body = o.max_header_bytes, o.max_body_bytes
+   local idle_timeout, request_timeout = o.idle_timeout, o.request_timeout
+
+   local function flush()
+      if nout == 0 then return true end
+      local data = nout == 1 and out[1] or concat(out, "", 1, nout)
+      nout = 0
+      return sock:send(data)
+   end
+
+   -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
+   -- ("timeout") or when the peer went ("closed", ...)
+   local function fill(deadline)
+      if nout > 0 and not flush() then return nil, "closed" end
+      local left = deadline - now()
+      if left <= 0 then return nil, "timeout" end
+      local data, err = sock:recv("*r", left)
+      if not data then return nil, err end
+      if pos > #buf then
+         buf = data
+      else
+         buf = sub(buf, pos) .. data
+      end
+      pos = 1
+      return true
+   end
+
+   -- an error answer, then the connection closes
+   local function fail(status)
+      nout = nout + 1
+      out[nout] = M.response(status, { ["Content-Type"] = "text/plain" },
+         REASONS[status] .. "\n", "close")
+      if flush() then
+         linger_close(sock)
+      else
+         sock:close()
+      end
+   end
+
+   local ok, handler = pcall(require, o.handler)
+   local handle = ok and type(handler) == "table" and handler.handle
+   if type(handle) ~= "function" then
+      report_crash(ok and ("http: module " .. o.handler .. " has no handle function")
+         or tostring(handler))
+      return fail(500)
+   end
+
+   while true do
+      -- between requests the idle timeout runs; from a request's first byte until its
+      -- body is read, the request timeout
+      if pos > #buf then
+         local got = fill(now() + idle_timeout)
+         if not got then return sock:close() end
+      end
+      local deadline = now() + request_timeout
+      local req, x
+      while true do
+         req, x = parse.request_head(buf, pos, max_head)
+         if req or x then break end
+         local got, err = fill(deadline)
+         if not got then
+            if err == "timeout" then return fail(408) end
+            return sock:close()
+         end
+      end
+      if not req then return fail(x) end
+      pos = x
+
+      local body = ""
+      local length = req.length
+      if length then
+         if length > max_body then return fail(413) end
+         local have = #buf - pos + 1
+         if have >= length then
+            body = sub(buf, pos, pos + length - 1)
+            pos = pos + length
+         else
+            local expect = req.headers.expect
+            if expect and lower(expect) == "100-continue" and req.version == 1.1 then
+               nout = nout + 1
+               out[nout] = "HTTP/1.1 100 Continue\r\n\r\n"
+            end
+            if nout > 0 and not flush() then return sock:close() end
+            local left = deadline - now()
+            local rest, err = nil, "timeout"
+            if left > 0 then rest, err = sock:recv(length - have, left) end
+            if not rest then
+               if err == "timeout" then return fail(408) end
+               return sock:close()
+            end
+            body = (have > 0 and sub(buf, pos) or "") .. rest
+            buf, pos = "", 1
+         end
+      elseif req.chunked then
+         local expect = req.headers.expect
+         if expect and lower(expect) == "100-continue" and pos > #buf then
+            nout = nout + 1
+            out[nout] = "HTTP/1.1 100 Continue\r\n\r\n"
+         end
+         local st = parse.chunked_state()
+         while true do
+            local b, y, consumed = parse.chunked(st, buf, pos, max_body)
+            if b then
+               body, pos = b, y
+               break
+            end
+            if y then return fail(y) end
+            pos = consumed
+            local got, err = fill(deadline)
+            if not got then
+               if err == "timeout" then return fail(408) end
+               return sock:close()
+            end
+         end
+      end
+      req.body = body
+
+      local conn = req.headers.connection
+      local keep
+      if req.version == 1.1 then
+         keep = not (conn and has_token(conn, "close"))
+      else
+         keep = conn ~= nil and has_token(conn, "keep-alive")
+      end
+
+      local done, status, headers, rbody = xpcall(handle, traceback, req)
+      local resp, closes
+      if done then
+         local connection = not keep and "close" or (req.version == 1.0 and "keep-alive" or nil)
+         resp, closes = M.response(status, headers, rbody, connection, req.method == "HEAD")
+         if not resp then
+            report_crash(format("http: %s.handle returned a bad response: %s", o.handler,
+               closes))
+         end
+      else
+         report_crash(status)
+      end
+      if not resp then return fail(500) end
+      nout = nout + 1
+      out[nout] = resp
+      if closes then
+         flush()
+         return sock:close()
+      end
+   end
+end
+
+return M
