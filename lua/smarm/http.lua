@@ -126,9 +126,6 @@ end
 
 -- most idle connection actors kept for later connections
 local MAX_IDLE = 256
--- after the runtime refused a spawn, new connections are answered 503 for this long
--- before spawning is tried again (a refused spawn takes its socket argument with it)
-local SATURATED_SECONDS = 0.5
 
 -- Listens and accepts until shut down. report(ok, port_or_err) tells the starter.
 local function acceptor(o, report)
@@ -148,13 +145,12 @@ local function acceptor(o, report)
    local port = server:port()
    local self = smarm.self()
    local group = format("smarm.http %s", smarm.pid_tostring(self))
-   local members, join, send, now = smarm.pg.members, smarm.pg.join, smarm.send, smarm.now
+   local members, join, send = smarm.pg.members, smarm.pg.join, smarm.send
    -- busy: connections being served (an estimate, recounted at the limit); idle: a stack
    -- of connection actors waiting for another connection
    local busy, max = 0, o.max_connections
    local idle, nidle = {}, 0
    local max_idle = math.min(MAX_IDLE, max)
-   local saturated_until = 0
    local trap = smarm.trap_exit(true)
    local arms = { server:acceptable(), trap, smarm.inbox }
    report(true, port)
@@ -178,14 +174,12 @@ local function acceptor(o, report)
          if send(pid, { http_sock = sock }) then busy = busy + 1 end
          return
       end
-      if now() < saturated_until then return reject(sock) end
+      -- at a full actor slab the socket is still ours (try_spawn refuses before it
+      -- takes its arguments): the client gets its 503
       local pid = smarm.try_spawn(connection_main, sock, o, self)
-      if pid then
-         join(group, pid)
-         busy = busy + 1
-      else
-         saturated_until = now() + SATURATED_SECONDS
-      end
+      if not pid then return reject(sock) end
+      join(group, pid)
+      busy = busy + 1
    end
 
    while true do

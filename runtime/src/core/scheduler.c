@@ -369,12 +369,25 @@ static void fire_due_timers(smarm_runtime *rt)
 
 /* ---- spawn and send ---- */
 
+int64_t sched_reserve_slot(smarm_runtime *rt) { return slot_claim(&rt->slots); }
+
+void sched_unreserve_slot(smarm_runtime *rt, int64_t idx)
+{
+    slot_release(&rt->slots, (uint32_t)idx);
+}
+
 int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out)
 {
     int64_t idx = slot_claim(&rt->slots);
     if (idx < 0)
         return SMARM_ECAPACITY; /* the payload stays the caller's */
+    return sched_spawn_reserved(rt, idx, boot_kind, payload, len, opts, parent, pid_out);
+}
+
+int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *payload, size_t len,
+                         spawn_opts *opts, uint64_t parent, uint64_t *pid_out)
+{
     slot *sl = slot_at(&rt->slots, (uint32_t)idx);
     uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
     actor *a = &rt->actors[idx];

@@ -75,6 +75,15 @@ int sched_run(smarm_runtime *rt);
  * is still the caller's). */
 int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out);
+/* The same in two steps, so a spawner can learn that the slab is full before it encodes the
+ * arguments (encoding moves sockets and channel rx out of the spawner's objects): reserve a
+ * slot (its index, or -1 at capacity), then spawn into it, or give it back unused. A
+ * reserved slot is always consumed by sched_spawn_reserved, which fails only as sched_spawn
+ * does past its claim (a name taken: the slot is released). */
+int64_t sched_reserve_slot(smarm_runtime *rt);
+void sched_unreserve_slot(smarm_runtime *rt, int64_t idx);
+int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *payload, size_t len,
+                         spawn_opts *opts, uint64_t parent, uint64_t *pid_out);
 /* Delivers m to pid's inbox and wakes it. 0, or -1 if pid is dead (m freed). */
 int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);
 /* Wakes pid if it is parked (enqueues it); a stale or running pid is left alone. */

@@ -99,6 +99,16 @@ static void append_bytecode(lua_State *L, int fidx, wire_buf *b)
     lua_pop(L, 2);
 }
 
+static int spawn_at_capacity(lua_State *L, actor *a, int try_mode, const char *fname)
+{
+    if (try_mode) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "at_capacity");
+        return 2;
+    }
+    return luaL_error(L, "%s: at capacity (max_actors = %d)", fname, (int)a->rt->slots.max);
+}
+
 static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const char *fname)
 {
     actor *a = luavm_actor(L);
@@ -113,18 +123,13 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
                           "pass values as arguments and require modules inside it",
                           fname, up);
     }
-    wire_buf b;
-    wire_buf_init(&b);
-    append_bytecode(L, fidx, &b);
-    char err[256];
     int nargs = lua_gettop(L) - fidx;
-    if (codec_encode_args(L, fidx + 1, nargs, &b, err, sizeof err) != 0) {
-        wire_buf_free(&b);
-        return luaL_error(L, "%s: %s", fname, err);
-    }
     spawn_opts none = {0};
     if (!o)
         o = &none;
+    wire_buf b;
+    wire_buf_init(&b);
+    append_bytecode(L, fidx, &b);
     chan *mc = NULL;
     if (o->want_monitor) {
         /* the monitor object before the spawn: making it is what may raise */
@@ -136,9 +141,27 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
         chan_lua_push(L, mc, CHAN_RX);
         o->monitor = mc;
     }
+    /* a slot before the arguments: at capacity they (sockets, an rx: encoding moves them
+     * out of their objects) are still the caller's, so a server can answer the client it
+     * could not spawn for */
+    int64_t idx = sched_reserve_slot(a->rt);
+    if (idx < 0) {
+        wire_buf_free(&b);
+        if (mc)
+            chan_release(mc, CHAN_TX);
+        return spawn_at_capacity(L, a, try_mode, fname);
+    }
+    char err[256];
+    if (codec_encode_args(L, fidx + 1, nargs, &b, err, sizeof err) != 0) {
+        wire_buf_free(&b);
+        sched_unreserve_slot(a->rt, idx);
+        if (mc)
+            chan_release(mc, CHAN_TX);
+        return luaL_error(L, "%s: %s", fname, err);
+    }
     uint64_t pid;
     /* the payload buffer is handed over */
-    int rc = sched_spawn(a->rt, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
+    int rc = sched_spawn_reserved(a->rt, idx, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
     if (rc != 0) {
         /* the arguments may hold channel references: they go with the payload */
         size_t args_at = 4 + *(uint32_t *)b.data;
@@ -153,12 +176,7 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
         }
         if (rc == SMARM_ENOMEM)
             return luaL_error(L, "%s: out of memory", fname);
-        if (try_mode) {
-            lua_pushnil(L);
-            lua_pushliteral(L, "at_capacity");
-            return 2;
-        }
-        return luaL_error(L, "%s: at capacity (max_actors = %d)", fname, (int)a->rt->slots.max);
+        return spawn_at_capacity(L, a, try_mode, fname);
     }
     if (mc)
         chan_set_monitor(mc, pid, o->monitor_id);
