@@ -152,6 +152,8 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
         }
         if (rc == SMARM_ENOMEM)
             return luaL_error(L, "%s: out of memory", fname);
+        if (rc == SMARM_ESTOPPED)
+            return luaL_error(L, "%s: the runtime is stopping", fname);
         if (try_mode) {
             lua_pushnil(L);
             lua_pushliteral(L, "at_capacity");
@@ -285,6 +287,7 @@ static int take_msg(actor *a, lua_State *L)
     if (!m)
         return 0;
     a->stats.msgs_in++;
+    lib_took(a);
     luavm_take(L, m, "smarm.recv");
     return 1;
 }

@@ -1,0 +1,42 @@
+/* Host actors (embedding): a thread of the host program holds an actor slot and is its body.
+ * The slot is never queued and its word stays RUNNING, so a wake of it (a message, a monitor
+ * notice, a timer, a stop) finds it RUNNING and lands here: the host's futex word is bumped
+ * and woken, and its eventfd is made readable while its inbox holds messages. */
+#ifndef SMARM_CORE_HOST_H
+#define SMARM_CORE_HOST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/wire.h"
+
+struct actor;
+
+typedef struct host {
+    pthread_mutex_t lock;    /* orders wakes against close (the eventfd is closed then) */
+    _Atomic uint32_t seq;    /* futex word: bumped by every wake */
+    int efd;                 /* eventfd: readable while the inbox is non-empty */
+    int efd_armed;           /* under lock: efd was written and not drained */
+    int closed;              /* under lock: no more wakes */
+    struct actor *a;         /* the slot's actor while open */
+    wire_buf enc;            /* scratch for encoding its sends (it has no scheduler) */
+    struct host *next_in_rt; /* every handle a runtime made, freed with it */
+} host;
+
+/* A new host parker (its eventfd made), or NULL (errno). */
+host *host_new(void);
+/* Closes the eventfd; wakes from now on do nothing. The memory stays (see host_free). */
+void host_close(host *h);
+/* Frees a closed host (the runtime does it at its end: a stale waker may still hold it). */
+void host_free(host *h);
+/* The wake path (sched_wake found the slot RUNNING and it is a host's). */
+void host_wake(host *h);
+/* The current wake count: read before checking the condition, passed to host_park. */
+static inline uint32_t host_seq(host *h) { return atomic_load(&h->seq); }
+/* Sleeps until a wake after seq was read, or deadline (CLOCK_MONOTONIC ns, 0 = none). */
+void host_park(host *h, uint32_t seq, uint64_t deadline);
+/* After the host took a message: drains the eventfd when the inbox is empty now. */
+void host_after_take(host *h);
+
+#endif
