@@ -7,11 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <lua.h> /* LuaJIT's, installed beside this header */
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include <lua.h> /* LuaJIT's (it has no C++ guards of its own), installed beside this header */
 
 #define SMARM_VERSION "0.1.0"
 

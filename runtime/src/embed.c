@@ -158,9 +158,7 @@ int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
         return rc;
     }
     actor *a = sched_actor(rt, pid);
-    pthread_mutex_lock(&h->core->lock);
-    h->core->a = a;
-    pthread_mutex_unlock(&h->core->lock);
+    atomic_store_explicit(&h->core->a, a, memory_order_release);
     h->a = a;
     h->pid = pid;
     a->vm.max_heap = 0; /* the host's own state: no cap */

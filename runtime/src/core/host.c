@@ -44,37 +44,50 @@ void host_free(host *h)
     free(h);
 }
 
-static int inbox_nonempty(actor *a)
+/* whether the host's inbox holds messages (no actor yet: no) */
+static int inbox_nonempty(host *h)
 {
-    return atomic_load_explicit(&a->inbox.depth, memory_order_seq_cst) > 0;
+    actor *a = atomic_load_explicit(&h->a, memory_order_acquire);
+    return a && atomic_load_explicit(&a->inbox.depth, memory_order_seq_cst) > 0;
+}
+
+/* Under lock: makes the fd readable if the inbox holds messages and it is not already. */
+static void arm_locked(host *h)
+{
+    if (!h->closed && !atomic_load(&h->efd_armed) && inbox_nonempty(h)) {
+        uint64_t one = 1;
+        if (write(h->efd, &one, sizeof one) == sizeof one)
+            atomic_store(&h->efd_armed, 1);
+    }
 }
 
 void host_wake(host *h)
 {
-    pthread_mutex_lock(&h->lock);
-    if (!h->closed) {
-        atomic_fetch_add(&h->seq, 1);
+    /* the memory of a host is never freed while the runtime lives: a stale waker only
+     * causes a spurious wake */
+    atomic_fetch_add(&h->seq, 1);
+    if (atomic_load(&h->sleeping))
         futex_wake(&h->seq, INT_MAX);
-        /* the sender counted its message before this wake */
-        if (!h->efd_armed && inbox_nonempty(h->a)) {
-            uint64_t one = 1;
-            if (write(h->efd, &one, sizeof one) == sizeof one)
-                h->efd_armed = 1;
-        }
+    /* the sender counted its message before this wake; the lock is taken only to arm */
+    if (!atomic_load(&h->efd_armed) && inbox_nonempty(h)) {
+        pthread_mutex_lock(&h->lock);
+        arm_locked(h);
+        pthread_mutex_unlock(&h->lock);
     }
-    pthread_mutex_unlock(&h->lock);
 }
 
 void host_after_take(host *h)
 {
+    if (!atomic_load(&h->efd_armed))
+        return;
     pthread_mutex_lock(&h->lock);
-    /* a push counts its message before it wakes, and the wake takes this lock: a message
-     * counted after this look arms the fd again in its wake */
-    if (!h->closed && h->efd_armed && !inbox_nonempty(h->a)) {
+    if (!h->closed && atomic_load(&h->efd_armed) && !inbox_nonempty(h)) {
         uint64_t v;
         while (read(h->efd, &v, sizeof v) == sizeof v)
             ;
-        h->efd_armed = 0;
+        atomic_store(&h->efd_armed, 0);
+        /* a message counted after the look above, whose waker saw the fd still armed */
+        arm_locked(h);
     }
     pthread_mutex_unlock(&h->lock);
 }
@@ -91,5 +104,10 @@ void host_park(host *h, uint32_t seq, uint64_t deadline)
         ts.tv_nsec = (long)(d % 1000000000u);
         tp = &ts;
     }
+    /* a waker bumps seq and then reads sleeping; this sets sleeping and then the kernel
+     * compares seq: one of the two sees the other */
+    atomic_store(&h->sleeping, 1);
+    atomic_thread_fence(memory_order_seq_cst);
     futex_wait(&h->seq, seq, tp);
+    atomic_store(&h->sleeping, 0);
 }

@@ -14,14 +14,14 @@
 struct actor;
 
 typedef struct host {
-    pthread_mutex_t lock;    /* orders wakes against close (the eventfd is closed then) */
-    _Atomic uint32_t seq;    /* futex word: bumped by every wake */
-    int efd;                 /* eventfd: readable while the inbox is non-empty */
-    int efd_armed;           /* under lock: efd was written and not drained */
-    int closed;              /* under lock: no more wakes */
-    struct actor *a;         /* the slot's actor while open */
-    wire_buf enc;            /* scratch for encoding its sends (it has no scheduler) */
-    struct host *next_in_rt; /* every handle a runtime made, freed with it */
+    pthread_mutex_t lock;      /* orders the eventfd's writes and drains, and its close */
+    _Atomic uint32_t seq;      /* futex word: bumped by every wake */
+    _Atomic int sleeping;      /* the host thread is in (or entering) its futex wait */
+    int efd;                   /* eventfd: readable while the inbox is non-empty */
+    _Atomic int efd_armed;     /* efd was written and not drained (changed under lock) */
+    int closed;                /* under lock: the eventfd is closed */
+    _Atomic(struct actor *) a; /* the slot's actor (set once the slot is claimed) */
+    wire_buf enc;              /* scratch for encoding its sends (it has no scheduler) */
 } host;
 
 /* A new host parker (its eventfd made), or NULL (errno). */
