@@ -11,7 +11,13 @@
 extern "C" {
 #endif
 
-#include <lua.h> /* LuaJIT's (it has no C++ guards of its own), installed beside this header */
+/* The two Lua types the API names, as LuaJIT's lua.h declares them (installed beside this
+ * header with lauxlib.h, lualib.h, luajit.h and lua.hpp: C hosts include lauxlib.h, C++
+ * hosts lua.hpp, which gives the Lua API C linkage). */
+#ifndef lua_h
+typedef struct lua_State lua_State;
+typedef int (*lua_CFunction)(lua_State *L);
+#endif
 
 #define SMARM_VERSION "0.1.0"
 

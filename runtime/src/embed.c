@@ -31,7 +31,8 @@ struct smarm_host {
 
 static int running(smarm_runtime *rt)
 {
-    return rt->embed_running && !atomic_load_explicit(&rt->stopping, memory_order_acquire);
+    return atomic_load(&rt->embed_running) &&
+           !atomic_load_explicit(&rt->stopping, memory_order_acquire);
 }
 
 /* ---- start and stop ---- */
@@ -40,7 +41,7 @@ int smarm_start(smarm_runtime *rt, const char *path, int argc, char **argv)
 {
     if (!rt || rt->abandoned || argc < 0 || (argc > 0 && !argv))
         return SMARM_EINVAL;
-    if (rt->embed_running || rt->scheds)
+    if (atomic_load(&rt->embed_running) || rt->scheds)
         return SMARM_EBUSY;
     atomic_store(&rt->stopping, 0);
     atomic_store(&rt->root_done, 0);
@@ -69,7 +70,7 @@ int smarm_start(smarm_runtime *rt, const char *path, int argc, char **argv)
             sched_join(rt);
         return rc;
     }
-    rt->embed_running = 1;
+    atomic_store(&rt->embed_running, 1);
     return 0;
 }
 
@@ -100,7 +101,7 @@ int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status)
 {
     if (!rt || !(grace_seconds >= 0))
         return SMARM_EINVAL;
-    if (!rt->embed_running)
+    if (!atomic_load(&rt->embed_running))
         return SMARM_ESTOPPED;
     if (grace_seconds > 1e6)
         grace_seconds = 1e6;
@@ -121,7 +122,7 @@ int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status)
     else
         park_set_wake_all(&rt->parks); /* idle schedulers look at the sweep */
     sched_join(rt);
-    rt->embed_running = 0;
+    atomic_store(&rt->embed_running, 0);
     if (exit_status)
         *exit_status = overran ? 2 : rt->root_pid ? rt->root_status : 0;
     return 0;
@@ -162,6 +163,8 @@ int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
     h->a = a;
     h->pid = pid;
     a->vm.max_heap = 0; /* the host's own state: no cap */
+    /* its state allocates only on this thread: a cache of its own, as a scheduler has */
+    a->run.heap_cache = &h->core->cache;
     pthread_mutex_lock(&rt->hosts_lock);
     h->next = rt->hosts;
     rt->hosts = h;
@@ -169,6 +172,7 @@ int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
     if (luavm_boot(a) < 0) {
         /* reported, reason set: the slot ends as an actor that could not start */
         luavm_close(a);
+        heap_cache_flush(&rt->heap, &h->core->cache);
         sched_finalize_host(rt, a);
         host_close(h->core);
         h->closed = 1;
@@ -207,6 +211,7 @@ int smarm_host_close(smarm_host *h)
     int stopped = atomic_load_explicit(&a->run.stop, memory_order_acquire) != 0;
     body_finish(a, stopped ? BODY_KILLED : 0);
     luavm_close(a);
+    heap_cache_flush(&h->rt->heap, &h->core->cache);
     sched_finalize_host(h->rt, a);
     host_close(h->core);
     h->closed = 1;
@@ -260,7 +265,7 @@ uint64_t smarm_whereis(smarm_runtime *rt, const char *name)
 
 void embed_free(smarm_runtime *rt)
 {
-    if (rt->embed_running)
+    if (atomic_load(&rt->embed_running))
         smarm_stop(rt, 0, NULL);
     smarm_host *h = rt->hosts;
     while (h) {

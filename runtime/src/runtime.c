@@ -228,7 +228,7 @@ static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, cha
 {
     if (rt->abandoned)
         return SMARM_EINVAL;
-    if (rt->embed_running)
+    if (atomic_load(&rt->embed_running))
         return SMARM_EBUSY;
     size_t len;
     char *payload = runtime_chunk_payload(text, argc, argv, &len);

@@ -205,6 +205,49 @@ static void host_fd_readable_while_inbox_nonempty(void **state)
     smarm_runtime_free(rt);
 }
 
+/* A poll loop against actors sending as fast as they can: every message is seen, the
+ * loop never sleeps through one (each poll has a timeout), and the fd ends quiet. */
+static void host_fd_poll_loop_under_load(void **state)
+{
+    (void)state;
+    smarm_runtime *rt = new_rt();
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt);
+    assert_non_null(h);
+    lua_State *L = smarm_host_lua(h);
+    int fd = smarm_host_fd(h);
+    lua_ok(L,
+           "local s = require 'smarm'\n"
+           "for a = 1, 4 do\n"
+           "   s.spawn(function(to) local s = require 'smarm'\n"
+           "      for i = 1, 1000 do s.send(to, i) end end, s.self())\n"
+           "end\n",
+           0);
+    int got = 0;
+    for (int round = 0; round < 100000 && got < 4000; round++) {
+        assert_true(readable(fd, 5000));
+        lua_getglobal(L, "require");
+        lua_pushstring(L, "smarm");
+        lua_call(L, 1, 1);
+        for (;;) {
+            lua_getfield(L, -1, "recv");
+            lua_pushnumber(L, 0);
+            lua_call(L, 1, 1);
+            int has = !lua_isnil(L, -1);
+            lua_pop(L, 1);
+            if (!has)
+                break;
+            got++;
+        }
+        lua_pop(L, 1);
+    }
+    assert_int_equal(got, 4000);
+    assert_false(readable(fd, 20));
+    assert_int_equal(smarm_host_close(h), 0);
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
+}
+
 static void monitors_both_ways(void **state)
 {
     (void)state;
@@ -541,6 +584,7 @@ int main(void)
         cmocka_unit_test(host_and_actor_send_both_ways),
         cmocka_unit_test(host_recv_timeout_and_poll),
         cmocka_unit_test(host_fd_readable_while_inbox_nonempty),
+        cmocka_unit_test(host_fd_poll_loop_under_load),
         cmocka_unit_test(monitors_both_ways),
         cmocka_unit_test(gen_server_call_and_preload_from_host),
         cmocka_unit_test(send_string_to_pid_and_name),

@@ -48,16 +48,21 @@ void host_free(host *h)
 static int inbox_nonempty(host *h)
 {
     actor *a = atomic_load_explicit(&h->a, memory_order_acquire);
-    return a && atomic_load_explicit(&a->inbox.depth, memory_order_seq_cst) > 0;
+    /* signed: a push counts its message after it unlocks the inbox, so a host that takes
+     * it first sees the count at -1 for a moment (the message is gone: empty) */
+    return a && (int32_t)atomic_load_explicit(&a->inbox.depth, memory_order_seq_cst) > 0;
 }
 
 /* Under lock: makes the fd readable if the inbox holds messages and it is not already. */
 static void arm_locked(host *h)
 {
     if (!h->closed && !atomic_load(&h->efd_armed) && inbox_nonempty(h)) {
+        /* armed before the write: a host that sees the fd readable and takes the message
+         * at once must find it armed, or it would not drain it */
+        atomic_store(&h->efd_armed, 1);
         uint64_t one = 1;
-        if (write(h->efd, &one, sizeof one) == sizeof one)
-            atomic_store(&h->efd_armed, 1);
+        if (write(h->efd, &one, sizeof one) != sizeof one)
+            atomic_store(&h->efd_armed, 0);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/heap.h"
 #include "base/wire.h"
 
 struct actor;
@@ -22,6 +23,7 @@ typedef struct host {
     int closed;                /* under lock: the eventfd is closed */
     _Atomic(struct actor *) a; /* the slot's actor (set once the slot is claimed) */
     wire_buf enc;              /* scratch for encoding its sends (it has no scheduler) */
+    heap_cache cache;          /* its state's free blocks (it allocates on its thread only) */
 } host;
 
 /* A new host parker (its eventfd made), or NULL (errno). */

@@ -81,7 +81,7 @@ struct smarm_runtime {
     pthread_mutex_t hosts_lock;
     struct smarm_host *hosts;
     struct embed_preload *preloads;
-    int embed_running; /* smarm_start ran and smarm_stop has not */
+    _Atomic int embed_running; /* smarm_start ran and smarm_stop has not */
 };
 
 #endif

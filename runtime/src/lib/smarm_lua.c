@@ -342,6 +342,8 @@ static int l_yield(lua_State *L)
 
 static int l_exit(lua_State *L)
 {
+    if (atomic_load_explicit(&luavm_actor(L)->run.host, memory_order_relaxed))
+        return luaL_error(L, "smarm.exit: a host thread ends its actor with smarm_host_close");
     lua_settop(L, 1);
     return body_raise_exit(L, 1);
 }
