@@ -134,7 +134,8 @@ int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status);
  * smarm.yield and introspection are for actors: on a host smarm.exit raises an error the
  * host's own pcall sees. Closing the handle ends the actor: links and monitors fire with
  * reason "normal" (or "killed"/"shutdown" if the runtime stopped it meanwhile).
- * smarm_host_open returns NULL on failure; smarm_host_open_rc says why. */
+ * smarm_host_open returns NULL on failure; smarm_host_open_rc says why (SMARM_EINVAL also
+ * when called on one of the runtime's own threads, from a C function an actor called). */
 typedef struct smarm_host smarm_host;
 smarm_host *smarm_host_open(smarm_runtime *rt);
 int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out);

@@ -139,6 +139,9 @@ int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
         return SMARM_EINVAL;
     if (!running(rt))
         return SMARM_ESTOPPED;
+    /* a scheduler thread (a C function an actor called) must not block as a host */
+    if (sched_current())
+        return SMARM_EINVAL;
     smarm_host *h = calloc(1, sizeof *h);
     if (!h)
         return SMARM_ENOMEM;

@@ -93,6 +93,24 @@ static int open_counter(lua_State *L)
     return 1;
 }
 
+/* opener.try(): what smarm_host_open_rc says when an actor's C function calls it */
+static smarm_runtime *opener_rt;
+
+static int opener_try(lua_State *L)
+{
+    smarm_host *h = NULL;
+    lua_pushinteger(L, smarm_host_open_rc(opener_rt, &h));
+    return 1;
+}
+
+static int open_opener(lua_State *L)
+{
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, opener_try);
+    lua_setfield(L, -2, "try");
+    return 1;
+}
+
 /* ---- tests ---- */
 
 static void host_and_actor_send_both_ways(void **state)
@@ -400,6 +418,15 @@ static void errors_are_codes(void **state)
     assert_int_equal(smarm_send_string(rt, UINT64_MAX, "x", 1), SMARM_EDEAD);
     assert_int_equal(smarm_send_string_name(rt, "nobody", "x", 1), SMARM_EDEAD);
     assert_int_equal(smarm_send_string_name(rt, NULL, "x", 1), SMARM_EINVAL);
+    /* an actor's C function cannot make its scheduler thread a host */
+    opener_rt = rt;
+    assert_int_equal(smarm_preload(rt, "opener", open_opener), 0);
+    lua_ok(L,
+           "local s = require 'smarm'\n"
+           "s.spawn(function(to) local s = require 'smarm'\n"
+           "   s.send(to, require('opener').try()) end, s.self())\n"
+           "assert(s.recv(5) == ..., 'a scheduler thread opened a host')\n",
+           (double)SMARM_EINVAL);
     /* a closed handle */
     uint64_t hp = smarm_host_pid(h);
     assert_int_equal(smarm_host_close(h), 0);
