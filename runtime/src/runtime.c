@@ -235,6 +235,7 @@ static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, cha
     if (!payload)
         return SMARM_ENOMEM;
     atomic_store(&rt->root_done, 0);
+    atomic_store(&rt->stopping, 0); /* an earlier smarm_stop refused spawns */
     rt->root_status = 0;
     uint64_t pid;
     int rc = sched_spawn(rt, kind, payload, len, NULL, 0, &pid);

@@ -605,6 +605,36 @@ static void start_stop_free_repeats(void **state)
     }
 }
 
+/* One runtime started and stopped twice, then run as smarm-lua runs a file. */
+static void one_runtime_restarts(void **state)
+{
+    (void)state;
+    smarm_runtime *rt = new_rt();
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+        smarm_host *h = smarm_host_open(rt);
+        assert_non_null(h);
+        lua_ok(smarm_host_lua(h),
+               "local s = require 'smarm'\n"
+               "local pid, mon = s.spawn_monitor(function() end)\n"
+               "assert(mon:recv(5).reason == 'normal')\n",
+               0);
+        assert_int_equal(smarm_host_close(h), 0);
+        int status = -1;
+        assert_int_equal(smarm_stop(rt, 1, &status), 0);
+        assert_int_equal(status, 0);
+    }
+    int status = -1;
+    assert_int_equal(smarm_run_string(rt,
+                                      "local s = require 'smarm'\n"
+                                      "local _, mon = s.spawn_monitor(function() end)\n"
+                                      "assert(mon:recv(5))",
+                                      0, NULL, &status),
+                     0);
+    assert_int_equal(status, 0);
+    smarm_runtime_free(rt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -620,6 +650,7 @@ int main(void)
         cmocka_unit_test(root_file_is_shut_down_politely),
         cmocka_unit_test(two_runtimes_do_not_see_each_other),
         cmocka_unit_test(start_stop_free_repeats),
+        cmocka_unit_test(one_runtime_restarts),
     };
     return cmocka_run_group_tests(tests, 0, NULL);
 }
