@@ -11,6 +11,7 @@
 #include <lua.h>
 
 #include "base/park.h"
+#include "base/sanitize.h"
 #include "base/wire.h"
 #include "core/exit.h"
 #include "core/host.h"
@@ -80,9 +81,19 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* The polite part: what the first SIGTERM does (core/signals.c), to the root; with no root,
- * to every actor (a host actor is only told if it traps exits). */
-static void shutdown_politely(smarm_runtime *rt)
+/* Whether pid is a live actor that is not a host's. */
+static int live_actor(smarm_runtime *rt, uint64_t pid)
+{
+    slot *sl = pid ? slot_of(&rt->slots, pid) : NULL;
+    return sl && slot_is_live(sl, pid_gen(pid)) &&
+           !atomic_load_explicit(&rt->actors[pid_index(pid)].run.host, memory_order_acquire);
+}
+
+/* The polite part: what the first SIGTERM does (core/signals.c), to the root. With no root,
+ * to every top-level actor (one whose parent is no live actor: spawned by a host, or
+ * orphaned), so a supervisor the host started stops its tree in order. Host actors are
+ * left to the kill that follows the grace. */
+static RACY_READS void shutdown_politely(smarm_runtime *rt)
 {
     if (rt->root_pid) {
         exit_shutdown(rt, 0, rt->root_pid);
@@ -92,8 +103,12 @@ static void shutdown_politely(smarm_runtime *rt)
     for (uint32_t i = 0; i < hwm; i++) {
         uint64_t w = atomic_load_explicit(&slot_at(&rt->slots, i)->word, memory_order_acquire);
         enum slot_state st = slot_word_state(w);
-        if (st != SLOT_VACANT && st != SLOT_DONE)
-            exit_shutdown(rt, 0, pid_make(i, slot_word_gen(w)));
+        uint64_t pid = pid_make(i, slot_word_gen(w));
+        /* the parent is written before the slot is published (racy only for a new tenant,
+         * which is then told or not: its own parent tells it in turn) */
+        if (st != SLOT_VACANT && st != SLOT_DONE && live_actor(rt, pid) &&
+            !live_actor(rt, rt->actors[i].parent))
+            exit_shutdown(rt, 0, pid);
     }
 }
 
@@ -117,10 +132,9 @@ int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status)
     atomic_store(&rt->stopping, 1);
     atomic_store(&rt->root_done, 1);
     sched_sweep(rt, STOP_KILL);
-    if (atomic_fetch_sub(&rt->live, 1) == 1)
-        park_set_wake_all(&rt->parks);
-    else
-        park_set_wake_all(&rt->parks); /* idle schedulers look at the sweep */
+    atomic_fetch_sub(&rt->live, 1);
+    /* the last actor may be gone, or idle schedulers must look at the sweep */
+    park_set_wake_all(&rt->parks);
     sched_join(rt);
     atomic_store(&rt->embed_running, 0);
     if (exit_status)
