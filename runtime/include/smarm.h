@@ -119,8 +119,9 @@ int smarm_start(smarm_runtime *rt, const char *path, int argc, char **argv);
 
 /* Stops a started runtime: the root is shut down politely (as by SIGTERM, or by
  * smarm.shutdown: a trapping root hears {exit, shutdown} and may finish its work; with no
- * root every actor is told so); after grace_seconds whatever is left is killed, host
- * actors included (their Lua waits then raise). Returns once the schedulers are joined.
+ * root every top-level actor, one whose parent is no live actor, is told so); after
+ * grace_seconds whatever is left is killed, host actors included (their Lua waits then
+ * raise). Returns once the schedulers are joined.
  * *exit_status (may be NULL): 0 the root ended normally (or there is none), 1 it crashed
  * or was stopped without trapping exits, 2 the grace ran out and actors were killed. */
 int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status);
