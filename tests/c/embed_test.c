@@ -93,6 +93,48 @@ static int open_counter(lua_State *L)
     return 1;
 }
 
+/* probe.seq(id): records the order in which workers finished */
+static _Atomic int seq_log[8], seq_n;
+
+static int probe_seq(lua_State *L)
+{
+    int i = atomic_fetch_add(&seq_n, 1);
+    if (i < 8)
+        atomic_store(&seq_log[i], (int)luaL_checkinteger(L, 1));
+    return 0;
+}
+
+/* a supervised worker that traps exits and records when it is shut down */
+static int open_tworker(lua_State *L)
+{
+    const char *src = "local M = {}\n"
+                      "function M.run(id)\n"
+                      "   local s = require 'smarm'\n"
+                      "   local rx = s.trap_exit(true)\n"
+                      "   s.register('w' .. id)\n"
+                      "   while true do\n"
+                      "      local sig = rx:recv()\n"
+                      "      if sig.reason == 'shutdown' then\n"
+                      "         require('seqprobe').seq(id)\n"
+                      "         return\n"
+                      "      end\n"
+                      "   end\n"
+                      "end\n"
+                      "return M\n";
+    if (luaL_loadstring(L, src) != 0)
+        return lua_error(L);
+    lua_call(L, 0, 1);
+    return 1;
+}
+
+static int open_seqprobe(lua_State *L)
+{
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, probe_seq);
+    lua_setfield(L, -2, "seq");
+    return 1;
+}
+
 /* opener.try(): what smarm_host_open_rc says when an actor's C function calls it */
 static smarm_runtime *opener_rt;
 
@@ -499,6 +541,44 @@ static void stop_gives_a_grace_then_kills(void **state)
     }
 }
 
+/* With no root, a supervisor the host started is told first and stops its children in
+ * reverse start order; the host's close (reason normal) does not stop it. */
+static void stop_without_root_stops_a_host_started_tree_in_order(void **state)
+{
+    (void)state;
+    atomic_store(&seq_n, 0);
+    smarm_runtime *rt = new_rt();
+    assert_int_equal(smarm_preload(rt, "tworker", open_tworker), 0);
+    assert_int_equal(smarm_preload(rt, "seqprobe", open_seqprobe), 0);
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt);
+    assert_non_null(h);
+    lua_ok(smarm_host_lua(h),
+           "local s = require 'smarm'\n"
+           "local sup = require 'smarm.supervisor'\n"
+           "local children = {}\n"
+           "for i = 1, 3 do\n"
+           "   children[i] = {id = 'w' .. i, start = {'tworker', 'run', i}, shutdown = 5}\n"
+           "end\n"
+           "assert(sup.start_link({strategy = 'one_for_one', children = children}))\n"
+           "for i = 1, 3 do\n"
+           "   local t0 = s.now()\n"
+           "   while not s.whereis('w' .. i) do\n"
+           "      assert(s.now() - t0 < 10); s.sleep(0.005)\n"
+           "   end\n"
+           "end\n",
+           0);
+    assert_int_equal(smarm_host_close(h), 0);
+    int status = -1;
+    assert_int_equal(smarm_stop(rt, 10, &status), 0);
+    assert_int_equal(status, 0);
+    assert_int_equal(atomic_load(&seq_n), 3);
+    assert_int_equal(atomic_load(&seq_log[0]), 3);
+    assert_int_equal(atomic_load(&seq_log[1]), 2);
+    assert_int_equal(atomic_load(&seq_log[2]), 1);
+    smarm_runtime_free(rt);
+}
+
 static void root_file_is_shut_down_politely(void **state)
 {
     (void)state;
@@ -647,6 +727,7 @@ int main(void)
         cmocka_unit_test(send_string_to_pid_and_name),
         cmocka_unit_test(errors_are_codes),
         cmocka_unit_test(stop_gives_a_grace_then_kills),
+        cmocka_unit_test(stop_without_root_stops_a_host_started_tree_in_order),
         cmocka_unit_test(root_file_is_shut_down_politely),
         cmocka_unit_test(two_runtimes_do_not_see_each_other),
         cmocka_unit_test(start_stop_free_repeats),
