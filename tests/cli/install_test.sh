@@ -11,7 +11,8 @@ builddir=$(dirname "$SMARM_LUA")
 ninja_file=build.ninja
 [ "$builddir" = build ] || ninja_file=$builddir/build.ninja
 CC=${CC:-cc}
-status=0 out= err=
+# shellcheck disable=SC2034  # read by fail (lib.sh)
+status=0 out='' err=''
 
 # a prefix of our own, no DESTDIR
 prefix=$TMP/prefix
