@@ -112,6 +112,31 @@ grep -qE "^replies [0-9]+ of [0-9]+ within their frame; engine.step called [1-9]
 grep -qE "^RESULT npcs=50 us_per_frame=[0-9.]+" <<<"$game_out" || fail "the game reports its frame time"
 grep -q "npc1: told to crash" "$TMP/game_err" || fail "the crash is reported on stderr"
 
+# a C++ host: lua.hpp gives the Lua API C linkage, smarm.h has its own guards
+if command -v c++ >/dev/null; then
+   cat >"$TMP/host.cpp" <<'CPP'
+#include <lua.hpp>
+#include <smarm.h>
+int main()
+{
+    smarm_runtime *rt = nullptr;
+    if (smarm_runtime_new(nullptr, &rt) != 0 || smarm_start(rt, nullptr, 0, nullptr) != 0)
+        return 1;
+    smarm_host *h = smarm_host_open(rt);
+    int ok = luaL_dostring(smarm_host_lua(h), "return require('smarm').self()") == 0 &&
+             lua_tonumber(smarm_host_lua(h), -1) == (lua_Number)smarm_host_pid(h);
+    smarm_host_close(h);
+    smarm_stop(rt, 1, nullptr);
+    smarm_runtime_free(rt);
+    return ok ? 0 : 1;
+}
+CPP
+   # shellcheck disable=SC2046
+   c++ -o "$TMP/hostxx" "$TMP/host.cpp" $(pkg-config --cflags --libs smarm) ||
+      fail "a C++ host builds"
+   LD_LIBRARY_PATH=$prefix/lib timeout 60 "$TMP/hostxx" || fail "the C++ host runs"
+fi
+
 # DESTDIR: the same tree under a staging root, the prefix written into smarm.pc
 stage=$TMP/stage
 DESTDIR=$stage PREFIX=/opt/smarm ninja -f "$ninja_file" install >/dev/null
