@@ -140,7 +140,7 @@ int main(int argc, char **argv)
         lua_pop(L, 2);
         expected += sent;
         got_total += got;
-        if (crashed_pid && !back_at && got == npcs) {
+        if (crashed_pid && !back_at) {
             uint64_t now_pid = smarm_whereis(rt, "npc1");
             if (now_pid && now_pid != crashed_pid)
                 back_at = f;
@@ -163,9 +163,9 @@ int main(int argc, char **argv)
     int status = -1;
     rc = smarm_stop(rt, 5, &status);
     if (crash_at)
-        printf("npc1 crashed at frame %d and was restarted: all %d NPCs answered again at "
-               "frame %d\n",
-               crash_at, npcs, back_at);
+        printf("npc1 crashed at frame %d and was restarted: registered again, as a new "
+               "actor, by frame %d\n",
+               crash_at, back_at);
     printf("frames %d in %.2f s (%.1f Hz), late frames %d\n", frames, wall, frames / wall, late);
     printf("replies %ld of %ld within their frame; engine.step called %llu times\n", got_total,
            expected, (unsigned long long)atomic_load(&engine_calls));

@@ -251,8 +251,9 @@ static void host_fd_readable_while_inbox_nonempty(void **state)
     assert_false(readable(fd, 0));
     /* an actor's message makes it readable again, within the poll's timeout */
     lua_ok(L,
+           "-- long enough that the poll below comes first, even on a loaded machine\n"
            "local s = require 'smarm'\n"
-           "s.spawn(function(to) local s = require 'smarm'; s.sleep(0.02);"
+           "s.spawn(function(to) local s = require 'smarm'; s.sleep(0.3);"
            " s.send(to, {k = 1}) end, s.self())\n",
            0);
     assert_false(readable(fd, 0));
