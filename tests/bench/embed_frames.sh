@@ -11,7 +11,7 @@ frames=${1:-600}
 shift || true
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(100 1000)
-ninja build/libsmarm.a >/dev/null
+ninja build/libsmarm.a build/smarm-lua >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # static: the whole archive, exported (the Lua library reaches its C half through ffi.C)
@@ -21,4 +21,6 @@ for n in "${sizes[@]}"; do
    out=$(timeout 300 "$tmp/game" examples/embed "$n" "$frames" 2>/dev/null)
    grep -E "^(frames|replies|host time)" <<<"$out" | sed "s/^/$n NPCs: /"
    grep "^RESULT" <<<"$out" | sed 's/^RESULT/BENCH name=embed_frames/'
+   # the same exchange between a root actor and plain actors, for comparison
+   timeout 300 build/smarm-lua tests/bench/embed_frames_root.lua "$n" "$frames"
 done
