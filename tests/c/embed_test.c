@@ -353,6 +353,41 @@ static void monitors_both_ways(void **state)
     smarm_runtime_free(rt);
 }
 
+/* A link from a host: trapped, the exit signal arrives on its channel; not trapped, the
+ * host is stopped (its waits raise) and its close reports the linked actor's reason. */
+static void links_to_a_host(void **state)
+{
+    (void)state;
+    smarm_runtime *rt = new_rt();
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt), *h2 = smarm_host_open(rt);
+    assert_non_null(h);
+    assert_non_null(h2);
+    lua_ok(smarm_host_lua(h),
+           "local s = require 'smarm'\n"
+           "local rx = s.trap_exit(true)\n"
+           "local pid = s.spawn_link(function() error('linked boom') end)\n"
+           "local sig = assert(rx:recv(5), 'no exit signal')\n"
+           "assert(sig.from == pid and sig.reason == 'error')\n"
+           "s.trap_exit(false)\n"
+           "-- a watcher of the second host\n"
+           "_G.mon = s.monitor(...)\n",
+           (double)smarm_host_pid(h2));
+    lua_State *L2 = smarm_host_lua(h2);
+    lua_ok(L2, "require('smarm').spawn_link(function() error('boom two') end)", 0);
+    assert_int_not_equal(luaL_dostring(L2, "return require('smarm').recv(10)"), 0);
+    assert_non_null(strstr(lua_tostring(L2, -1), "stopped"));
+    lua_pop(L2, 1);
+    assert_int_equal(smarm_host_close(h2), 0);
+    lua_ok(smarm_host_lua(h),
+           "local d = assert(_G.mon:recv(5), 'no down notice of the host')\n"
+           "assert(d.reason == 'error', tostring(d.reason))\n",
+           0);
+    assert_int_equal(smarm_host_close(h), 0);
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
+}
+
 static void gen_server_call_and_preload_from_host(void **state)
 {
     (void)state;
@@ -724,6 +759,7 @@ int main(void)
         cmocka_unit_test(host_fd_readable_while_inbox_nonempty),
         cmocka_unit_test(host_fd_poll_loop_under_load),
         cmocka_unit_test(monitors_both_ways),
+        cmocka_unit_test(links_to_a_host),
         cmocka_unit_test(gen_server_call_and_preload_from_host),
         cmocka_unit_test(send_string_to_pid_and_name),
         cmocka_unit_test(errors_are_codes),
