@@ -21,6 +21,19 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 LUAJIT_DIR = "build/deps/luajit/src"
 LUAJIT_A = LUAJIT_DIR + "/libluajit.a"
 FFI_HEADER = "bindings/smarm_ffi.h"
+# the shared library's soname carries the major version of smarm.h (0 while it may change)
+def smarm_version():
+    """SMARM_VERSION of runtime/include/smarm.h (the shared library's file name carries it)."""
+    with open(os.path.join(ROOT, "runtime/include/smarm.h")) as f:
+        for line in f:
+            if line.startswith("#define SMARM_VERSION"):
+                return line.split('"')[1]
+    raise SystemExit("configure.py: no SMARM_VERSION in runtime/include/smarm.h")
+
+
+SO_VERSION = smarm_version()
+SO_ABI = SO_VERSION.split(".")[0]
+SONAME = "libsmarm.so." + SO_ABI
 
 COMMON_CFLAGS = [
     "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wno-unused-parameter",
@@ -168,7 +181,7 @@ def generate(flavour, cc, regen_path):
            "| ar -M && ranlib $out",
            "AR $out")
     w.rule("link_shared",
-           "$cc -shared -Wl,-soname,libsmarm.so -o $out $in "
+           "$cc -shared -Wl,-soname,$soname -o $out $in "
            "-Wl,--whole-archive $luajit_a -Wl,--no-whole-archive $ldflags $libs",
            "SO $out")
     # Executables carry all of LuaJIT and export it (-Wl,-E), so Lua C modules
@@ -177,6 +190,9 @@ def generate(flavour, cc, regen_path):
            "$cc -o $out $in -Wl,-E -Wl,--whole-archive $luajit_a -Wl,--no-whole-archive "
            "$ldflags $extra_libs",
            "LINK $out")
+    w.rule("symlink", "ln -sf $target $out", "LN $out")
+    # PREFIX (default /usr/local) and DESTDIR come from the environment: see scripts/install
+    w.rule("install", "scripts/install $builddir", "INSTALL", pool="console")
     w.rule("configure", configure_cmd + " -o $out",
            "CONFIGURE $out", generator="1")
 
@@ -198,7 +214,13 @@ def generate(flavour, cc, regen_path):
         runtime_objs.append(o)
         w.build([o], "cc", [src], order_only=order)
     w.build([builddir + "/libsmarm.a"], "ar_merge", runtime_objs, implicit=[LUAJIT_A])
-    w.build([builddir + "/libsmarm.so"], "link_shared", runtime_objs, implicit=[LUAJIT_A])
+    so_real = builddir + "/libsmarm.so." + SO_VERSION
+    so_libs = [so_real, builddir + "/" + SONAME, builddir + "/libsmarm.so"]
+    w.build([so_real], "link_shared", runtime_objs, implicit=[LUAJIT_A],
+            variables=[("soname", SONAME)])
+    for link in so_libs[1:]:
+        w.build([link], "symlink", [so_real],
+                variables=[("target", os.path.basename(so_real))])
     w.line()
 
     w.line("# smarm-lua")
@@ -244,8 +266,9 @@ def generate(flavour, cc, regen_path):
     w.build(["tests"], "phony", tests)
     if fuzzers:
         w.build(["fuzz"], "phony", fuzzers)
-    w.build(["all"], "phony", [exe, builddir + "/libsmarm.a", builddir + "/libsmarm.so"]
-            + tests + fuzzers)
+    w.build(["all"], "phony", [exe, builddir + "/libsmarm.a"] + so_libs + tests + fuzzers)
+    w.build(["install"], "install", [],
+            implicit=[exe, builddir + "/libsmarm.a"] + so_libs + ["scripts/install"])
     w.line("default " + ("fuzz" if fuzzers else "all"))
     return w.text()
 

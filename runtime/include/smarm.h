@@ -11,6 +11,14 @@
 extern "C" {
 #endif
 
+/* The two Lua types the API names, as LuaJIT's lua.h declares them (installed beside this
+ * header with lauxlib.h, lualib.h, luajit.h and lua.hpp: C hosts include lauxlib.h, C++
+ * hosts lua.hpp, which gives the Lua API C linkage). */
+#ifndef lua_h
+typedef struct lua_State lua_State;
+typedef int (*lua_CFunction)(lua_State *L);
+#endif
+
 #define SMARM_VERSION "0.1.0"
 
 enum {
@@ -21,6 +29,10 @@ enum {
     SMARM_ETHREAD = -4,   /* a scheduler thread could not be started */
     SMARM_ELOAD = -5,     /* the root chunk failed to load (syntax error, missing file) */
     SMARM_ETAKEN = -6,    /* the name asked for is held by a live actor */
+    SMARM_ESTOPPED = -7,  /* the runtime is not running (not started, or stopped) */
+    SMARM_ECLOSED = -8,   /* the host handle was closed */
+    SMARM_EDEAD = -9,     /* no such actor: the pid is dead, or the name is not registered */
+    SMARM_EBUSY = -10,    /* the runtime is running already */
 };
 
 typedef struct smarm_runtime smarm_runtime;
@@ -96,6 +108,64 @@ int smarm_runtime_signal(const smarm_runtime *rt);
 int smarm_runtime_abandoned(const smarm_runtime *rt);
 
 const char *smarm_strerror(int err);
+
+/* ---- Embedding: the runtime runs beside the host program ----
+ *
+ * smarm_start starts the scheduler threads (and the root actor from path, unless path is
+ * NULL) and returns at once. The runtime then runs until smarm_stop, whether or not any
+ * actor lives (a root that ends makes the runtime stop what it left, as smarm_run_file
+ * does, but the schedulers stay for the host until smarm_stop). smarm_run_file and
+ * smarm_run_string return SMARM_EBUSY on a started runtime. With handle_signals, call
+ * smarm_stop on the thread that called smarm_start (the signal mask is per thread).
+ * A runtime can be started again after smarm_stop. */
+int smarm_start(smarm_runtime *rt, const char *path, int argc, char **argv);
+
+/* Stops a started runtime: the root is shut down politely (as by SIGTERM, or by
+ * smarm.shutdown: a trapping root hears {exit, shutdown} and may finish its work; with no
+ * root every top-level actor, one whose parent is no live actor, is told so); after
+ * grace_seconds whatever is left is killed, host actors included (their Lua waits then
+ * raise). Returns once the schedulers are joined.
+ * *exit_status (may be NULL): 0 the root ended normally (or there is none), 1 it crashed
+ * or was stopped without trapping exits, 2 the grace ran out and actors were killed. */
+int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status);
+
+/* A host handle: the calling thread becomes an actor. It has a pid, an inbox and a Lua
+ * state of its own in which require "smarm" works (send, recv with a timeout, 0 = poll,
+ * spawn, whereis, monitor, link, trap_exit, gen_server.call...). Its waits block the
+ * calling thread (no scheduler runs it). Thread rules: a handle is used by one thread at a
+ * time (the one that drives its Lua state); close it before that thread ends and before
+ * smarm_runtime_free (which closes handles left open, from its own thread). smarm.exit,
+ * smarm.yield and introspection are for actors: on a host smarm.exit raises an error the
+ * host's own pcall sees. Closing the handle ends the actor: links and monitors fire with
+ * reason "normal" (or "killed"/"shutdown" if the runtime stopped it meanwhile).
+ * smarm_host_open returns NULL on failure; smarm_host_open_rc says why (SMARM_EINVAL also
+ * when called on one of the runtime's own threads, from a C function an actor called). */
+typedef struct smarm_host smarm_host;
+smarm_host *smarm_host_open(smarm_runtime *rt);
+int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out);
+/* NULL / 0 for NULL or a closed handle. */
+lua_State *smarm_host_lua(smarm_host *h);
+uint64_t smarm_host_pid(smarm_host *h);
+/* 0, SMARM_ECLOSED (closed already), SMARM_EINVAL (NULL). The handle's memory is kept until
+ * smarm_runtime_free, so a call on a closed handle is an error code, not a crash. */
+int smarm_host_close(smarm_host *h);
+/* An fd (eventfd) readable while the host's inbox holds messages, for poll/epoll loops;
+ * receiving drains it. Only the inbox: channel messages (monitor notices) do not make it
+ * readable. A negative SMARM_E* code for NULL or a closed handle. Do not read or close it. */
+int smarm_host_fd(smarm_host *h);
+
+/* Every actor state (and host state) can require(name) from now on: open is called as a
+ * Lua module loader (package.preload). Any thread. */
+int smarm_preload(smarm_runtime *rt, const char *name, lua_CFunction open);
+
+/* Sends data (len bytes, any bytes) to dest as a Lua string message, from any thread, no
+ * Lua state needed. SMARM_EDEAD: dest is dead (or no pid of this runtime); SMARM_ESTOPPED:
+ * the runtime is not running. The _name form sends to the actor registered under name
+ * (resolved at the call, SMARM_EDEAD if none). */
+int smarm_send_string(smarm_runtime *rt, uint64_t dest, const char *data, size_t len);
+int smarm_send_string_name(smarm_runtime *rt, const char *name, const char *data, size_t len);
+/* The pid registered under name, or 0. */
+uint64_t smarm_whereis(smarm_runtime *rt, const char *name);
 
 #ifdef __cplusplus
 }

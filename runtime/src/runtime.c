@@ -12,6 +12,7 @@
 #include "core/pg.h"
 #include "core/registry.h"
 #include "core/scheduler.h"
+#include "embed.h"
 #include "io/reactor.h"
 #include "lib/chan_lua.h"
 #include "lib/init.h"
@@ -113,6 +114,7 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     }
     rt->nsched = rt->cfg.schedulers;
     pthread_mutex_init(&rt->err_lock, NULL);
+    pthread_mutex_init(&rt->hosts_lock, NULL);
     heap_init(&rt->heap);
     timers_init(&rt->tm);
     int err = SMARM_ENOMEM;
@@ -178,6 +180,9 @@ void smarm_runtime_free(smarm_runtime *rt)
     /* scheduler threads a run left inside C calls still use all of it */
     if (!rt || rt->abandoned)
         return;
+    embed_free(rt);
+    if (rt->abandoned)
+        return; /* smarm_stop left a scheduler inside a C call */
     /* the reactor stops first: it may wake actors until its thread is joined */
     reactor_free(rt->reactor);
     exit_free_records(rt);
@@ -194,12 +199,13 @@ void smarm_runtime_free(smarm_runtime *rt)
     slot_table_destroy(&rt->slots);
     timers_destroy(&rt->tm);
     pthread_mutex_destroy(&rt->err_lock);
+    pthread_mutex_destroy(&rt->hosts_lock);
     heap_destroy(&rt->heap);
     free(rt);
 }
 
 /* payload: text\0 u32 argc args\0... */
-static char *chunk_payload(const char *text, int argc, char **argv, size_t *len)
+char *runtime_chunk_payload(const char *text, int argc, char **argv, size_t *len)
 {
     size_t n = strlen(text) + 1 + 4;
     for (int i = 0; i < argc; i++)
@@ -227,11 +233,14 @@ static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, cha
 {
     if (rt->abandoned)
         return SMARM_EINVAL;
+    if (atomic_load(&rt->embed_running))
+        return SMARM_EBUSY;
     size_t len;
-    char *payload = chunk_payload(text, argc, argv, &len);
+    char *payload = runtime_chunk_payload(text, argc, argv, &len);
     if (!payload)
         return SMARM_ENOMEM;
     atomic_store(&rt->root_done, 0);
+    atomic_store(&rt->stopping, 0); /* an earlier smarm_stop refused spawns */
     rt->root_status = 0;
     uint64_t pid;
     int rc = sched_spawn(rt, kind, payload, len, NULL, 0, &pid);
@@ -281,6 +290,14 @@ const char *smarm_strerror(int err)
         return "could not load the root chunk";
     case SMARM_ETAKEN:
         return "the name is taken";
+    case SMARM_ESTOPPED:
+        return "the runtime is not running";
+    case SMARM_ECLOSED:
+        return "the host handle is closed";
+    case SMARM_EDEAD:
+        return "no such actor (dead pid or unregistered name)";
+    case SMARM_EBUSY:
+        return "the runtime is running already";
     }
     return "unknown error";
 }

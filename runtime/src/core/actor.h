@@ -35,6 +35,7 @@ enum stop_kind {
 };
 
 struct chan;
+struct host;
 
 /* A monitor on this actor: the down notice goes to the watcher's channel. */
 typedef struct monitor_ref {
@@ -42,7 +43,8 @@ typedef struct monitor_ref {
     struct chan *c; /* holds one tx reference */
 } monitor_ref;
 
-enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING };
+/* BOOT_HOST: a host actor's state (embedding): no body, the host thread drives it */
+enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING, BOOT_HOST };
 
 /* What a Lua-visible wait needs after a coroutine park: pushes its results
  * on the coroutine and returns their count, or -1 to park again. */
@@ -69,6 +71,9 @@ typedef struct actor_run {
     struct actor *pin_next;        /* link in its scheduler's pinned list */
     struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
     void *fiber;                   /* TSan fiber */
+    /* a host actor (embedding, core/host.h): a thread of the host is its body; its slot
+     * stays RUNNING, and a wake signals this instead of queueing it */
+    _Atomic(struct host *) host;
 } actor_run;
 
 /* The vm layer's part: the Lua state, the boot payload, the heap accounting. */
@@ -166,6 +171,7 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
     r->blocking_next = NULL;
     r->pin_next = NULL;
     r->heap_cache = NULL;
+    atomic_store_explicit(&r->host, NULL, memory_order_relaxed);
 }
 
 /* A fresh tenancy's vm part: not booted yet, booting from payload (taken over). */

@@ -3,6 +3,7 @@
 #define SMARM_RUNTIME_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "core/actor.h"
@@ -77,6 +78,15 @@ struct smarm_runtime {
     uint64_t root_pid;
     int root_status;          /* 0 normal, 1 crashed */
     pthread_mutex_t err_lock; /* serialises crash reports on stderr */
+    /* sched_start/sched_join (scheduler.c) */
+    int started, watchdog_on, sigs_on;
+    sigset_t sig_saved;
+    _Atomic int stopping; /* embedding: smarm_stop has swept; spawns are refused */
+    /* embedding (embed.c): every host handle made, freed with the runtime */
+    pthread_mutex_t hosts_lock;
+    struct smarm_host *hosts;
+    struct embed_preload *preloads;
+    _Atomic int embed_running; /* smarm_start ran and smarm_stop has not */
 };
 
 #endif

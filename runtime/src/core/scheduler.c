@@ -15,6 +15,7 @@
 #include "base/futex.h"
 #include "core/blocking.h"
 #include "core/exit.h"
+#include "core/host.h"
 #include "core/pg.h"
 #include "core/registry.h"
 #include "core/preempt.h"
@@ -277,12 +278,23 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
 void sched_wake(smarm_runtime *rt, uint64_t pid)
 {
     slot *sl = slot_of(&rt->slots, pid);
-    if (sl && slot_unpark(sl, pid_gen(pid)))
+    if (!sl)
+        return;
+    if (slot_unpark(sl, pid_gen(pid))) {
         make_runnable(rt, pid_index(pid));
+        return;
+    }
+    /* a host actor's slot stays RUNNING: its thread sleeps on its own parker (core/host.h) */
+    host *h = atomic_load_explicit(&rt->actors[pid_index(pid)].run.host, memory_order_acquire);
+    if (h)
+        host_wake(h);
 }
 
 void sched_arm_wake(actor *a, uint64_t deadline)
 {
+    /* a host thread bounds its own sleep by the deadline (vm/body.c) */
+    if (atomic_load_explicit(&a->run.host, memory_order_relaxed))
+        return;
     uint64_t armed = atomic_load_explicit(&a->run.wake_armed, memory_order_acquire);
     /* an armed wake no later than this one is in the heap or firing: its wake
      * comes in time, and the wait re-checks and re-arms after it (wait_rearm) */
@@ -388,6 +400,11 @@ int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spa
 int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *payload, size_t len,
                          spawn_opts *opts, uint64_t parent, uint64_t *pid_out)
 {
+    /* embedding: smarm_stop has swept, the schedulers are ending */
+    if (atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
+        slot_release(&rt->slots, (uint32_t)idx);
+        return SMARM_ESTOPPED;
+    }
     slot *sl = slot_at(&rt->slots, (uint32_t)idx);
     uint32_t gen = slot_word_gen(atomic_load_explicit(&sl->word, memory_order_acquire));
     actor *a = &rt->actors[idx];
@@ -417,8 +434,16 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
         opts->link = -1;
     if (opts && opts->monitor)
         opts->monitor_id = exit_monitor(rt, a->pid, opts->monitor);
-    atomic_fetch_add_explicit(&rt->live, 1, memory_order_relaxed);
     *pid_out = a->pid;
+    if (opts && opts->host) {
+        /* a host thread is the body: the slot runs at once and is never queued; it is not
+         * counted in live (the schedulers end without waiting for hosts) */
+        atomic_store_explicit(&a->run.host, opts->host, memory_order_release);
+        slot_publish(sl, gen);
+        slot_begin_run(sl, gen);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&rt->live, 1, memory_order_relaxed);
     /* release (in the CAS): the actor's fields are visible to whoever claims it */
     slot_publish(sl, gen);
     /* a new actor queues with the woken ones, ahead of those that used up their slice: its
@@ -491,14 +516,17 @@ void sched_yield_actor(actor *a)
     if (a->run.blocking)
         return;
     a->stats.yields++;
+    if (atomic_load_explicit(&a->run.host, memory_order_relaxed)) {
+        sched_yield(); /* a host thread is no scheduler's */
+        return;
+    }
     sched_leave(a, LEAVE_YIELD);
 }
 
 /* ---- the scheduler side ---- */
 
-static void finalize(sched *s, actor *a)
+static void finalize(smarm_runtime *rt, actor *a)
 {
-    smarm_runtime *rt = s->rt;
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
     /* the order matters to whoever a notice wakes: by the time a monitor or a
@@ -518,7 +546,12 @@ static void finalize(sched *s, actor *a)
     }
 #endif
     int was_root = a->pid == rt->root_pid;
+    int was_host = atomic_load_explicit(&a->run.host, memory_order_relaxed) != NULL;
+    /* a waker that read the pointer before this still finds the host (freed with the runtime) */
+    atomic_store_explicit(&a->run.host, NULL, memory_order_release);
     slot_release(&rt->slots, idx);
+    if (was_host)
+        return;
     if (was_root)
         atomic_store_explicit(&rt->root_done, 1, memory_order_release);
     /* release: everything this actor did (its enqueues) happens before a
@@ -654,7 +687,7 @@ static void run_actor(sched *s, uint32_t idx)
         case LEAVE_DONE:
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
-            finalize(s, a);
+            finalize(s->rt, a);
             return;
         case LEAVE_BLOCKING:
             /* off to a pool thread, holding its stack; the slot stays RUNNING, so wakes
@@ -1029,9 +1062,10 @@ static int join_schedulers(smarm_runtime *rt, uint64_t all)
     return left;
 }
 
-int sched_run(smarm_runtime *rt)
+int sched_start(smarm_runtime *rt)
 {
     int n = rt->nsched;
+    rt->started = 0;
     /* as many spares as schedulers, and at least SPARES_MIN (a few actors of a -S 1 run may
      * sit in C calls at once), within the idle mask's 64 bits */
     rt->nspare = n > SPARES_MIN ? n : SPARES_MIN;
@@ -1069,8 +1103,7 @@ int sched_run(smarm_runtime *rt)
     int started = 0, err = 0;
     preempt_install();
     signal_diag_install();
-    sigset_t saved;
-    int sigs = rt->cfg.handle_signals && signal_shutdown_start(rt, &saved) == 0;
+    rt->sigs_on = rt->cfg.handle_signals && signal_shutdown_start(rt, &rt->sig_saved) == 0;
     for (int i = 0; i < n; i++) {
         sched *s = &rt->scheds[i];
         s->rt = rt;
@@ -1086,10 +1119,18 @@ int sched_run(smarm_runtime *rt)
         /* the threads already started still finish the work */
         fprintf(stderr, "smarm: could only start %d of %d schedulers\n", started, n);
     }
-    int watchdog = started && preempt_start(rt) == 0;
+    rt->started = started;
+    rt->watchdog_on = started && preempt_start(rt) == 0;
+    return started ? 0 : err;
+}
+
+int sched_join(smarm_runtime *rt)
+{
+    int n = rt->nsched, started = rt->started, total = sched_total(rt);
     rt->abandoned = join_schedulers(rt, started >= 64 ? ~0ull : (1ull << started) - 1);
-    if (watchdog)
+    if (rt->watchdog_on)
         preempt_stop(rt); /* no spare is activated after this */
+    rt->watchdog_on = 0;
     /* the spares: those asleep wake to leave, those in their loop have seen the end */
     atomic_store(&rt->spares_stop, 1);
     uint64_t spares = atomic_load(&rt->spares_started);
@@ -1097,8 +1138,9 @@ int sched_run(smarm_runtime *rt)
         if (spares & (1ull << i))
             futex_wake(&rt->scheds[i].spare_state, 1);
     rt->abandoned += join_schedulers(rt, spares);
-    if (sigs)
-        signal_shutdown_stop(rt, &saved);
+    if (rt->sigs_on)
+        signal_shutdown_stop(rt, &rt->sig_saved);
+    rt->sigs_on = 0;
     rt->abandoned += blocking_pool_stop(rt);
     if (rt->abandoned)
         return 0; /* the threads left inside C calls still use their scheds */
@@ -1106,5 +1148,17 @@ int sched_run(smarm_runtime *rt)
         wire_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);
     rt->scheds = NULL;
-    return started ? 0 : err;
+    rt->started = 0;
+    return 0;
 }
+
+int sched_run(smarm_runtime *rt)
+{
+    int rc = sched_start(rt);
+    if (!rt->scheds)
+        return rc;
+    int jr = sched_join(rt);
+    return rc ? rc : jr;
+}
+
+void sched_finalize_host(smarm_runtime *rt, actor *a) { finalize(rt, a); }

@@ -63,6 +63,7 @@ typedef struct spawn_opts {
     struct chan *monitor; /* register this channel (one tx reference handed over) for its down
                              notice before it can run; the id comes back in monitor_id */
     uint64_t monitor_id;
+    struct host *host; /* embedding: a host actor, whose body is the calling thread */
 } spawn_opts;
 
 /* The scheduler of the calling thread, or NULL off the runtime. Not inlined:
@@ -70,6 +71,13 @@ typedef struct spawn_opts {
 sched *sched_current(void);
 /* Starts the schedulers and blocks until every actor has ended. */
 int sched_run(smarm_runtime *rt);
+/* sched_run in two halves (embedding): starts the scheduler threads and returns; then waits
+ * until every actor has ended and the threads are joined. */
+int sched_start(smarm_runtime *rt);
+int sched_join(smarm_runtime *rt);
+/* A host actor ends (its thread closed the handle): finalized as an actor that ended, its
+ * links and monitors told. Its state must be closed and its reason set already. */
+void sched_finalize_host(smarm_runtime *rt, actor *a);
 /* Claims a slot and queues a new actor that boots from payload (taken over,
  * freed once booted). Returns 0 and the pid, or SMARM_ECAPACITY (the payload
  * is still the caller's). */

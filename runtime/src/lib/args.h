@@ -9,6 +9,7 @@
 #include "base/mailbox.h"
 #include "base/wire.h"
 #include "core/actor.h"
+#include "core/host.h"
 #include "core/scheduler.h"
 
 typedef struct lua_State lua_State;
@@ -38,10 +39,24 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
  * the encoding took are released on every failure, so a raise leaks nothing. */
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen);
-/* The same into the calling scheduler's scratch buffer. */
+/* The scratch buffer of the calling thread: its scheduler's, or a host thread's own. */
+static inline wire_buf *lib_scratch(actor *a)
+{
+    sched *s = sched_current();
+    return s ? &s->enc : &atomic_load_explicit(&a->run.host, memory_order_relaxed)->enc;
+}
+/* The same into the calling thread's scratch buffer. */
+struct actor *luavm_actor(lua_State *L);
 static inline msg *lib_encode(lua_State *L, int idx, const char *fname)
 {
-    return lib_encode_msg(L, idx, &sched_current()->enc, fname, NULL, 0);
+    return lib_encode_msg(L, idx, lib_scratch(luavm_actor(L)), fname, NULL, 0);
+}
+/* After a host actor took a message from its inbox: its fd follows (core/host.h). */
+static inline void lib_took(actor *a)
+{
+    host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
+    if (h)
+        host_after_take(h);
 }
 
 #endif

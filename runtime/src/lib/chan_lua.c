@@ -192,6 +192,7 @@ static int try_inbox(actor *a, lua_State *L)
     if (!m)
         return -1;
     a->stats.msgs_in++;
+    lib_took(a);
     luavm_take(L, m, "smarm.select");
     return 1;
 }

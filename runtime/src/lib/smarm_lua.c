@@ -176,6 +176,8 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
         }
         if (rc == SMARM_ENOMEM)
             return luaL_error(L, "%s: out of memory", fname);
+        if (rc == SMARM_ESTOPPED)
+            return luaL_error(L, "%s: the runtime is stopping", fname);
         return spawn_at_capacity(L, a, try_mode, fname);
     }
     if (mc)
@@ -304,6 +306,7 @@ static int take_msg(actor *a, lua_State *L)
     if (!m)
         return 0;
     a->stats.msgs_in++;
+    lib_took(a);
     luavm_take(L, m, "smarm.recv");
     return 1;
 }
@@ -358,6 +361,8 @@ static int l_yield(lua_State *L)
 
 static int l_exit(lua_State *L)
 {
+    if (atomic_load_explicit(&luavm_actor(L)->run.host, memory_order_relaxed))
+        return luaL_error(L, "smarm.exit: a host thread ends its actor with smarm_host_close");
     lua_settop(L, 1);
     return body_raise_exit(L, 1);
 }

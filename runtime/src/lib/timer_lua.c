@@ -69,7 +69,7 @@ static int l_send_after(lua_State *L)
     if (lua_gettop(L) < 3)
         return luaL_error(L, "smarm.send_after: a message expected (argument 3)");
     size_t namelen = dest ? 0 : lua_objlen(L, 2) + 1;
-    msg *m = lib_encode_msg(L, 3, &sched_current()->enc, "smarm.send_after",
+    msg *m = lib_encode_msg(L, 3, lib_scratch(a), "smarm.send_after",
                             namelen ? lua_tostring(L, 2) : NULL, namelen);
     uint64_t id;
     int r = timers_arm_send(&a->rt->tm, deadline, dest, m, &id);

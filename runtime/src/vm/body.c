@@ -14,6 +14,7 @@
 #include "core/actor.h"
 #include "core/blocking.h"
 #include "core/exit.h"
+#include "core/host.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
 #include "vm/codec.h"
@@ -303,6 +304,21 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     if (a->run.blocking)
         return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
     a->stats.parks++;
+    host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
+    if (h) {
+        /* a host thread (embedding) is its own body: it sleeps on its parker, by the
+         * deadline, until the wait is satisfied */
+        for (;;) {
+            uint32_t seq = host_seq(h);
+            int n = cont(a, L);
+            if (n >= 0)
+                return n;
+            if (atomic_load_explicit(&a->run.stop, memory_order_acquire))
+                return luaL_error(L, "smarm: the host actor was stopped (the runtime is stopping, "
+                                     "or it was killed or linked to an actor that died)");
+            host_park(h, seq, a->run.deadline);
+        }
+    }
     if (L == a->vm.co && ljx_can_yield(L)) {
         a->vm.cont = cont;
         a->run.yield_leave = LEAVE_PARK_CO;

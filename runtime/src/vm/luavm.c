@@ -202,6 +202,19 @@ static void open_package(lua_State *L)
         lua_pushcfunction(L, r->func);
         lua_setfield(L, -2, r->name);
     }
+    /* the host's modules, oldest first so a later one of a name wins */
+    int nhost = 0;
+    for (luavm_preload *p = atomic_load_explicit(&vm->host_preloads, memory_order_acquire); p;
+         p = p->next, nhost++) {
+        luaL_checkstack(L, 4, "too many host modules");
+        lua_pushlightuserdata(L, p);
+    }
+    for (; nhost > 0; nhost--) {
+        luavm_preload *p = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        lua_pushcfunction(L, p->open);
+        lua_setfield(L, -1 - nhost, p->name);
+    }
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
         if (!lib->open)
             continue;
@@ -403,6 +416,10 @@ static int boot_protected(lua_State *L)
     luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushcfunction(L, body_cont_trampoline);
     a->vm.cont_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (a->vm.boot_kind == BOOT_HOST) {
+        bc->nargs = 0; /* a host thread drives the main state: no body */
+        return 0;
+    }
     int n = a->vm.boot_kind == BOOT_FUNC ? boot_func(L, a) : boot_chunk(L, a);
     if (n < 0)
         return lua_error(L);
@@ -661,8 +678,34 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
     return 0;
 }
 
+int luavm_add_preload(luavm_shared *vm, const char *name, int (*open)(lua_State *L))
+{
+    luavm_preload *p = malloc(sizeof *p);
+    char *n = strdup(name);
+    if (!p || !n) {
+        free(p);
+        free(n);
+        return -1;
+    }
+    p->name = n;
+    p->open = open;
+    p->next = atomic_load_explicit(&vm->host_preloads, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&vm->host_preloads, &p->next, p,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+    return 0;
+}
+
 void luavm_shared_free(luavm_shared *vm)
 {
+    luavm_preload *p = atomic_load(&vm->host_preloads);
+    while (p) {
+        luavm_preload *next = p->next;
+        free(p->name);
+        free(p);
+        p = next;
+    }
+    atomic_store(&vm->host_preloads, NULL);
     modcache_free(vm);
     if (vm->tmpl)
         lua_close(vm->tmpl);

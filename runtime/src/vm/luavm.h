@@ -4,6 +4,7 @@
 #define SMARM_LUAVM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,13 @@ typedef struct luavm_retired {
     char *bc;
 } luavm_retired;
 
+/* A C function the host program offers every state as a module (smarm_preload). */
+typedef struct luavm_preload {
+    struct luavm_preload *next;
+    char *name;
+    int (*open)(lua_State *L);
+} luavm_preload;
+
 typedef struct luavm_shared {
     pthread_mutex_t lock; /* guards the cache and tmpl */
     lua_State *tmpl;      /* compiles modules; its JIT setup is copied into new states */
@@ -36,7 +44,14 @@ typedef struct luavm_shared {
     /* modules of the library above that are C functions (package.preload entries, e.g. the
      * primitives under smarm.net); {NULL, NULL}-terminated, or NULL */
     const struct luaL_Reg *preloads;
+    /* the host's modules (smarm_preload): pushed on the front, never removed until the end,
+     * so a state opening its package library reads the list without a lock */
+    _Atomic(luavm_preload *) host_preloads;
 } luavm_shared;
+
+/* Adds a host module: every state that opens its package library from now on can require
+ * it (a later one of the same name wins). 0, or -1 out of memory. */
+int luavm_add_preload(luavm_shared *vm, const char *name, int (*open)(lua_State *L));
 
 int luavm_shared_init(luavm_shared *vm, const char *app_dir);
 void luavm_shared_free(luavm_shared *vm);

@@ -1,0 +1,298 @@
+/* Embedding: the runtime started and stopped by a host program, and host handles, with
+ * which threads of the host are actors (a pid, an inbox, a Lua state of their own). */
+#include "embed.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "base/critical.h"
+#include "base/park.h"
+#include "base/sanitize.h"
+#include "base/wire.h"
+#include "core/exit.h"
+#include "core/host.h"
+#include "core/registry.h"
+#include "core/runtime.h"
+#include "core/scheduler.h"
+#include "vm/body.h"
+#include "vm/luavm.h"
+
+struct smarm_host {
+    smarm_runtime *rt;
+    host *core; /* the parker the wake path signals (core/host.h) */
+    actor *a;
+    uint64_t pid;
+    int closed;
+    struct smarm_host *next; /* every handle of the runtime, freed with it */
+};
+
+static int running(smarm_runtime *rt)
+{
+    return atomic_load(&rt->embed_running) &&
+           !atomic_load_explicit(&rt->stopping, memory_order_acquire);
+}
+
+/* ---- start and stop ---- */
+
+int smarm_start(smarm_runtime *rt, const char *path, int argc, char **argv)
+{
+    if (!rt || rt->abandoned || argc < 0 || (argc > 0 && !argv))
+        return SMARM_EINVAL;
+    if (atomic_load(&rt->embed_running) || rt->scheds)
+        return SMARM_EBUSY;
+    atomic_store(&rt->stopping, 0);
+    atomic_store(&rt->root_done, 0);
+    rt->root_status = 0;
+    rt->root_pid = 0;
+    /* the runtime's own hold on live: the schedulers stay while no actor lives, until
+     * smarm_stop lets go of it */
+    atomic_fetch_add(&rt->live, 1);
+    if (path) {
+        size_t len;
+        char *payload = runtime_chunk_payload(path, argc, argv, &len);
+        uint64_t pid;
+        int rc = payload ? sched_spawn(rt, BOOT_FILE, payload, len, NULL, 0, &pid) : SMARM_ENOMEM;
+        if (rc != 0) {
+            free(payload);
+            atomic_fetch_sub(&rt->live, 1);
+            return rc;
+        }
+        rt->root_pid = pid;
+    }
+    int rc = sched_start(rt);
+    if (rc != 0) {
+        /* none started: whatever was spawned never runs; end the way a run does */
+        atomic_fetch_sub(&rt->live, 1);
+        if (rt->scheds)
+            sched_join(rt);
+        return rc;
+    }
+    atomic_store(&rt->embed_running, 1);
+    return 0;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Whether pid is a live actor that is not a host's. */
+static int live_actor(smarm_runtime *rt, uint64_t pid)
+{
+    slot *sl = pid ? slot_of(&rt->slots, pid) : NULL;
+    return sl && slot_is_live(sl, pid_gen(pid)) &&
+           !atomic_load_explicit(&rt->actors[pid_index(pid)].run.host, memory_order_acquire);
+}
+
+/* The polite part: what the first SIGTERM does (core/signals.c), to the root. With no root,
+ * to every top-level actor (one whose parent is no live actor: spawned by a host, or
+ * orphaned), so a supervisor the host started stops its tree in order. Host actors are
+ * left to the kill that follows the grace. */
+static RACY_READS void shutdown_politely(smarm_runtime *rt)
+{
+    if (rt->root_pid) {
+        exit_shutdown(rt, 0, rt->root_pid);
+        return;
+    }
+    uint32_t hwm = rt->slots.hwm;
+    for (uint32_t i = 0; i < hwm; i++) {
+        uint64_t w = atomic_load_explicit(&slot_at(&rt->slots, i)->word, memory_order_acquire);
+        enum slot_state st = slot_word_state(w);
+        uint64_t pid = pid_make(i, slot_word_gen(w));
+        /* the parent is written before the slot is published (racy only for a new tenant,
+         * which is then told or not: its own parent tells it in turn) */
+        if (st != SLOT_VACANT && st != SLOT_DONE && live_actor(rt, pid) &&
+            !live_actor(rt, rt->actors[i].parent))
+            exit_shutdown(rt, 0, pid);
+    }
+}
+
+int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status)
+{
+    if (!rt || !(grace_seconds >= 0))
+        return SMARM_EINVAL;
+    if (!atomic_load(&rt->embed_running))
+        return SMARM_ESTOPPED;
+    if (grace_seconds > 1e6)
+        grace_seconds = 1e6;
+    uint64_t deadline = park_now_ns() + (uint64_t)(grace_seconds * 1e9);
+    shutdown_politely(rt);
+    /* the actors have the grace to finish; live counts them plus the runtime's own hold */
+    while (atomic_load(&rt->live) > 1 && park_now_ns() < deadline)
+        sleep_ms(1);
+    int overran = atomic_load(&rt->live) > 1;
+    /* every actor left is stopped, host actors included (their waits raise from now on);
+     * the schedulers sweep again while any is left (root_done), and the watchdog finds
+     * one stuck inside a C call after that sweep */
+    atomic_store(&rt->stopping, 1);
+    atomic_store(&rt->root_done, 1);
+    sched_sweep(rt, STOP_KILL);
+    atomic_fetch_sub(&rt->live, 1);
+    /* the last actor may be gone, or idle schedulers must look at the sweep */
+    park_set_wake_all(&rt->parks);
+    sched_join(rt);
+    atomic_store(&rt->embed_running, 0);
+    if (exit_status)
+        *exit_status = overran ? 2 : rt->root_pid ? rt->root_status : 0;
+    return 0;
+}
+
+/* ---- host handles ---- */
+
+int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
+{
+    if (!out)
+        return SMARM_EINVAL;
+    *out = NULL;
+    if (!rt)
+        return SMARM_EINVAL;
+    if (!running(rt))
+        return SMARM_ESTOPPED;
+    /* a scheduler thread (a C function an actor called) must not block as a host */
+    if (sched_current())
+        return SMARM_EINVAL;
+    smarm_host *h = calloc(1, sizeof *h);
+    if (!h)
+        return SMARM_ENOMEM;
+    h->rt = rt;
+    h->core = host_new();
+    if (!h->core) {
+        free(h);
+        return SMARM_ENOMEM;
+    }
+    spawn_opts o = {0};
+    o.host = h->core;
+    uint64_t pid;
+    int rc = sched_spawn(rt, BOOT_HOST, NULL, 0, &o, 0, &pid);
+    if (rc != 0) {
+        host_close(h->core);
+        host_free(h->core);
+        free(h);
+        return rc;
+    }
+    actor *a = sched_actor(rt, pid);
+    atomic_store_explicit(&h->core->a, a, memory_order_release);
+    h->a = a;
+    h->pid = pid;
+    a->vm.max_heap = 0; /* the host's own state: no cap */
+    /* its state allocates only on this thread: a cache of its own, as a scheduler has */
+    a->run.heap_cache = &h->core->cache;
+    mutex_lock(&rt->hosts_lock);
+    h->next = rt->hosts;
+    rt->hosts = h;
+    mutex_unlock(&rt->hosts_lock);
+    if (luavm_boot(a) < 0) {
+        /* reported, reason set: the slot ends as an actor that could not start */
+        luavm_close(a);
+        heap_cache_flush(&rt->heap, &h->core->cache);
+        sched_finalize_host(rt, a);
+        host_close(h->core);
+        h->closed = 1;
+        return SMARM_ENOMEM;
+    }
+    *out = h;
+    return 0;
+}
+
+smarm_host *smarm_host_open(smarm_runtime *rt)
+{
+    smarm_host *h;
+    return smarm_host_open_rc(rt, &h) == 0 ? h : NULL;
+}
+
+lua_State *smarm_host_lua(smarm_host *h) { return h && !h->closed ? h->a->vm.L : NULL; }
+
+uint64_t smarm_host_pid(smarm_host *h) { return h && !h->closed ? h->pid : 0; }
+
+int smarm_host_fd(smarm_host *h)
+{
+    if (!h)
+        return SMARM_EINVAL;
+    return h->closed ? SMARM_ECLOSED : h->core->efd;
+}
+
+int smarm_host_close(smarm_host *h)
+{
+    if (!h)
+        return SMARM_EINVAL;
+    if (h->closed)
+        return SMARM_ECLOSED;
+    actor *a = h->a;
+    /* it ends as an actor does: reason "normal", or how it was stopped ("killed",
+     * "shutdown", a linked actor's reason) */
+    int stopped = atomic_load_explicit(&a->run.stop, memory_order_acquire) != 0;
+    body_finish(a, stopped ? BODY_KILLED : 0);
+    luavm_close(a);
+    heap_cache_flush(&h->rt->heap, &h->core->cache);
+    sched_finalize_host(h->rt, a);
+    host_close(h->core);
+    h->closed = 1;
+    return 0;
+}
+
+/* ---- from any thread ---- */
+
+int smarm_preload(smarm_runtime *rt, const char *name, lua_CFunction open)
+{
+    if (!rt || !name || !*name || !open)
+        return SMARM_EINVAL;
+    return luavm_add_preload(rt->vm, name, open) == 0 ? 0 : SMARM_ENOMEM;
+}
+
+int smarm_send_string(smarm_runtime *rt, uint64_t dest, const char *data, size_t len)
+{
+    if (!rt || (!data && len))
+        return SMARM_EINVAL;
+    if (!running(rt))
+        return SMARM_ESTOPPED;
+    if (pid_index(dest) >= rt->slots.max || pid_gen(dest) == 0)
+        return SMARM_EDEAD;
+    wire_buf b;
+    wire_buf_init(&b);
+    if (wire_put_string(&b, data ? data : "", len) != 0) {
+        wire_buf_free(&b);
+        return SMARM_ENOMEM;
+    }
+    msg *m = msg_new(b.data, b.len);
+    wire_buf_free(&b);
+    if (!m)
+        return SMARM_ENOMEM;
+    return sched_send(rt, dest, m) == 0 ? 0 : SMARM_EDEAD;
+}
+
+int smarm_send_string_name(smarm_runtime *rt, const char *name, const char *data, size_t len)
+{
+    if (!rt || !name)
+        return SMARM_EINVAL;
+    if (!running(rt))
+        return SMARM_ESTOPPED;
+    uint64_t pid = registry_whereis(rt, name);
+    return pid ? smarm_send_string(rt, pid, data, len) : SMARM_EDEAD;
+}
+
+uint64_t smarm_whereis(smarm_runtime *rt, const char *name)
+{
+    return rt && name && running(rt) ? registry_whereis(rt, name) : 0;
+}
+
+void embed_free(smarm_runtime *rt)
+{
+    if (atomic_load(&rt->embed_running))
+        smarm_stop(rt, 0, NULL);
+    smarm_host *h = rt->hosts;
+    while (h) {
+        smarm_host *next = h->next;
+        if (!h->closed)
+            smarm_host_close(h);
+        host_free(h->core);
+        free(h);
+        h = next;
+    }
+    rt->hosts = NULL;
+}
