@@ -47,8 +47,6 @@ const uint8_t heap_mag_blocks[HEAP_CLASSES] = {
     MID(16),  MID(17),  MID(18),   MID(19),   MID(20),   MID(21),   MID(22),   MID(23),
     MID(24),  MID(25),  MID(26),   MID(27),   BIG(28),   BIG(29),   BIG(30),   BIG(31),
     BIG(32),  BIG(33),  BIG(34),   BIG(35),   BIG(36),   BIG(37),   BIG(38),   BIG(39),
-    BIG(40),  BIG(41),  BIG(42),   BIG(43),   BIG(44),   BIG(45),   BIG(46),   BIG(47),
-    BIG(48),  BIG(49),  BIG(50),   BIG(51),   BIG(52),   BIG(53),   BIG(54),   BIG(55),
 };
 
 /* A block's first word links it in its list; the first block of a full

@@ -8,10 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HEAP_CLASSES 56
-/* larger blocks come from malloc. A LuaJIT state's own block (GG_State, about 6.1 KiB) is
- * below it: from glibc, one per spawn went through its large bins and top-chunk trims */
-#define HEAP_MAX_SMALL 8192
+#define HEAP_CLASSES 40
+#define HEAP_MAX_SMALL 4096 /* larger blocks come from malloc */
 
 /* One thread's blocks of a class: cur is allocated from and freed to; prev is
  * empty or exactly full, so whole magazines move to and from the depot. */
@@ -38,7 +36,7 @@ typedef struct heap {
 /* Blocks per magazine of each class (about 16 KiB of blocks, 16 to 128). */
 extern const uint8_t heap_mag_blocks[HEAP_CLASSES];
 
-/* 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 8192 */
+/* 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 4096 */
 static inline unsigned heap_class_of(size_t n)
 {
     if (n <= 256)
