@@ -235,47 +235,6 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
     }
 }
 
-/* Opens every standard library not opened yet (one the program removed from _G stays out). */
-static void open_all(lua_State *L)
-{
-    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
-        lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
-        lua_getfield(L, -1, lib->name);
-        int opened = !lua_isnil(L, -1);
-        lua_pop(L, 2);
-        if (!opened)
-            open_lib(L, lib);
-    }
-}
-
-/* pairs until pairs(_G) has been called: _G lists every standard library when it is walked,
- * so the first pairs(_G) opens those not opened yet and puts the builtin pairs (upvalue 2)
- * back. Any other table gets what the builtin returns: next (upvalue 1), t, nil. */
-static int pairs_completing(lua_State *L)
-{
-    luaL_checktype(L, 1, LUA_TTABLE);
-    if (lua_rawequal(L, 1, LUA_GLOBALSINDEX)) {
-        open_all(L);
-        lua_pushvalue(L, lua_upvalueindex(2));
-        lua_setfield(L, LUA_GLOBALSINDEX, "pairs");
-    }
-    lua_settop(L, 1);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_pushnil(L);
-    return 3;
-}
-
-static void open_base(lua_State *L)
-{
-    lua_pushcfunction(L, luaopen_base);
-    lua_call(L, 0, 0);
-    lua_getfield(L, LUA_GLOBALSINDEX, "next");
-    lua_getfield(L, LUA_GLOBALSINDEX, "pairs");
-    lua_pushcclosure(L, pairs_completing, 2);
-    lua_setfield(L, LUA_GLOBALSINDEX, "pairs");
-}
-
 /* _G.__index: opens a standard library on first mention of its name. */
 static int lazy_global(lua_State *L)
 {
@@ -302,7 +261,8 @@ static int lazy_global(lua_State *L)
     }
     lua_pop(L, 1);
     if (!base_open) {
-        open_base(L);
+        lua_pushcfunction(L, luaopen_base);
+        lua_call(L, 0, 0);
         lua_pushvalue(L, 2);
         lua_rawget(L, 1);
         if (!lua_isnil(L, -1))
