@@ -53,6 +53,33 @@ describe("scale", function()
       assert.is_true(after - before < 8192, ("RSS grew from %d to %d KiB"):format(before, after))
    end)
 
+   it("sums a tree of 111,111 actors, 10 children per parent down to 100,000 leaves", function()
+      -- each parent waits in recv for its 10 children while they run: most of the tree
+      -- is alive at once
+      local function node(parent, num, size)
+         local s = require "smarm"
+         if size == 1 then
+            s.send(parent, num)
+            return
+         end
+         local self_fn = debug.getinfo(1, "f").func
+         local me, sub = s.self(), size / 10
+         for i = 0, 9 do
+            s.spawn(self_fn, me, num + i * sub, sub)
+         end
+         -- no timeout here (111,111 armed wakes would linger in the timer heap for later
+         -- specs); the root's recv below bounds the test
+         local sum = 0
+         for _ = 1, 10 do
+            sum = sum + s.recv()
+         end
+         s.send(parent, sum)
+      end
+      local n = 100000
+      smarm.spawn(node, smarm.self(), 0, n)
+      assert.are.equal(n * (n - 1) / 2, smarm.recv(120))
+   end)
+
    it("keeps a crash in one actor from disturbing its siblings", function()
       local me = smarm.self()
       local sib = smarm.spawn(function(parent)

@@ -13,8 +13,9 @@
  *      the handler switches the actor out right away. The kernel saved every
  *      register, the flags and the vector state in the signal frame on the
  *      actor's stack; the handler returns through it when the actor is resumed,
- *      on whichever thread. SA_NODEFER, no sigaltstack: the switch never
- *      restores a signal mask, so none may be blocked;
+ *      on whichever thread. No sigaltstack; the signal is blocked while the
+ *      handler runs, and unblocked before such a switch (the switch itself
+ *      restores no mask);
  *   3. anywhere else (runtime C, libc) only a flag is set, honoured at the
  *      runtime's safe points (send, receive, yield); the next tick signals again.
  *      Under a C function called from Lua, the hook also makes that function's
@@ -98,6 +99,13 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     if (a->rt->hooks.preempt(a, pc, sp, MCODE_SWITCH_OK)) {
         a->stats.preempt_jit++;
         a->run.preempt_pending = 0;
+        /* the kernel blocked the signal for this handler; the thread goes on to run the
+         * scheduler without returning through it, so it unblocks it here (the frame holds
+         * the interrupted mask, restored where the actor resumes) */
+        sigset_t urg;
+        sigemptyset(&urg);
+        sigaddset(&urg, PREEMPT_SIGNAL);
+        pthread_sigmask(SIG_UNBLOCK, &urg, NULL);
         sched_leave(a, LEAVE_YIELD);
         /* resumed, maybe on another thread, whose errno is not the one saved
          * above: compiled code never reads errno, so it is left alone */
@@ -146,7 +154,10 @@ static void install_handler(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = preempt_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+    /* no SA_NODEFER: a signal that came while the handler's frame was being written (a page
+     * fault on a fresh stack page, a loaded host) was delivered on top of it before its first
+     * instruction, again and again, until the nested frames overran the stack */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(PREEMPT_SIGNAL, &sa, &prev_action);
 }

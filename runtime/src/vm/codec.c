@@ -350,13 +350,20 @@ static int abs_index(lua_State *L, int idx)
     return idx < 0 && idx > LUA_REGISTRYINDEX ? lua_gettop(L) + idx + 1 : idx;
 }
 
-static int enc_root(enc *e, int idx, const char *root, char *err, size_t errlen)
+/* root names the value in an error ("arg <argno>" when argno > 0): it is formatted only
+ * when there is an error, since a spawn encodes its arguments one root each. */
+static int enc_root(enc *e, int idx, const char *root, int argno, char *err, size_t errlen)
 {
     ljx_val v;
     ljx_read(e->L, idx, &v);
     if (enc_value(e, &v, 0, NULL) == 0)
         return 0;
     e->b->len = e->start;
+    char arg[24];
+    if (argno > 0) {
+        snprintf(arg, sizeof arg, "arg %d", argno);
+        root = arg;
+    }
     if (err != NULL && errlen > 0)
         snprintf(err, errlen, "%s (%sat %s%s%s)", e->what, e->in_key ? "in a table key, " : "",
                  root, e->truncated ? "..." : "", e->path + e->pathpos);
@@ -381,7 +388,7 @@ int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *e
     ends en = {0, 0, {0}};
     size_t at = out->len;
     enc_init(&e, L, out, &en);
-    if (enc_root(&e, abs_index(L, idx), root ? root : "value", err, errlen))
+    if (enc_root(&e, abs_index(L, idx), root ? root : "value", 0, err, errlen))
         return -1;
     if (en.n && wire_refs_commit(out, at, at, WIRE_REFS)) {
         out->len = at;
@@ -406,11 +413,9 @@ int codec_encode_args(lua_State *L, int first, int n, wire_buf *out, char *err, 
     ends en = {0, 0, {0}};
     for (int i = 0; i < n; i++) {
         enc e;
-        char root[24];
         enc_init(&e, L, out, &en);
         e.start = start; /* the limit and the rollback cover the whole list */
-        snprintf(root, sizeof root, "arg %d", i + 1);
-        if (enc_root(&e, first + i, root, err, errlen))
+        if (enc_root(&e, first + i, NULL, i + 1, err, errlen))
             return -1;
     }
     if (en.n && wire_refs_commit(out, start, values, WIRE_REFS_ARGS)) {

@@ -241,6 +241,10 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
         lua_pushcfunction(L, lib->open);
         lua_pushstring(L, lib->name);
         lua_call(L, 1, 0);
+        /* opening jit resets the JIT flags and parameters to LuaJIT's defaults (hotloop 56,
+         * 64 KB machine-code areas): the state keeps the template's */
+        if (lib->open == luaopen_jit)
+            ljx_jit_copy(L, luavm_runtime(L)->vm->tmpl);
     }
 }
 
@@ -250,7 +254,17 @@ static int lazy_global(lua_State *L)
     const char *k = lua_tostring(L, 2);
     if (!k || lua_type(L, 2) != LUA_TSTRING)
         return 0;
-    /* the base library (with coroutine) opens on the first name it might hold */
+    /* a library's own name opens that library alone: the base library (some 40 closures
+     * and their names) is not needed to reach `debug` or `string` */
+    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
+        if (strcmp(k, lib->name) == 0 || (!lib->open && strcmp(k, "module") == 0)) {
+            open_lib(L, lib);
+            lua_pushvalue(L, 2);
+            lua_rawget(L, 1);
+            return 1;
+        }
+    }
+    /* the base library (with coroutine) opens on the first other name, which it might hold */
     lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
     int base_open = 0;
     if (lua_istable(L, -1)) {
@@ -267,14 +281,6 @@ static int lazy_global(lua_State *L)
         if (!lua_isnil(L, -1))
             return 1;
         lua_pop(L, 1);
-    }
-    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
-        if (strcmp(k, lib->name) == 0 || (!lib->open && strcmp(k, "module") == 0)) {
-            open_lib(L, lib);
-            lua_pushvalue(L, 2);
-            lua_rawget(L, 1);
-            return 1;
-        }
     }
     return 0;
 }
@@ -520,17 +526,21 @@ static int boot_failed(actor *a, int memory, const char *what, const char *detai
     return -1;
 }
 
+/* The reserve, one per thread: a spawn storm would otherwise malloc and free 16 KiB per
+ * state. Used only inside new_state, which cannot switch away, so the thread-local address
+ * is not kept across a switch; a state that drew on it is closed before new_state returns. */
+static __thread char newstate_reserve[NEWSTATE_RESERVE] __attribute__((aligned(16)));
+
 /* A new state allocating through actor_alloc, or NULL (reported) when memory ran out. */
 static lua_State *new_state(actor *a)
 {
-    newstate ns = {a, malloc(NEWSTATE_RESERVE), 0, 0, 0};
+    newstate ns = {a, newstate_reserve, 0, 0, 0};
     ns.fail_at = injected_failure();
-    lua_State *L = ns.reserve ? lua_newstate(newstate_alloc, &ns) : NULL;
+    lua_State *L = lua_newstate(newstate_alloc, &ns);
     if (L && ns.used) {
         lua_close(L);
         L = NULL;
     }
-    free(ns.reserve);
     if (!L) {
         boot_failed(a, 0, "could not start", "out of memory");
         return NULL;
