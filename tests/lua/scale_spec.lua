@@ -35,6 +35,11 @@ describe("scale", function()
    end)
 
    it("spawns 100,000 actors in sequence with resident memory returning near its start", function()
+      -- a sanitizer's allocator keeps freed memory in quarantine: RSS says nothing there
+      if os.getenv("SMARM_TEST_SANITIZER") then
+         pending("RSS is not measured under " .. os.getenv("SMARM_TEST_SANITIZER"))
+         return
+      end
       local function wave(n)
          for i = 1, n do
             smarm.spawn(function(parent, k)
