@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/reactor.h"
+#include "base/netpoll.h"
 
 #define READ_CHUNK 16384
 
@@ -91,9 +91,9 @@ void io_sock_consume(io_sock *s, size_t n)
 int io_fd_ready(int fd, unsigned events)
 {
     struct pollfd p = {.fd = fd, .events = 0};
-    if (events & REACTOR_READ)
+    if (events & NETPOLL_READ)
         p.events |= POLLIN | POLLRDHUP;
-    if (events & REACTOR_WRITE)
+    if (events & NETPOLL_WRITE)
         p.events |= POLLOUT;
     int n;
     do

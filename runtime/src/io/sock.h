@@ -15,7 +15,7 @@ enum io_sock_kind { IO_TCP = 1, IO_LISTEN = 2, IO_UDP = 3 };
 typedef struct io_sock {
     int fd;
     int kind;
-    int added; /* in the reactor's epoll set (reactor_arm keeps it) */
+    int added; /* in the network poller's epoll set (netpoll_arm keeps it) */
     int eof;   /* the peer's end of the stream was read */
     /* read-ahead: bytes [roff, rlen) of rbuf are read and not taken yet; freed when empty,
      * so an idle connection holds no buffer */
@@ -37,7 +37,7 @@ long io_sock_fill(io_sock *s, size_t want);
 /* Marks n buffered bytes taken (the buffer is freed once empty). */
 void io_sock_consume(io_sock *s, size_t n);
 
-/* Whether fd is ready now for events (REACTOR_READ/WRITE), by poll with a zero timeout; an
+/* Whether fd is ready now for events (NETPOLL_READ/WRITE), by poll with a zero timeout; an
  * error or hang-up counts as ready. */
 int io_fd_ready(int fd, unsigned events);
 
