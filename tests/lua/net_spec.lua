@@ -389,7 +389,7 @@ describe("smarm.net sockets between actors", function()
          local sm = require "smarm"
          local c = assert(require("smarm.net").connect("127.0.0.1", pt, 5))
          sm.send(p, { connected = true })
-         c:recv("*a") -- parks in the reactor until killed
+         c:recv("*a") -- parks on its fd until killed
       end, parent, srv:port())
       local s = assert(srv:accept(T))
       inbox.expect("connected")
@@ -483,7 +483,7 @@ describe("smarm.net and select", function()
       assert.are.same({ 2, "chan" }, { smarm.select(arms, T) })
       smarm.send(smarm.self(), "mail")
       assert.are.same({ 3, "mail" }, { smarm.select(arms, T) })
-      -- a wake from the reactor while parked
+      -- a wake from the network poller while parked
       local carm = c:readable()
       smarm.spawn(function(sock)
          require("smarm").sleep(0.02)
