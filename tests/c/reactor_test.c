@@ -394,9 +394,14 @@ static void start_sleeper(poll_sleeper *z, park_set *ps, int id)
     atomic_store(&z->woke, 0);
     atomic_store(&z->npids, 0);
     assert_int_equal(pthread_create(&z->t, NULL, poll_sleeper_main, z), 0);
-    /* sleeping: its idle bit is set (and, for the poller, its id published) */
-    for (int i = 0; i < 5000 && !(atomic_load(&ps->idle) & (1ull << id)); i++)
+    /* asleep: its idle bit is set and it holds the poller role or is parked on its futex
+     * (state 2, PARKED); then a little longer for the poller to enter epoll_wait */
+    for (int i = 0; i < 5000; i++) {
+        if ((atomic_load(&ps->idle) & (1ull << id)) &&
+            (atomic_load(&ps->np->poller) == id || atomic_load(&ps->parkers[id].state) == 2))
+            break;
         usleep(1000);
+    }
     usleep(20000);
 }
 
