@@ -1,6 +1,6 @@
 --- smarm.net: TCP and UDP sockets for actors. A call that would block parks only the
--- calling actor (the runtime's reactor wakes it when its fd is ready); errors are values:
--- "timeout", "closed", "refused", "reset" or the OS's text. The socket objects and their
+-- calling actor (a scheduler polling the network wakes it when its fd is ready); errors are
+-- values: "timeout", "closed", "refused", "reset" or the OS's text. The socket objects and their
 -- methods are C (smarm.net.raw); this module adds names (resolution, trying each address)
 -- and argument checks.
 local smarm = require "smarm"

@@ -13,7 +13,6 @@
 #include "core/registry.h"
 #include "core/scheduler.h"
 #include "embed.h"
-#include "io/reactor.h"
 #include "lib/chan_lua.h"
 #include "lib/init.h"
 #include "lib/net_lua.h"
@@ -60,9 +59,6 @@ static void push_endpoint(lua_State *L, void *c, int kind)
 static const wire_refs_ops refs_ops = {refs_retain, refs_release, refs_take};
 /* how the codec recognises and makes endpoint and socket objects (vm/codec.c) */
 static const codec_endpoints endpoints = {any_endpoint, push_endpoint};
-
-/* the reactor wakes the actor that armed an fd (io/reactor.c) */
-static void reactor_wake(void *rt, uint64_t pid) { sched_wake(rt, pid); }
 
 /* actors are Lua states: the scheduler runs them through the vm layer's body */
 static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt};
@@ -146,14 +142,12 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
         err = registry_init(rt);
     if (err == 0)
         err = pg_init(rt);
-    if (err == 0 && !(rt->reactor = reactor_new(reactor_wake, rt)))
-        err = SMARM_ENOMEM;
     if (err != 0)
         goto fail_vm;
+    netpoll_init(&rt->np);
     *out = rt;
     return 0;
 fail_vm:
-    reactor_free(rt->reactor);
     pg_free(rt);
     registry_free(rt);
     if (rt->vm)
@@ -183,8 +177,8 @@ void smarm_runtime_free(smarm_runtime *rt)
     embed_free(rt);
     if (rt->abandoned)
         return; /* smarm_stop left a scheduler inside a C call */
-    /* the reactor stops first: it may wake actors until its thread is joined */
-    reactor_free(rt->reactor);
+    /* no scheduler sleeps in the poller's set any more */
+    netpoll_destroy(&rt->np);
     exit_free_records(rt);
     pg_free(rt);
     registry_free(rt);

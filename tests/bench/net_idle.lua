@@ -1,5 +1,5 @@
 -- net_idle: N TCP connections over 127.0.0.1, each with an actor parked in sock:recv; the
--- process's CPU time while they idle (the reactor blocks in epoll_wait, nothing polls).
+-- process's CPU time while they idle (one scheduler sleeps in epoll_wait, nothing polls).
 -- Usage: smarm-lua net_idle.lua [N=5000] (2 fds per connection: mind ulimit -n)
 --   prints RESULT idle_cpu_s=... rss_mb=...
 

@@ -1,6 +1,7 @@
 -- net_pingpong: one client actor and one echo actor exchanging N lines over a TCP
 -- connection on 127.0.0.1; every exchange parks both actors and wakes them through the
--- reactor. Usage: smarm-lua [-S k] net_pingpong.lua [N=20000]   prints RESULT us_per_round_trip=...
+-- network poller.
+-- Usage: smarm-lua [-S k] net_pingpong.lua [N=20000]   prints RESULT us_per_round_trip=...
 
 local n = math.floor(tonumber(arg[1]) or 20000)
 

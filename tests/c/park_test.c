@@ -54,7 +54,7 @@ static void wake_one_with_nobody_idle_returns_false(void **state)
 {
     (void)state;
     park_set ps;
-    park_set_init(&ps, 4);
+    park_set_init(&ps, 4, NULL);
     assert_false(park_set_wake_one(&ps));
     assert_false(park_set_wake(&ps, 2));
     park_set_idle_begin(&ps, 2);
@@ -137,7 +137,7 @@ static void idle_protocol_loses_no_wakeup(void **state)
 {
     (void)state;
     static nolost n;
-    park_set_init(&n.ps, 1);
+    park_set_init(&n.ps, 1, NULL);
     pthread_t s, p;
     pthread_create(&s, NULL, nolost_sched, &n);
     pthread_create(&p, NULL, nolost_producer, &n);
@@ -175,7 +175,7 @@ static void two_wake_ones_wake_a_single_idle_scheduler_once(void **state)
     (void)state;
     static duel d;
     for (int round = 0; round < 2000; round++) {
-        park_set_init(&d.ps, 2);
+        park_set_init(&d.ps, 2, NULL);
         atomic_store(&d.go, 0);
         atomic_store(&d.ready, 0);
         atomic_store(&d.wins, 0);

@@ -1,9 +1,13 @@
-/* Tests of the reactor (io/reactor.c) with a recording wake function: an armed fd wakes its
+/* Tests of the network poller (base/netpoll.c), first through a test thread that polls it
+ * as the old reactor thread did, with a recording wake function: an armed fd wakes its
  * pid when data comes and not before, data that came before the arm still wakes (the arm
  * reports the level), one arm is one wake, a re-arm names the new waiter, a peer's
  * half-close wakes readers but not a writer waiting for room, a close racing a wait is harmless,
- * and a thousand fds all wake. Then the real runtime: actors echo over TCP through the reactor, and
- * an accept out of fds returns the error and backs off. */
+ * and a thousand fds all wake. Then the poller inside parking (base/park.c): one scheduler
+ * sleeps in the set, a ready fd or a wake interrupts it, wake-one still wakes exactly one,
+ * a deadline still ends its sleep. Then the real runtime, which has no thread for the
+ * network: actors echo over TCP, a ready fd wakes a parked scheduler, timers fire while the
+ * only scheduler sleeps in the set, and an accept out of fds returns the error and backs off. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,11 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "io/reactor.h"
+#include "base/netpoll.h"
+#include "base/park.h"
 #include "smarm.h"
 
 #define MAX_PID 4096
@@ -84,6 +93,62 @@ static int wakes_of(recorder *r, uint64_t pid)
     int n = r->wakes[pid];
     pthread_mutex_unlock(&r->lock);
     return n;
+}
+
+/* A thread blocked in netpoll_wait that records every pid it gets, started by the first arm
+ * (the set exists from then on). */
+typedef void (*reactor_wake_fn)(void *ctx, uint64_t pid);
+enum { REACTOR_READ = NETPOLL_READ, REACTOR_WRITE = NETPOLL_WRITE };
+
+typedef struct reactor {
+    netpoll np;
+    reactor_wake_fn wake;
+    void *ctx;
+    int started;
+    _Atomic int stop;
+    pthread_t thread;
+} reactor;
+
+static void *reactor_main(void *arg)
+{
+    reactor *r = arg;
+    uint64_t pids[64];
+    while (!atomic_load(&r->stop)) {
+        int n = netpoll_wait(&r->np, UINT64_MAX, pids, 64);
+        for (int i = 0; i < n; i++)
+            r->wake(r->ctx, pids[i]);
+    }
+    return NULL;
+}
+
+static reactor *reactor_new(reactor_wake_fn wake, void *ctx)
+{
+    reactor *r = calloc(1, sizeof *r);
+    netpoll_init(&r->np);
+    r->wake = wake;
+    r->ctx = ctx;
+    return r;
+}
+
+static int reactor_arm(reactor *r, int fd, unsigned events, uint64_t pid, int *added)
+{
+    int rc = netpoll_arm(&r->np, fd, events, pid, added);
+    if (rc == 0 && !r->started) {
+        r->started = 1;
+        assert_int_equal(pthread_create(&r->thread, NULL, reactor_main, r), 0);
+    }
+    return rc;
+}
+
+static void reactor_free(reactor *r)
+{
+    if (r->started) {
+        atomic_store(&r->stop, 1);
+        netpoll_interrupt(&r->np);
+        pthread_join(r->thread, NULL);
+    }
+    netpoll_destroy(&r->np);
+    free(r);
 }
 
 static void wakes_the_armed_pid_when_data_comes(void **state)
@@ -256,12 +321,178 @@ static void a_thousand_fds_all_wake(void **state)
     recorder_free(rec);
 }
 
-static void a_reactor_never_armed_frees_without_a_thread(void **state)
+static void a_poller_never_armed_has_no_set(void **state)
 {
     (void)state;
-    recorder *rec = recorder_new();
-    reactor_free(reactor_new(record, rec));
-    recorder_free(rec);
+    netpoll np;
+    netpoll_init(&np);
+    assert_false(netpoll_ready(&np));
+    netpoll_destroy(&np);
+}
+
+/* A sleep in the set ends at its deadline with no event, and at once on an interrupt (also
+ * one that came before the sleep: the eventfd keeps it). */
+static void a_poll_ends_at_its_deadline_or_an_interrupt(void **state)
+{
+    (void)state;
+    netpoll np;
+    netpoll_init(&np);
+    int sv[2], added = 0;
+    uint64_t pids[4];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(netpoll_arm(&np, sv[0], NETPOLL_READ, 5, &added), 0);
+    assert_int_equal(netpoll_wait(&np, 0, pids, 4), 0);
+    uint64_t t0 = park_now_ns();
+    assert_int_equal(netpoll_wait(&np, t0 + 30000000, pids, 4), 0);
+    assert_true(park_now_ns() >= t0 + 30000000);
+    netpoll_interrupt(&np);
+    t0 = park_now_ns();
+    assert_int_equal(netpoll_wait(&np, UINT64_MAX, pids, 4), 0);
+    assert_true(park_now_ns() - t0 < 2000000000ull);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    assert_int_equal(netpoll_wait(&np, UINT64_MAX, pids, 4), 1);
+    assert_int_equal(pids[0], 5);
+    netpoll_destroy(&np);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* Two "schedulers" of a park set go idle; the first sleeps in the poller's set, the second
+ * on its futex. */
+typedef struct poll_sleeper {
+    park_set *ps;
+    int id;
+    _Atomic int woke, npids;
+    uint64_t pid;
+    pthread_t t;
+} poll_sleeper;
+
+static void *poll_sleeper_main(void *arg)
+{
+    poll_sleeper *z = arg;
+    uint64_t pids[8];
+    park_set_idle_begin(z->ps, z->id);
+    int n = park_set_wait_poll(z->ps, z->id, 0, pids, 8);
+    if (n > 0)
+        z->pid = pids[0];
+    atomic_store(&z->npids, n);
+    atomic_store(&z->woke, 1);
+    return NULL;
+}
+
+static int wait_flag(_Atomic int *f, int ms)
+{
+    for (int i = 0; i < ms && !atomic_load(f); i++)
+        usleep(1000);
+    return atomic_load(f);
+}
+
+static void start_sleeper(poll_sleeper *z, park_set *ps, int id)
+{
+    z->ps = ps;
+    z->id = id;
+    atomic_store(&z->woke, 0);
+    atomic_store(&z->npids, 0);
+    assert_int_equal(pthread_create(&z->t, NULL, poll_sleeper_main, z), 0);
+    /* asleep: its idle bit is set and it holds the poller role or is parked on its futex
+     * (state 2, PARKED); then a little longer for the poller to enter epoll_wait */
+    for (int i = 0; i < 5000; i++) {
+        if ((atomic_load(&ps->idle) & (1ull << id)) &&
+            (atomic_load(&ps->np->poller) == id || atomic_load(&ps->parkers[id].state) == 2))
+            break;
+        usleep(1000);
+    }
+    usleep(20000);
+}
+
+/* A ready fd wakes the scheduler sleeping in the set with the fd's pid, and no other; a
+ * wake-one picks the futex sleeper first (the poller goes on watching) and wakes exactly one;
+ * a second wake-one interrupts the poller. */
+static void a_ready_fd_or_a_wake_interrupts_the_poller(void **state)
+{
+    (void)state;
+    netpoll np;
+    netpoll_init(&np);
+    park_set ps;
+    park_set_init(&ps, 2, &np);
+    int sv[2], added = 0;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(netpoll_arm(&np, sv[0], NETPOLL_READ, 42, &added), 0);
+
+    poll_sleeper a, b;
+    start_sleeper(&a, &ps, 0);
+    assert_int_equal(atomic_load(&np.poller), 0);
+    start_sleeper(&b, &ps, 1); /* the role is taken: it sleeps on its futex */
+    assert_int_equal(atomic_load(&np.poller), 0);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    assert_int_equal(wait_flag(&a.woke, 5000), 1);
+    pthread_join(a.t, NULL);
+    assert_int_equal(atomic_load(&a.npids), 1);
+    assert_int_equal(a.pid, 42);
+    usleep(20000);
+    assert_int_equal(atomic_load(&b.woke), 0);
+
+    /* b still sleeps on its futex; a goes back into the set */
+    start_sleeper(&a, &ps, 0);
+    assert_int_equal(atomic_load(&np.poller), 0);
+    assert_true(park_set_wake_one(&ps));
+    assert_int_equal(wait_flag(&b.woke, 5000), 1);
+    pthread_join(b.t, NULL);
+    usleep(20000);
+    assert_int_equal(atomic_load(&a.woke), 0); /* exactly one woke */
+    assert_true(park_set_wake_one(&ps));
+    assert_int_equal(wait_flag(&a.woke, 5000), 1);
+    pthread_join(a.t, NULL);
+    assert_int_equal(atomic_load(&a.npids), 0);
+    assert_int_equal(atomic_load(&ps.idle), 0);
+    assert_int_equal(atomic_load(&np.poller), -1);
+    assert_false(park_set_wake_one(&ps));
+    netpoll_destroy(&np);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* A busy scheduler's poll that does not wait, over and over. */
+static _Atomic int busy_stop;
+static void *busy_poller(void *arg)
+{
+    netpoll *np = arg;
+    uint64_t pids[8];
+    while (!atomic_load(&busy_stop))
+        netpoll_wait(np, 0, pids, 8);
+    return NULL;
+}
+
+/* A wake that lands between the sleeper taking the role and sleeping is not lost: the permit
+ * or the eventfd ends the sleep; nor is one whose eventfd event a busy scheduler's poll
+ * takes. Many rounds of a sleeper against a waker and a busy poller. */
+static void a_wake_racing_the_poller_is_not_lost(void **state)
+{
+    (void)state;
+    netpoll np;
+    netpoll_init(&np);
+    park_set ps;
+    park_set_init(&ps, 1, &np);
+    int sv[2], added = 0;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(netpoll_arm(&np, sv[0], NETPOLL_READ, 9, &added), 0);
+    atomic_store(&busy_stop, 0);
+    pthread_t busy;
+    assert_int_equal(pthread_create(&busy, NULL, busy_poller, &np), 0);
+    for (int i = 0; i < 300; i++) {
+        poll_sleeper z = {.ps = &ps, .id = 0};
+        assert_int_equal(pthread_create(&z.t, NULL, poll_sleeper_main, &z), 0);
+        /* wake as soon as it is idle, whether or not it sleeps yet */
+        while (!park_set_wake_one(&ps))
+            sched_yield();
+        assert_int_equal(wait_flag(&z.woke, 5000), 1);
+        pthread_join(z.t, NULL);
+    }
+    atomic_store(&busy_stop, 1);
+    pthread_join(busy, NULL);
+    netpoll_destroy(&np);
+    close(sv[0]);
+    close(sv[1]);
 }
 
 /* Runs code as the root actor of a fresh runtime; returns its exit status. */
@@ -311,11 +542,82 @@ static const char *echo_code =
     "end\n"
     "for _ = 1, N do assert(s.recv(10), 'a client did not finish') end\n";
 
-static void actors_echo_through_the_reactor(void **state)
+static void actors_echo_through_the_network_poller(void **state)
 {
     (void)state;
     assert_int_equal(run_lua(echo_code, 2), 0);
     assert_int_equal(run_lua(echo_code, 1), 0);
+}
+
+/* A thread outside the runtime (a plain pthread) writes to a socket an actor waits on, while
+ * every scheduler sleeps: the scheduler sleeping in the set wakes for it; there is no thread
+ * for the network in between. */
+static void *ext_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    assert_true(fd >= 0);
+    usleep(100000); /* every scheduler is parked by now */
+    assert_int_equal(write(fd, "hi\n", 3), 3);
+    char buf[8];
+    assert_int_equal(read(fd, buf, 3), 3);
+    assert_memory_equal(buf, "ok\n", 3);
+    close(fd);
+    return NULL;
+}
+
+static void a_ready_fd_wakes_a_parked_scheduler(void **state)
+{
+    (void)state;
+    for (int S = 1; S <= 2; S++) {
+        int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof sa;
+        assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+        assert_int_equal(listen(lfd, 4), 0);
+        assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+        char code[512];
+        snprintf(code, sizeof code,
+                 "local net = require 'smarm.net'\n"
+                 "local c = assert(net.connect('127.0.0.1', %d, 5))\n"
+                 "assert(c:recv('*l', 5) == 'hi', 'no line')\n"
+                 "assert(c:send('ok\\n'))\n",
+                 ntohs(sa.sin_port));
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, ext_server, &lfd), 0);
+        assert_int_equal(run_lua(code, S), 0);
+        pthread_join(t, NULL);
+        close(lfd);
+    }
+}
+
+/* The only scheduler sleeps in the set (an actor waits on a socket) and holds the timekeeper
+ * role: timers still fire (sleeps end, a recv times out) while no fd is ready. */
+static const char *timer_code =
+    "local s = require 'smarm'\n"
+    "local net = require 'smarm.net'\n"
+    "local srv = assert(net.listen('127.0.0.1', 0))\n"
+    "local c = assert(net.connect('127.0.0.1', srv:port(), 5))\n"
+    "local peer = assert(srv:accept(5))\n"
+    "s.spawn(function(sock) sock:recv('*l', 5) end, peer)\n"
+    "for _ = 1, 5 do\n"
+    "   local t0 = s.now()\n"
+    "   s.sleep(0.02)\n"
+    "   local dt = s.now() - t0\n"
+    "   assert(dt >= 0.019 and dt < 2, 'sleep took ' .. dt)\n"
+    "end\n"
+    "local t0 = s.now()\n"
+    "local l, err = c:recv('*l', 0.05)\n"
+    "assert(l == nil and err == 'timeout', 'recv said ' .. tostring(err))\n"
+    "assert(s.now() - t0 >= 0.049, 'timed out early')\n"
+    "c:send('bye\\n')\n";
+
+static void timers_fire_while_the_scheduler_sleeps_in_the_set(void **state)
+{
+    (void)state;
+    assert_int_equal(run_lua(timer_code, 1), 0);
+    assert_int_equal(run_lua(timer_code, 2), 0);
 }
 
 /* Out of fds: accept returns the OS's error, and the next accept first waits out the back-off
@@ -369,8 +671,13 @@ int main(void)
         cmocka_unit_test(a_half_close_does_not_wake_a_writer),
         cmocka_unit_test(close_racing_a_wait_is_harmless),
         cmocka_unit_test(a_thousand_fds_all_wake),
-        cmocka_unit_test(a_reactor_never_armed_frees_without_a_thread),
-        cmocka_unit_test(actors_echo_through_the_reactor),
+        cmocka_unit_test(a_poller_never_armed_has_no_set),
+        cmocka_unit_test(a_poll_ends_at_its_deadline_or_an_interrupt),
+        cmocka_unit_test(a_ready_fd_or_a_wake_interrupts_the_poller),
+        cmocka_unit_test(a_wake_racing_the_poller_is_not_lost),
+        cmocka_unit_test(actors_echo_through_the_network_poller),
+        cmocka_unit_test(a_ready_fd_wakes_a_parked_scheduler),
+        cmocka_unit_test(timers_fire_while_the_scheduler_sleeps_in_the_set),
         cmocka_unit_test(accept_out_of_fds_returns_the_error_and_backs_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,6 +79,25 @@ describe("smarm.net TCP", function()
       srv:close()
    end)
 
+   it("reads what came after a short read, by a poll and by a wait", function()
+      -- a short read makes the next recv skip its syscall and arm the fd instead: the arm
+      -- must report data already there, and a poll (timeout 0) must read for real
+      local c, s, srv = pair()
+      for i = 1, 50 do
+         assert(c:send("a" .. i .. "\n"))
+         assert.are.equal("a" .. i, s:recv("*l", T))
+         assert(c:send("b" .. i .. "\n"))
+         assert.are.equal("b" .. i, s:recv("*l", 0))
+         assert(c:send("c" .. i .. "\n"))
+         assert.are.equal("c" .. i, s:recv("*l", T))
+         assert(c:send("d" .. i .. "\n"))
+         assert.are.equal("d" .. i, s:recv("*l"))
+      end
+      c:close()
+      s:close()
+      srv:close()
+   end)
+
    it("returns the partial data on a timeout and on the end of the stream", function()
       local c, s, srv = pair()
       assert(c:send("half a li"))
@@ -370,7 +389,7 @@ describe("smarm.net sockets between actors", function()
          local sm = require "smarm"
          local c = assert(require("smarm.net").connect("127.0.0.1", pt, 5))
          sm.send(p, { connected = true })
-         c:recv("*a") -- parks in the reactor until killed
+         c:recv("*a") -- parks on its fd until killed
       end, parent, srv:port())
       local s = assert(srv:accept(T))
       inbox.expect("connected")
@@ -464,7 +483,7 @@ describe("smarm.net and select", function()
       assert.are.same({ 2, "chan" }, { smarm.select(arms, T) })
       smarm.send(smarm.self(), "mail")
       assert.are.same({ 3, "mail" }, { smarm.select(arms, T) })
-      -- a wake from the reactor while parked
+      -- a wake from the network poller while parked
       local carm = c:readable()
       smarm.spawn(function(sock)
          require("smarm").sleep(0.02)

@@ -66,15 +66,28 @@ void parker_park(parker *p, uint64_t deadline_ns)
 
 void parker_unpark(parker *p)
 {
-    /* release: what we wrote before the unpark is visible to the parker when it returns */
-    if (atomic_exchange_explicit(&p->state, PARKER_NOTIFIED, memory_order_release) == PARKER_PARKED)
+    /* release: what we wrote before the unpark is visible to the parker when it returns;
+     * seq_cst: the poller's half of a Dekker pair (park_set_wait_poll) */
+    if (atomic_exchange_explicit(&p->state, PARKER_NOTIFIED, memory_order_seq_cst) == PARKER_PARKED)
         futex_wake(&p->state, 1);
 }
 
-void park_set_init(park_set *ps, int n)
+/* Unparks scheduler i, wherever it sleeps. The scheduler sleeping in the poller's set
+ * publishes its id and then looks at its permit; we publish the permit and then look at the
+ * id (seq_cst both sides, a plain load on x86): either it sees the permit and does not sleep,
+ * or we see it there and interrupt it. */
+static void unpark(park_set *ps, int i)
+{
+    parker_unpark(&ps->parkers[i]);
+    if (ps->np && atomic_load_explicit(&ps->np->poller, memory_order_seq_cst) == i)
+        netpoll_interrupt(ps->np);
+}
+
+void park_set_init(park_set *ps, int n, netpoll *np)
 {
     atomic_init(&ps->idle, 0);
     ps->n = n;
+    ps->np = np;
     for (int i = 0; i < PARK_MAX; i++)
         parker_init(&ps->parkers[i]);
 }
@@ -104,6 +117,29 @@ void park_set_wait(park_set *ps, int i, uint64_t deadline_ns)
     atomic_fetch_and_explicit(&ps->idle, ~(1ull << i), memory_order_relaxed);
 }
 
+int park_set_wait_poll(park_set *ps, int i, uint64_t deadline_ns, uint64_t *pids, int max)
+{
+    netpoll *np = ps->np;
+    int none = -1;
+    if (!np || !netpoll_ready(np) ||
+        !atomic_compare_exchange_strong_explicit(&np->poller, &none, i, memory_order_seq_cst,
+                                                 memory_order_relaxed)) {
+        park_set_wait(ps, i, deadline_ns);
+        return 0;
+    }
+    parker *p = &ps->parkers[i];
+    int n = 0;
+    /* a permit already there (an unpark that may have missed our id) means: do not sleep */
+    if (atomic_load_explicit(&p->state, memory_order_seq_cst) != PARKER_NOTIFIED)
+        n = netpoll_wait(np, deadline_ns ? deadline_ns : UINT64_MAX, pids, max);
+    atomic_store_explicit(&np->poller, -1, memory_order_relaxed);
+    /* consume a permit (as parker_park would); one that comes after this makes the next park
+     * return at once, a spurious wake */
+    atomic_exchange_explicit(&p->state, PARKER_EMPTY, memory_order_acquire);
+    atomic_fetch_and_explicit(&ps->idle, ~(1ull << i), memory_order_relaxed);
+    return n;
+}
+
 bool park_set_wake_one(park_set *ps)
 {
     /* The producer's half of the Dekker fence (see park_set_idle_begin): orders the
@@ -111,12 +147,18 @@ bool park_set_wake_one(park_set *ps)
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t m = atomic_load_explicit(&ps->idle, memory_order_relaxed);
     while (m) {
-        int i = 63 - __builtin_clzll(m);
+        /* one sleeping on its futex before the one sleeping in the poller's set, which then
+         * goes on watching the network */
+        uint64_t pick = m;
+        int p = ps->np ? atomic_load_explicit(&ps->np->poller, memory_order_relaxed) : -1;
+        if (p >= 0 && (m & ~(1ull << p)))
+            pick = m & ~(1ull << p);
+        int i = 63 - __builtin_clzll(pick);
         /* Clearing the bit first is what makes the wake exclusive: a second waker cannot
          * pick the same scheduler. */
         if (atomic_compare_exchange_weak_explicit(&ps->idle, &m, m & ~(1ull << i),
                                                   memory_order_relaxed, memory_order_relaxed)) {
-            parker_unpark(&ps->parkers[i]);
+            unpark(ps, i);
             return true;
         }
     }
@@ -131,7 +173,7 @@ bool park_set_wake(park_set *ps, int i)
         return false;
     if (!(atomic_fetch_and_explicit(&ps->idle, ~bit, memory_order_relaxed) & bit))
         return false;
-    parker_unpark(&ps->parkers[i]);
+    unpark(ps, i);
     return true;
 }
 
@@ -142,6 +184,6 @@ void park_set_wake_all(park_set *ps)
     while (m) {
         int i = 63 - __builtin_clzll(m);
         m &= ~(1ull << i);
-        parker_unpark(&ps->parkers[i]);
+        unpark(ps, i);
     }
 }

@@ -17,7 +17,6 @@
 
 struct sched;
 struct luavm_shared;
-struct reactor;
 struct blocking_pool;
 
 /* How the core reaches the actors' code, which lives in the layers above it: the runtime
@@ -64,7 +63,7 @@ struct smarm_runtime {
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
     struct registry *registry;     /* registry.c: names */
     struct pg *pg;                 /* pg.c: process groups */
-    struct reactor *reactor;       /* io/reactor.c: fd readiness to actor wakes */
+    netpoll np;                    /* base/netpoll.c: fd readiness to actor wakes */
     _Atomic int spinning;          /* schedulers polling for work before they sleep */
     _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */
     _Atomic int root_done;

@@ -873,6 +873,53 @@ static void spare_retire(sched *s)
     atomic_store_explicit(&s->spare_state, SPARE_IDLE, memory_order_release);
 }
 
+/* ---- the network poller (base/netpoll.c): Go's netpoller ---- */
+
+/* a busy scheduler polls the network every this many picks while none sleeps in the set */
+#define POLL_PICKS 16
+#define POLL_BATCH 64
+
+/* Actors named by ready fds become runnable as sched_wake makes them (a stale pid is
+ * harmless): the first runs next here, without waking another thread; the rest go to the
+ * shared queue, whose push wakes a sibling to run them in parallel. */
+static void wake_polled(sched *s, const uint64_t *pids, int n)
+{
+    smarm_runtime *rt = s->rt;
+    for (int k = 0; k < n; k++) {
+        slot *sl = slot_of(&rt->slots, pids[k]);
+        if (!sl || !slot_unpark(sl, pid_gen(pids[k])))
+            continue;
+        uint32_t idx = pid_index(pids[k]);
+        /* only this thread sets its runnext (others only take it) */
+        if (!atomic_load_explicit(&s->runnext, memory_order_relaxed))
+            atomic_store_explicit(&s->runnext, idx + 1, memory_order_release);
+        else
+            enqueue(rt, idx);
+    }
+}
+
+/* Polls the set without waiting; whether it made an actor runnable. */
+static int poll_network(sched *s)
+{
+    uint64_t pids[POLL_BATCH];
+    s->since_poll = 0;
+    if (!netpoll_ready(&s->rt->np))
+        return 0;
+    int n = netpoll_wait(&s->rt->np, 0, pids, POLL_BATCH);
+    wake_polled(s, pids, n);
+    return n > 0;
+}
+
+/* Sleeps until woken or deadline (0 = none): in the poller's set if no other scheduler
+ * sleeps there, so a ready fd wakes this thread directly. */
+static void park_or_poll(sched *s, uint64_t deadline)
+{
+    uint64_t pids[POLL_BATCH];
+    int n = park_set_wait_poll(&s->rt->parks, s->id, deadline, pids, POLL_BATCH);
+    s->since_poll = 0;
+    wake_polled(s, pids, n);
+}
+
 /* The scheduler loop. Returns 1 when the run is over, 0 when a spare may retire. */
 static int sched_loop(sched *s)
 {
@@ -883,6 +930,10 @@ static int sched_loop(sched *s)
         if (spare && spare_done(s))
             return 0;
         fire_due_timers(rt);
+        /* fds must not starve while no scheduler idles (one that sleeps in the set sees them) */
+        if (++s->since_poll >= POLL_PICKS &&
+            atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0)
+            poll_network(s);
         if (next_runnable(s, &idx)) {
             run_actor(s, idx);
             continue;
@@ -892,6 +943,8 @@ static int sched_loop(sched *s)
         if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0 ||
             atomic_load_explicit(&rt->stuck, memory_order_acquire))
             return 1;
+        if (poll_network(s))
+            continue;
         if (spin_for_work(s, &idx)) {
             run_actor(s, idx);
             continue;
@@ -939,7 +992,7 @@ static int sched_loop(sched *s)
         if (deadline && deadline <= park_now_ns())
             park_set_idle_cancel(&rt->parks, s->id);
         else
-            park_set_wait(&rt->parks, s->id, deadline);
+            park_or_poll(s, deadline);
         preempt_busy(rt);
         if (keeper)
             atomic_store(&rt->timekeeper, -1);
@@ -1093,7 +1146,7 @@ int sched_start(smarm_runtime *rt)
     atomic_store(&rt->sched_exited, 0);
     atomic_store(&rt->spares_started, 0);
     atomic_store(&rt->spares_stop, 0);
-    park_set_init(&rt->parks, total);
+    park_set_init(&rt->parks, total, &rt->np);
     for (int i = n; i < total; i++) {
         sched *s = &rt->scheds[i];
         s->rt = rt;

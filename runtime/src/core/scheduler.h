@@ -26,8 +26,9 @@ typedef struct sched {
     int streak;                  /* actors taken from runnext in a row */
     actor *pinned, *pinned_tail; /* preempted in a hook: they resume on this thread only */
     _Atomic uint32_t npinned;
-    uint32_t fair;  /* alternates pinned actors with the shared queue */
-    uint32_t picks; /* shares picks between woken and yielded actors */
+    uint32_t fair;       /* alternates pinned actors with the shared queue */
+    uint32_t picks;      /* shares picks between woken and yielded actors */
+    uint32_t since_poll; /* loop turns since this scheduler last polled the network */
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
     _Atomic uint64_t probation_until;

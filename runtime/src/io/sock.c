@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/reactor.h"
+#include "base/netpoll.h"
 
 #define READ_CHUNK 16384
 
@@ -35,6 +35,16 @@ void io_sock_free(io_sock *s)
 
 long io_sock_fill(io_sock *s, size_t want)
 {
+    /* After a short read, a recv at once would most likely find nothing (a request answered,
+     * the reader wants the next one): say EAGAIN without the syscall. The caller arms the fd,
+     * and the arm reports its level, so data that came meanwhile wakes it at once; the fill
+     * after that wake reads. */
+    if (s->drained) {
+        s->drained = 0;
+        if (s->roff == s->rlen)
+            io_sock_consume(s, 0);
+        return -EAGAIN;
+    }
     if (want < READ_CHUNK)
         want = READ_CHUNK;
     if (s->roff > 0 && s->roff == s->rlen)
@@ -58,8 +68,10 @@ long io_sock_fill(io_sock *s, size_t want)
         }
     }
     for (;;) {
-        ssize_t n = recv(s->fd, s->rbuf + s->rlen, s->rcap - s->rlen, 0);
+        size_t room = s->rcap - s->rlen;
+        ssize_t n = recv(s->fd, s->rbuf + s->rlen, room, 0);
         if (n > 0) {
+            s->drained = (size_t)n < room;
             s->rlen += (size_t)n;
             return (long)n;
         }
@@ -91,9 +103,9 @@ void io_sock_consume(io_sock *s, size_t n)
 int io_fd_ready(int fd, unsigned events)
 {
     struct pollfd p = {.fd = fd, .events = 0};
-    if (events & REACTOR_READ)
+    if (events & NETPOLL_READ)
         p.events |= POLLIN | POLLRDHUP;
-    if (events & REACTOR_WRITE)
+    if (events & NETPOLL_WRITE)
         p.events |= POLLOUT;
     int n;
     do

@@ -15,8 +15,11 @@ enum io_sock_kind { IO_TCP = 1, IO_LISTEN = 2, IO_UDP = 3 };
 typedef struct io_sock {
     int fd;
     int kind;
-    int added; /* in the reactor's epoll set (reactor_arm keeps it) */
+    int added; /* in the network poller's epoll set (netpoll_arm keeps it) */
     int eof;   /* the peer's end of the stream was read */
+    /* the last recv came back short of the room it had: the queue was empty then, and the
+     * next io_sock_fill skips its recv once (see there) */
+    int drained;
     /* read-ahead: bytes [roff, rlen) of rbuf are read and not taken yet; freed when empty,
      * so an idle connection holds no buffer */
     char *rbuf;
@@ -34,10 +37,12 @@ static inline size_t io_sock_buffered(const io_sock *s) { return s->rlen - s->ro
 /* Reads once into the buffer, at least want bytes of room (at least 16 KiB): >0 bytes read,
  * 0 at the end of the stream (s->eof set), -errno (-EAGAIN: nothing now; -ENOMEM). */
 long io_sock_fill(io_sock *s, size_t want);
+/* The next io_sock_fill really reads (a poll with no wait must not guess). */
+static inline void io_sock_undrain(io_sock *s) { s->drained = 0; }
 /* Marks n buffered bytes taken (the buffer is freed once empty). */
 void io_sock_consume(io_sock *s, size_t n);
 
-/* Whether fd is ready now for events (REACTOR_READ/WRITE), by poll with a zero timeout; an
+/* Whether fd is ready now for events (NETPOLL_READ/WRITE), by poll with a zero timeout; an
  * error or hang-up counts as ready. */
 int io_fd_ready(int fd, unsigned events);
 

@@ -344,7 +344,7 @@ static int try_arm(actor *a, lua_State *L, int kind, chan *c)
     case ARM_RX:
         return try_rx(L, c, "smarm.select");
     case ARM_FD:
-        /* ready: pushes the socket; else the reactor will wake this actor */
+        /* ready: pushes the socket; else the network poller will wake this actor */
         return net_lua_try_arm(L, -1, a);
     default:
         return -1;

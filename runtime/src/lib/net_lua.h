@@ -27,7 +27,7 @@ void net_lua_push(lua_State *L, void *h);
  * server:acceptable(), u:readable()); 2 if its socket was sent to another actor. */
 int net_lua_is_arm(lua_State *L, int idx);
 /* Tries the fd arm at idx for actor a: pushes its socket and returns 1 when ready (or
- * closed); else arms the reactor to wake a and returns -1 (or pushes nothing and returns -1
+ * closed); else arms the network poller to wake a and returns -1 (or pushes nothing and returns -1
  * if arming failed: the arm is polled on every other wake). */
 int net_lua_try_arm(lua_State *L, int idx, actor *a);
 

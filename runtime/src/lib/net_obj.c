@@ -5,7 +5,7 @@
  *
  * Every blocking operation is a try function over the nonblocking fd: it pushes its results,
  * or returns -1 and the readiness it waits for. The method tries once; if it must wait, it
- * arms the reactor with the actor's pid (after the EAGAIN, so data that came meanwhile is
+ * arms the network poller with the actor's pid (after the EAGAIN, so data that came meanwhile is
  * seen: the arm reports the level), anchors its arguments and parks; the continuation runs
  * the try again after every wake, and re-arms while it is not satisfied. */
 #include "lib/net_obj.h"
@@ -23,7 +23,7 @@
 #include "base/wire.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
-#include "io/reactor.h"
+#include "base/netpoll.h"
 #include "io/sock.h"
 #include "lib/args.h"
 #include "lib/net_lua.h"
@@ -52,7 +52,7 @@ static const char *kind_name(int kind)
     return kind == IO_TCP ? "socket" : kind == IO_LISTEN ? "server" : "udp socket";
 }
 
-static reactor *reactor_of(lua_State *L) { return luavm_runtime(L)->reactor; }
+static netpoll *netpoll_of(lua_State *L) { return &luavm_runtime(L)->np; }
 
 /* ---- objects ---- */
 
@@ -217,7 +217,7 @@ static int arm(lua_State *L, actor *a, int base, unsigned ev)
         sched_arm_wake(a, o->backoff_until);
         return 0;
     }
-    return reactor_arm(reactor_of(L), o->s->fd, ev, a->pid, &o->s->added);
+    return netpoll_arm(netpoll_of(L), o->s->fd, ev, a->pid, &o->s->added);
 }
 
 static void clear_anchor(lua_State *L)
@@ -282,6 +282,9 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
 int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll)
 {
     unsigned ev = 0;
+    net_obj *o = lua_touserdata(L, 1);
+    if (poll && o->s)
+        io_sock_undrain(o->s); /* a poll does not wait: its try must read */
     int r = op->try(L, 1, &ev);
     return r >= 0 ? r : net_block(L, op, 1, ev, deadline, poll);
 }
@@ -412,7 +415,7 @@ int net_l_readable(lua_State *L)
 {
     net_check_obj(L, 1, 0, "readable");
     lua_settop(L, 1);
-    net_push_arm(L, REACTOR_READ);
+    net_push_arm(L, NETPOLL_READ);
     return 1;
 }
 
@@ -449,10 +452,10 @@ int net_lua_try_arm(lua_State *L, int idx, actor *a)
     net_arm *arm = to_arm(L, idx);
     net_obj *o = arm_obj(L, idx);
     /* closed: ready (its operations answer "closed"); read-ahead bytes: ready */
-    if (!o->s || (arm->events & REACTOR_READ && io_sock_buffered(o->s)) ||
+    if (!o->s || (arm->events & NETPOLL_READ && io_sock_buffered(o->s)) ||
         io_fd_ready(o->s->fd, arm->events))
         return 1;
-    if (reactor_arm(reactor_of(L), o->s->fd, arm->events, a->pid, &o->s->added) != 0)
+    if (netpoll_arm(netpoll_of(L), o->s->fd, arm->events, a->pid, &o->s->added) != 0)
         return 1; /* cannot be watched: ready, and its operation reports why */
     lua_pop(L, 1);
     return -1;

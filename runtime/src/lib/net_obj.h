@@ -1,7 +1,7 @@
 /* What the files of smarm.net's C half share: the socket object, the wait that parks an
- * actor until the reactor wakes it, the methods every kind of socket has, and argument checks.
- * net_obj.c has the objects and the wait, net_tcp.c streams, servers and connecting, net_udp.c
- * datagrams, net_lua.c the module table. */
+ * actor until the network poller wakes it, the methods every kind of socket has, and argument
+ * checks. net_obj.c has the objects and the wait, net_tcp.c streams, servers and connecting,
+ * net_udp.c datagrams, net_lua.c the module table. */
 #ifndef SMARM_LIB_NET_OBJ_H
 #define SMARM_LIB_NET_OBJ_H
 
@@ -41,9 +41,9 @@ void net_close_obj(net_obj *o);
 int net_push_fail(lua_State *L, const char *err);
 
 /* A blocking operation: try runs with its arguments at base.. (the object first) and pushes
- * its results (>= 0) or returns -1 with the readiness to wait for in *ev (REACTOR_READ or
+ * its results (>= 0) or returns -1 with the readiness to wait for in *ev (NETPOLL_READ or
  * WRITE; 0: the actor's timer only, until the object's backoff_until); fail pushes the
- * results of a wait that ended with err ("timeout", or why the reactor could not be armed). */
+ * results of a wait that ended with err ("timeout", or why the poller could not be armed). */
 typedef struct net_op {
     int (*try)(lua_State *L, int base, unsigned *ev);
     int (*fail)(lua_State *L, int base, const char *err);
@@ -51,7 +51,7 @@ typedef struct net_op {
 
 /* A fail that pushes nil, err. */
 int net_fail_plain(lua_State *L, int base, const char *err);
-/* Tries op with the arguments at 1..top, and if it must wait, arms the reactor and parks the
+/* Tries op with the arguments at 1..top, and if it must wait, arms the network poller and parks the
  * calling actor until it is done (deadline and poll as lib_check_timeout gives them). */
 int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll);
 
@@ -61,7 +61,7 @@ int net_l_fd(lua_State *L);
 int net_l_port(lua_State *L);
 int net_l_setoption(lua_State *L);
 int net_l_readable(lua_State *L);
-/* Pushes a select arm over the object at 1, ready for events (REACTOR_READ/WRITE). */
+/* Pushes a select arm over the object at 1, ready for events (NETPOLL_READ/WRITE). */
 void net_push_arm(lua_State *L, unsigned events);
 
 /* A port (0..65535) at idx, or a Lua error naming fname. */

@@ -12,7 +12,7 @@
 #include "base/park.h"
 #include "base/sanitize.h"
 #include "base/wire.h"
-#include "io/reactor.h"
+#include "base/netpoll.h"
 #include "io/sock.h"
 #include "lib/args.h"
 
@@ -107,7 +107,7 @@ static int recv_try(lua_State *L, int base, unsigned *ev)
         if (r >= 0)
             continue;
         if (r == -EAGAIN) {
-            *ev = REACTOR_READ;
+            *ev = NETPOLL_READ;
             return -1;
         }
         return recv_fail(L, base, io_err_name((int)-r));
@@ -161,7 +161,7 @@ static int send_try(lua_State *L, int base, unsigned *ev)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            *ev = REACTOR_WRITE;
+            *ev = NETPOLL_WRITE;
             return -1;
         }
         return send_fail(L, base, io_err_name(errno));
@@ -263,7 +263,7 @@ static int accept_try(lua_State *L, int base, unsigned *ev)
         case EWOULDBLOCK:
 #endif
             lua_pop(L, 1);
-            *ev = REACTOR_READ;
+            *ev = NETPOLL_READ;
             return -1;
         case EMFILE:
         case ENFILE:
@@ -334,8 +334,8 @@ static int connect_fail(lua_State *L, int base, const char *err)
 static int connect_try(lua_State *L, int base, unsigned *ev)
 {
     net_obj *o = lua_touserdata(L, base);
-    if (!io_fd_ready(o->s->fd, REACTOR_WRITE)) {
-        *ev = REACTOR_WRITE;
+    if (!io_fd_ready(o->s->fd, NETPOLL_WRITE)) {
+        *ev = NETPOLL_WRITE;
         return -1;
     }
     int err = 0;
@@ -379,7 +379,7 @@ static int l_acceptable(lua_State *L)
 {
     net_check_obj(L, 1, IO_LISTEN, "server:acceptable");
     lua_settop(L, 1);
-    net_push_arm(L, REACTOR_READ);
+    net_push_arm(L, NETPOLL_READ);
     return 1;
 }
 

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 
 #include "base/sanitize.h"
-#include "io/reactor.h"
+#include "base/netpoll.h"
 #include "io/sock.h"
 #include "lib/args.h"
 
@@ -83,7 +83,7 @@ static int sendto_try(lua_State *L, int base, unsigned *ev)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            *ev = REACTOR_WRITE;
+            *ev = NETPOLL_WRITE;
             return -1;
         }
         return net_push_fail(L, io_err_name(errno));
@@ -132,7 +132,7 @@ static int recvfrom_try(lua_State *L, int base, unsigned *ev)
             continue;
         free(buf);
         if (e == EAGAIN || e == EWOULDBLOCK) {
-            *ev = REACTOR_READ;
+            *ev = NETPOLL_READ;
             return -1;
         }
         return net_push_fail(L, io_err_name(e));
