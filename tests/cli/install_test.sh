@@ -23,9 +23,11 @@ for f in bin/smarm-lua lib/libsmarm.a lib/libsmarm.so lib/libsmarm.so.0 lib/pkgc
    [ -e "$prefix/$f" ] || fail "installed $f"
 done
 [ -L "$prefix/lib/libsmarm.so.0" ] || fail "libsmarm.so.0 is a link to the versioned file"
-readelf -d "$prefix/lib/libsmarm.so" | grep -q 'SONAME.*\[libsmarm\.so\.0\]' ||
-   fail "libsmarm.so has the soname libsmarm.so.0"
-"$prefix/bin/smarm-lua" -e 'print("installed binary runs")' | grep -q "installed binary runs" ||
+# outputs go through variables: with pipefail, a grep -q that leaves early can fail the pipe
+dyn=$(readelf -d "$prefix/lib/libsmarm.so")
+grep -q 'SONAME.*\[libsmarm\.so\.0\]' <<<"$dyn" || fail "libsmarm.so has the soname libsmarm.so.0"
+ran=$("$prefix/bin/smarm-lua" -e 'print("installed binary runs")' || true)
+grep -q "installed binary runs" <<<"$ran" ||
    fail "the installed smarm-lua runs (the Lua library is compiled in)"
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -86,7 +88,8 @@ C
 host_out=$(LD_LIBRARY_PATH=$prefix/lib timeout 60 "$TMP/host" 2>&1) || fail "the host runs: $host_out"
 grep -q "host got 42" <<<"$host_out" || fail "the actor used the host's C function: $host_out"
 grep -q "status 0" <<<"$host_out" || fail "the host stopped the runtime: $host_out"
-LD_LIBRARY_PATH=$prefix/lib ldd "$TMP/host" | grep -q "libsmarm.so.0 => $prefix/lib" || fail "the host links libsmarm.so.0"
+linked=$(LD_LIBRARY_PATH=$prefix/lib ldd "$TMP/host")
+grep -q "libsmarm.so.0 => $prefix/lib" <<<"$linked" || fail "the host links libsmarm.so.0"
 
 # the game linked statically against libsmarm.a (no LD_LIBRARY_PATH): the whole archive,
 # its symbols exported (the Lua library reaches its C half through ffi.C)
@@ -94,8 +97,8 @@ LD_LIBRARY_PATH=$prefix/lib ldd "$TMP/host" | grep -q "libsmarm.so.0 => $prefix/
 "$CC" -o "$TMP/game_static" examples/embed/game.c $(pkg-config --cflags smarm) -Wl,-E \
    -Wl,--whole-archive "$prefix/lib/libsmarm.a" -Wl,--no-whole-archive -lm -ldl -lpthread ||
    fail "the game builds against libsmarm.a"
-timeout 120 "$TMP/game_static" examples/embed 20 8 2>/dev/null | grep -q "root status 0" ||
-   fail "the static game runs"
+game_out=$(timeout 120 "$TMP/game_static" examples/embed 20 8 2>/dev/null || true)
+grep -q "root status 0" <<<"$game_out" || fail "the static game runs"
 
 # the embedding example, built against the installed tree
 # shellcheck disable=SC2046
