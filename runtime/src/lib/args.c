@@ -114,4 +114,19 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
     return m;
 }
 
+void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const char *name,
+                   const void *key)
+{
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "__metatable");
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
 LUA_UNWOUND_END

@@ -32,6 +32,11 @@ const char *lib_check_name(lua_State *L, int idx, const char *fname);
 /* The tail of every blocking receive: nil, "timeout" for a poll, else arm the deadline
  * (0 = none) and wait with cont (see body_wait). */
 int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont);
+/* Finishes the metatable of an object kind: with the __index table on top of L and the
+ * metatable below it, sets __index, __gc, __tostring and __metatable (name), and keeps the
+ * metatable in the registry under the light userdata key. Leaves the metatable on top. */
+void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const char *name,
+                   const void *key);
 
 /* Encodes the value at idx (rooted "msg" in errors) into scratch and makes a message of it,
  * with extralen bytes of extra after it (a send_after's name; NULL, 0 for none). Raises an

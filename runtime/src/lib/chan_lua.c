@@ -128,16 +128,7 @@ static void push_mt(lua_State *L, int kind)
         lua_pushcfunction(L, l_rx_recv);
         lua_setfield(L, -2, "recv");
     }
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_ep_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_ep_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, "smarm channel");
-    lua_setfield(L, -2, "__metatable");
-    lua_pushlightuserdata(L, (void *)key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    lib_object_mt(L, l_ep_gc, l_ep_tostring, "smarm channel", key);
 }
 
 void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)

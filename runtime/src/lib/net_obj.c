@@ -127,16 +127,7 @@ static void push_mt(lua_State *L, int kind)
         lua_pushcfunction(L, r->func);
         lua_setfield(L, -2, r->name);
     }
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_obj_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_obj_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, "smarm socket");
-    lua_setfield(L, -2, "__metatable");
-    lua_pushlightuserdata(L, (void *)key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    lib_object_mt(L, l_obj_gc, l_obj_tostring, "smarm socket", key);
 }
 
 /* Pushes a closed object of kind: a handle is attached once it exists, so a memory error

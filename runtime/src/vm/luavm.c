@@ -585,13 +585,9 @@ int luavm_boot(actor *a)
 }
 
 /* Closing runs the finalizers, which may allocate, and frees: without max_heap. */
-void luavm_close(actor *a)
+/* The state is closed or abandoned: what the actor kept beside it goes too. */
+static void forget_state(actor *a)
 {
-    if (!a->vm.L)
-        return;
-    a->vm.closing = 1;
-    lua_setallocf(a->vm.L, actor_alloc, a);
-    lua_close(a->vm.L);
     a->vm.L = NULL;
     a->vm.co = NULL;
     /* a reason whose smarm.exit a pcall caught; a message whose decoding raised */
@@ -602,16 +598,20 @@ void luavm_close(actor *a)
     a->vm.decoding = NULL;
 }
 
+void luavm_close(actor *a)
+{
+    if (!a->vm.L)
+        return;
+    a->vm.closing = 1;
+    lua_setallocf(a->vm.L, actor_alloc, a);
+    lua_close(a->vm.L);
+    forget_state(a);
+}
+
 void luavm_abandon(actor *a)
 {
     a->vm.closing = 1;
-    a->vm.L = NULL;
-    a->vm.co = NULL;
-    free(a->vm.exit_bytes);
-    a->vm.exit_bytes = NULL;
-    if (a->vm.decoding)
-        msg_free(a->vm.decoding);
-    a->vm.decoding = NULL;
+    forget_state(a);
 }
 
 /* ---- decoding a received message ---- */
