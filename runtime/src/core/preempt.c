@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "base/futex.h"
+#include "base/netpoll.h"
 #include "base/sanitize.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
@@ -237,6 +238,16 @@ static void *watchdog_main(void *arg)
         nanosleep(&ts, NULL);
         sleep_ns = tick;
         uint64_t now = park_now_ns();
+        /* while no scheduler sleeps in the network poller's set, busy ones look at it only
+         * every POLL_PICKS picks, which with actors that use whole slices is many slices:
+         * fds found ready here join the woken queue instead */
+        if (netpoll_ready(&rt->np) &&
+            atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0) {
+            uint64_t pids[64];
+            int ready = netpoll_wait(&rt->np, 0, pids, 64);
+            for (int k = 0; k < ready; k++)
+                sched_wake(rt, pids[k]);
+        }
         /* the root has ended but busy actors keep every scheduler from the idle
          * point where the sweep runs: after a grace, sweep from here */
         if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {
