@@ -351,6 +351,11 @@ function M.request(method, url, headers, body, timeout)
       return nil, err
    end
    local buf, pos = "", 1
+   -- an error ends the request: the connection is closed and the error returned
+   local function fail(e)
+      sock:close()
+      return nil, e
+   end
    local function more()
       local data, e = sock:recv("*r", left())
       if not data then return nil, e end
@@ -366,14 +371,10 @@ function M.request(method, url, headers, body, timeout)
          if resp.status >= 200 or resp.status == 101 then break end
          pos = x
       elseif x then
-         sock:close()
-         return nil, x
+         return fail(x)
       else
          local got, e = more()
-         if not got then
-            sock:close()
-            return nil, e
-         end
+         if not got then return fail(e) end
       end
    end
    pos = x
@@ -390,15 +391,11 @@ function M.request(method, url, headers, body, timeout)
             break
          end
          if y then
-            sock:close()
-            return nil, "bad chunked body"
+            return fail("bad chunked body")
          end
          pos = consumed
          local got, e = more()
-         if not got then
-            sock:close()
-            return nil, e
-         end
+         if not got then return fail(e) end
       end
    elseif resp.length then
       local have = #buf - pos + 1
@@ -406,20 +403,14 @@ function M.request(method, url, headers, body, timeout)
          rbody = sub(buf, pos, pos + resp.length - 1)
       else
          local rest, e = sock:recv(resp.length - have, left())
-         if not rest then
-            sock:close()
-            return nil, e
-         end
+         if not rest then return fail(e) end
          rbody = sub(buf, pos) .. rest
       end
    else
       -- delimited by the close
       local rest, e, partial = sock:recv("*a", left())
       rest = rest or partial
-      if not rest then
-         sock:close()
-         return nil, e
-      end
+      if not rest then return fail(e) end
       rbody = sub(buf, pos) .. rest
    end
    sock:close()

@@ -164,13 +164,7 @@ int blocking_abandon(smarm_runtime *rt, uint64_t now)
             actor *a = atomic_load_explicit(&p->threads[i].cur, memory_order_acquire);
             if (!a)
                 continue;
-            char line[200];
-            int n = snprintf(line, sizeof line,
-                             "smarm: actor <0.%u.%u> is still inside smarm.blocking after the "
-                             "root-exit sweep; the run ends without it\n",
-                             pid_index(a->pid), pid_gen(a->pid));
-            ssize_t w = write(2, line, (size_t)n);
-            (void)w;
+            sched_report_left_behind(a, "smarm.blocking");
         }
         p->abandoned = 1;
         p->stop = 1; /* no new entries; the idle threads leave */

@@ -177,13 +177,7 @@ static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
         if (!a)
             continue;
         mask |= 1ull << i;
-        char line[200];
-        int n = snprintf(line, sizeof line,
-                         "smarm: actor <0.%u.%u> is still inside a C call after the root-exit "
-                         "sweep; the run ends without it\n",
-                         pid_index(a->pid), pid_gen(a->pid));
-        ssize_t w = write(2, line, (size_t)n);
-        (void)w;
+        sched_report_left_behind(a, "a C call");
     }
     if (!mask)
         return;

@@ -216,7 +216,18 @@ static inline int pop_shared(smarm_runtime *rt, uint32_t *idx)
     return runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx);
 }
 
-RACY_READS actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t grace)
+RACY_READS void sched_report_left_behind(actor *a, const char *where)
+{
+    char line[200];
+    int n = snprintf(line, sizeof line,
+                     "smarm: actor <0.%u.%u> is still inside %s after the root-exit sweep; "
+                     "the run ends without it\n",
+                     pid_index(a->pid), pid_gen(a->pid), where);
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
+}
+
+actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t grace)
 {
     actor *a = atomic_load_explicit(&s->cur, memory_order_acquire);
     uint64_t since = atomic_load_explicit(&s->quiet_since, memory_order_relaxed);

@@ -118,6 +118,9 @@ void sched_yield_actor(actor *a);
  * max(not_before, its last switch the watchdog saw) for grace ns or more; else NULL.
  * Racy reads, like ps. */
 actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t grace);
+/* Says on stderr that a is left inside `where` (a C call, smarm.blocking) as the run ends
+ * without it (one write: the caller may hold a lock, or race a stuck thread's stdio). */
+void sched_report_left_behind(actor *a, const char *where);
 /* Whether something other than what runs now waits for a scheduler. */
 int sched_work_waiting(smarm_runtime *rt, uint64_t now);
 /* Moves the actor in s's runnext, if any, to the shared queue (s is stuck in a C call). */
