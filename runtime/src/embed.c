@@ -270,6 +270,7 @@ int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
         close_host(h);
         return SMARM_ENOMEM;
     }
+    host_thread_enter(rt);
     *out = h;
     return 0;
 }
@@ -302,6 +303,7 @@ int smarm_host_close(smarm_host *h)
         return SMARM_ECLOSED;
     close_host(h);
     prune_thread_handles();
+    host_thread_leave(h->rt);
     return 0;
 }
 
