@@ -124,9 +124,10 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
         goto fail_actors;
     rt->actors = p;
     rt->rq = runq_new(rt->cfg.max_actors);
+    rt->rq_spawner = runq_new(rt->cfg.max_actors);
     rt->rq_new = runq_new(rt->cfg.max_actors);
     rt->rq_yield = runq_new(rt->cfg.max_actors);
-    if (!rt->rq || !rt->rq_new || !rt->rq_yield)
+    if (!rt->rq || !rt->rq_spawner || !rt->rq_new || !rt->rq_yield)
         goto fail_rq;
     rt->stacks = stack_pool_new(rt->cfg.stack_size, rt->cfg.stack_guard);
     if (!rt->stacks)
@@ -156,6 +157,7 @@ fail_vm:
     stack_pool_free(rt->stacks);
 fail_stacks:
     runq_free(rt->rq);
+    runq_free(rt->rq_spawner);
     runq_free(rt->rq_new);
     runq_free(rt->rq_yield);
 fail_rq:
@@ -187,6 +189,7 @@ void smarm_runtime_free(smarm_runtime *rt)
     free(rt->vm);
     stack_pool_free(rt->stacks);
     runq_free(rt->rq);
+    runq_free(rt->rq_spawner);
     runq_free(rt->rq_new);
     runq_free(rt->rq_yield);
     munmap(rt->actors, (size_t)rt->cfg.max_actors * sizeof(actor));

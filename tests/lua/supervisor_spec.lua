@@ -143,7 +143,12 @@ describe("supervisor restarts", function()
          s.recv()
       end)
       assert.is_truthy(wait_for(function() return smarm.whereis("supervisor_spec.poison") end))
-      local function unpoison() smarm.kill(poison) end
+      -- gone, name and all, before the next test starts a poisonable child
+      local function unpoison()
+         local pmon = smarm.monitor(poison)
+         smarm.kill(poison)
+         pmon:recv(5)
+      end
       finally(unpoison)
       smarm.send(first, { exit = "boom" })
       smarm.sleep(0.05)

@@ -41,10 +41,11 @@ typedef struct actor_hooks {
 struct smarm_runtime {
     smarm_config cfg;
     slot_table slots;
-    actor *actors;  /* parallel to slots.slots, reserved, touched lazily */
-    runq *rq;       /* woken and new actors */
-    runq *rq_new;   /* new actors, and those that spawned during their last slice */
-    runq *rq_yield; /* actors that used up their timeslice or yielded */
+    actor *actors;    /* parallel to slots.slots, reserved, touched lazily */
+    runq *rq;         /* woken and new actors */
+    runq *rq_spawner; /* actors preempted in a slice in which they spawned */
+    runq *rq_new;     /* new actors */
+    runq *rq_yield;   /* actors that used up their timeslice or yielded */
     park_set parks;
     stack_pool *stacks;
     timers tm;

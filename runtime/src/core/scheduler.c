@@ -198,6 +198,16 @@ static void enqueue_new(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
+/* An actor preempted in a slice in which it spawned: ahead of the new actors, its own
+ * among them, so a spawner is not held up by the first slices of what it spawns (a root
+ * spawning 10,000 CPU-bound actors waited for most of their boots); woken actors still
+ * come first. */
+static void enqueue_spawner(smarm_runtime *rt, uint32_t idx)
+{
+    runq_push(rt->rq_spawner, idx);
+    wake_for_work(rt);
+}
+
 static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
 {
     runq_push(rt->rq_yield, idx);
@@ -207,13 +217,23 @@ static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
 /* Actors waiting in the three shared queues (approximate). */
 static inline uint32_t queued(smarm_runtime *rt)
 {
-    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
+    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
+           runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
 }
 
-/* The next actor of the shared queues, in their order: woken, new, yielded. */
+/* Woken, spawning or new actors wait (approximate): a slice taken ahead of them is short. */
+static inline int fresh_queued(smarm_runtime *rt)
+{
+    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
+               runq_size_approx(rt->rq_new) >
+           0;
+}
+
+/* The next actor of the shared queues, in their order: woken, spawning, new, yielded. */
 static inline int pop_shared(smarm_runtime *rt, uint32_t *idx)
 {
-    return runq_pop(rt->rq, idx) || runq_pop(rt->rq_new, idx) || runq_pop(rt->rq_yield, idx);
+    return runq_pop(rt->rq, idx) || runq_pop(rt->rq_spawner, idx) || runq_pop(rt->rq_new, idx) ||
+           runq_pop(rt->rq_yield, idx);
 }
 
 RACY_READS void sched_report_left_behind(actor *a, const char *where)
@@ -263,7 +283,7 @@ void sched_release_runnext(sched *s)
 static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
 {
     if (a->run.spawned)
-        enqueue_new(rt, idx);
+        enqueue_spawner(rt, idx);
     else
         enqueue_yielded(rt, idx);
 }
@@ -467,6 +487,16 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
         cs && cs->rt == rt ? atomic_load_explicit(&cs->cur, memory_order_relaxed) : NULL;
     if (spawner)
         spawner->run.spawned = 1;
+    /* the newest runs next where it was spawned (its runnext), as a woken actor does: what
+     * a spawner makes last is what it waits for first (a reply, an init ack); the one it
+     * displaces joins the new queue */
+    if (spawner && cs->kind == SCHED_LOOP) {
+        uint32_t prev =
+            atomic_exchange_explicit(&cs->runnext, (uint32_t)idx + 1, memory_order_acq_rel);
+        if (!prev)
+            return 0;
+        idx = (int64_t)prev - 1;
+    }
     enqueue_new(rt, (uint32_t)idx);
     return 0;
 }
@@ -748,7 +778,7 @@ static int next_runnable(sched *s, uint32_t *idx)
     int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
     int yielded = yielded_first && runq_pop(rt->rq_yield, idx);
     if (yielded)
-        s->short_slice = runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) > 0;
+        s->short_slice = fresh_queued(rt);
     if (yielded || pop_shared(rt, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
         if (queued(rt) > 0)
