@@ -94,11 +94,12 @@ static int ensure_started(netpoll *np)
  * only out of memory or past the table). */
 static netpoll_fd *fd_words(netpoll *np, int fd, int make)
 {
-    if (fd < 0 || fd / NETPOLL_FD_CHUNK >= NETPOLL_FD_CHUNKS)
+    unsigned u = (unsigned)fd;
+    if (u >= (unsigned)NETPOLL_FD_CHUNK * NETPOLL_FD_CHUNKS)
         return NULL;
-    _Atomic(netpoll_fd *) *cp = &np->fds[fd / NETPOLL_FD_CHUNK];
+    _Atomic(netpoll_fd *) *cp = &np->fds[u / NETPOLL_FD_CHUNK];
     netpoll_fd *c = atomic_load_explicit(cp, memory_order_acquire);
-    if (!c && make) {
+    if (__builtin_expect(!c && make, 0)) {
         mutex_lock(&np->lock);
         c = atomic_load_explicit(cp, memory_order_relaxed);
         if (!c) {
@@ -108,8 +109,10 @@ static netpoll_fd *fd_words(netpoll *np, int fd, int make)
         }
         mutex_unlock(&np->lock);
     }
-    return c ? &c[fd % NETPOLL_FD_CHUNK] : NULL;
+    return c ? &c[u % NETPOLL_FD_CHUNK] : NULL;
 }
+
+netpoll_fd *netpoll_words(netpoll *np, int fd) { return fd_words(np, fd, 0); }
 
 /* Adds fd to the set with pid as the waiter for events: 0, or -errno. The words start with
  * the waiter in them before the registration's edge can come, so that edge wakes it (a late
@@ -165,28 +168,10 @@ int netpoll_arm(netpoll *np, int fd, unsigned events, uint64_t pid, int *added)
     return ready;
 }
 
-/* Takes READY from one word: whether it was there. A plain load first: the word of a
- * direction nobody waits on stays READY, and the common case (nothing to take) writes
- * nothing. */
-static int take(_Atomic uint64_t *w)
-{
-    uint64_t old = READY;
-    return atomic_load_explicit(w, memory_order_relaxed) == READY &&
-           atomic_compare_exchange_strong_explicit(w, &old, 0, memory_order_seq_cst,
-                                                   memory_order_relaxed);
-}
-
 int netpoll_take_ready(netpoll *np, int fd, unsigned events)
 {
     netpoll_fd *d = fd_words(np, fd, 0);
-    if (!d)
-        return 0;
-    int got = 0;
-    if (events & NETPOLL_READ)
-        got |= take(&d->waiter[0]);
-    if (events & NETPOLL_WRITE)
-        got |= take(&d->waiter[1]);
-    return got;
+    return d ? netpoll_take(d, events) : 0;
 }
 
 void netpoll_forget(netpoll *np, int fd, int *added)

@@ -24,7 +24,8 @@ enum { NETPOLL_READ = 1, NETPOLL_WRITE = 2 };
 #define NETPOLL_FD_CHUNKS 4096 /* fds up to 4M */
 
 typedef struct netpoll_fd {
-    _Atomic uint64_t waiter[2]; /* [0] reading, [1] writing: 0, a pid, or the READY mark */
+    /* [0] reading, [1] writing: 0, a pid, or the READY mark (UINT64_MAX; a pid is below 2^53) */
+    _Atomic uint64_t waiter[2];
 } netpoll_fd;
 
 typedef struct netpoll {
@@ -56,6 +57,27 @@ int netpoll_arm(netpoll *np, int fd, unsigned events, uint64_t pid, int *added);
  * before its try, so the edge that woke it does not make its next arm retry in vain; a
  * taker must try with a real system call next. */
 int netpoll_take_ready(netpoll *np, int fd, unsigned events);
+/* The waiter words of an fd that was armed (they stay where they are until the set closes,
+ * so a socket handle can keep the pointer), or NULL. */
+netpoll_fd *netpoll_words(netpoll *np, int fd);
+/* netpoll_take_ready on fd's words. A plain load first: the word of a direction nobody waits
+ * on stays READY, and the common case (nothing to take) writes nothing. */
+static inline int netpoll_take_word(_Atomic uint64_t *w)
+{
+    uint64_t old = UINT64_MAX; /* READY */
+    return atomic_load_explicit(w, memory_order_relaxed) == UINT64_MAX &&
+           atomic_compare_exchange_strong_explicit(w, &old, 0, memory_order_seq_cst,
+                                                   memory_order_relaxed);
+}
+static inline int netpoll_take(netpoll_fd *d, unsigned events)
+{
+    int got = 0;
+    if (events & NETPOLL_READ)
+        got |= netpoll_take_word(&d->waiter[0]);
+    if (events & NETPOLL_WRITE)
+        got |= netpoll_take_word(&d->waiter[1]);
+    return got;
+}
 /* Forgets fd before it is closed (a no-op if it was never added); only needed when the fd
  * might live on in another process or duplicate, since close removes it from the set. */
 void netpoll_forget(netpoll *np, int fd, int *added);

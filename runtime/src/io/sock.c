@@ -96,12 +96,14 @@ int io_sock_arm(netpoll *np, io_sock *s, unsigned events, uint64_t pid)
     int r = netpoll_arm(np, s->fd, events, pid, &s->added);
     if (r > 0)
         s->drained = 0;
+    if (r >= 0 && !s->words)
+        s->words = netpoll_words(np, s->fd);
     return r;
 }
 
-void io_sock_take_ready(netpoll *np, io_sock *s)
+void io_sock_take_ready(io_sock *s)
 {
-    if (s->armed && netpoll_take_ready(np, s->fd, s->armed))
+    if (s->armed && s->words && netpoll_take(s->words, s->armed))
         s->drained = 0;
     s->armed = 0;
 }

@@ -251,7 +251,7 @@ static int net_cont(actor *a, lua_State *L)
         lua_rawgeti(L, t, i);
     net_obj *o = lua_touserdata(L, base);
     if (o->s)
-        io_sock_take_ready(netpoll_of(L), o->s);
+        io_sock_take_ready(o->s);
     int r = try_or_arm(L, a, op, base, a->run.deadline);
     if (r >= 0) {
         clear_anchor(L);
@@ -467,7 +467,7 @@ int net_lua_try_arm(lua_State *L, int idx, actor *a)
     if (!o->s || (arm->events & NETPOLL_READ && io_sock_buffered(o->s)))
         return 1;
     /* an edge taken before a poll (the one that woke this select, if any) */
-    io_sock_take_ready(netpoll_of(L), o->s);
+    io_sock_take_ready(o->s);
     for (;;) {
         if (io_fd_ready(o->s->fd, arm->events))
             return 1;
