@@ -6,7 +6,7 @@ local smarm = require "smarm"
 local parse = require "smarm.http_parse"
 
 local concat, sub, lower, format = table.concat, string.sub, string.lower, string.format
-local type, tostring, pairs, ipairs = type, tostring, pairs, ipairs
+local type, tostring, pairs = type, tostring, pairs
 
 local M = {}
 
@@ -48,7 +48,7 @@ local function date_header()
 end
 
 local is_token, is_field_value = parse.is_token, parse.is_field_value
-local has_token = parse.has_token
+local has_token, lower_name = parse.has_token, parse.lower_name
 
 --- Builds one response as a string.
 -- @param status an integer from 100 to 999
@@ -78,9 +78,12 @@ function M.response(status, headers, body, connection, head)
          if type(name) ~= "string" or not is_token(name) then
             return nil, "bad header name " .. tostring(name)
          end
-         local lname = lower(name)
-         local values = type(value) == "table" and value or { value }
-         for _, v in ipairs(values) do
+         local lname = lower_name(name)
+         -- one value, or a list of them (no table made for the one)
+         local list = type(value) == "table" and value
+         local i, v = 1, value
+         if list then v = list[1] end
+         while v ~= nil do
             if type(v) == "number" then v = tostring(v) end
             if type(v) ~= "string" or not is_field_value(v) then
                return nil, "bad value for header " .. name
@@ -91,6 +94,9 @@ function M.response(status, headers, body, connection, head)
                connection = nil
                closes = has_token(v, "close")
             end
+            if not list then break end
+            i = i + 1
+            v = list[i]
          end
          if lname == "content-length" then has_length = true end
       end

@@ -121,8 +121,14 @@ M.has_token = has_token
 --   | nil, nil: incomplete, read more
 --   | nil, status: 400 malformed, 431 head too large, 501 unknown transfer coding,
 --     505 HTTP major version not 1
+-- Host values already checked: a connection's requests repeat theirs, and a match costs
+-- more than a lookup (strings are interned). Bounded, like lower_names.
+local good_hosts, good_host_count = {}, 0
+
 function M.request_head(buf, pos, max)
-   local start = match(empty_lines, buf, pos)
+   -- most requests have no empty lines before them: skip the match then
+   local start = pos
+   if byte(buf, pos) == 13 then start = match(empty_lines, buf, pos) end
    local stop = find(buf, "\r\n\r\n", start, true)
    if not stop then
       -- the request line, if it has ended, must already be valid
@@ -150,7 +156,14 @@ function M.request_head(buf, pos, max)
       method = method, path = path, query = q, version = version, headers = h,
    }
    if version == 1.1 and h.host == nil then return nil, 400 end
-   if h.host and not match(host_value, h.host) then return nil, 400 end
+   local host = h.host
+   if host and not good_hosts[host] then
+      if not match(host_value, host) then return nil, 400 end
+      if good_host_count < 512 then
+         good_hosts[host] = true
+         good_host_count = good_host_count + 1
+      end
+   end
    local te, cl = h["transfer-encoding"], h["content-length"]
    if te then
       -- only chunked is supported, and then as the one coding (RFC 9112 section 6.1)
@@ -169,15 +182,38 @@ end
 local whole_token = token * P(-1)
 local whole_field_value = field_value * P(-1)
 
+-- Names and short values already found good: a server sends the same few headers with
+-- every response. Bounded, like lower_names.
+local good_tokens, good_values, good_count = {}, {}, 0
+
 --- Whether s is a token (a valid method or header name).
 function M.is_token(s)
-   return match(whole_token, s) ~= nil
+   if good_tokens[s] then return true end
+   if match(whole_token, s) == nil then return false end
+   if good_count < 1024 and #s <= 64 then
+      good_tokens[s] = true
+      good_count = good_count + 1
+   end
+   return true
 end
 
 --- Whether s can be sent as a header value (no CR, LF or other controls, no leading or
 -- trailing whitespace).
 function M.is_field_value(s)
-   return match(whole_field_value, s) ~= nil
+   if good_values[s] then return true end
+   if match(whole_field_value, s) == nil then return false end
+   if good_count < 1024 and #s <= 64 then
+      good_values[s] = true
+      good_count = good_count + 1
+   end
+   return true
+end
+
+--- The lower-case form of a header name (the parser's cache of them first).
+function M.lower_name(name)
+   local k = lower_names[name]
+   if k then return k end
+   return lower(name)
 end
 
 -- The grammars only the client and chunked bodies use are built on first use: every

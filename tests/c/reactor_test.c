@@ -1,8 +1,11 @@
 /* Tests of the network poller (base/netpoll.c), first through a test thread that polls it
  * as the old reactor thread did, with a recording wake function: an armed fd wakes its
- * pid when data comes and not before, data that came before the arm still wakes (the arm
- * reports the level), one arm is one wake, a re-arm names the new waiter, a peer's
- * half-close wakes readers but not a writer waiting for room, a close racing a wait is harmless,
+ * pid when data comes and not before, data that came before the first arm still wakes (the
+ * registration reports the level as an edge), an edge with no waiter leaves READY for the
+ * next arm to take (and try again), a woken waiter takes its edge, a re-arm names the new
+ * waiter, a peer's half-close reaches readers but not a writer waiting for room, a close
+ * racing a wait is harmless, a reused fd starts without the old marks, edges nobody waits
+ * for do not end a poller's sleep, a reader racing a writer and two pollers loses no edge,
  * and a thousand fds all wake. Then the poller inside parking (base/park.c): one scheduler
  * sleeps in the set, a ready fd or a wake interrupts it, wake-one still wakes exactly one,
  * a deadline still ends its sleep. Then the real runtime, which has no thread for the
@@ -151,6 +154,19 @@ static void reactor_free(reactor *r)
     free(r);
 }
 
+/* Waits up to 5 s for fd's waiter word (0 reading, 1 writing) to say READY. */
+static int wait_marked(netpoll *np, int fd, int dir)
+{
+    netpoll_fd *c = atomic_load(&np->fds[fd / NETPOLL_FD_CHUNK]);
+    for (int i = 0; i < 5000; i++) {
+        if (c && atomic_load(&c[fd % NETPOLL_FD_CHUNK].waiter[dir]) == UINT64_MAX)
+            return 1;
+        usleep(1000);
+        c = atomic_load(&np->fds[fd / NETPOLL_FD_CHUNK]);
+    }
+    return 0;
+}
+
 static void wakes_the_armed_pid_when_data_comes(void **state)
 {
     (void)state;
@@ -165,14 +181,25 @@ static void wakes_the_armed_pid_when_data_comes(void **state)
     assert_int_equal(write(sv[1], "x", 1), 1);
     assert_int_equal(wait_total(rec, 1, 5000), 1);
     assert_int_equal(wakes_of(rec, 7), 1);
-    /* one-shot: more data does not wake again until the next arm */
+    /* no waiter now: more data marks the fd READY and wakes nobody */
     assert_int_equal(write(sv[1], "y", 1), 1);
+    assert_true(wait_marked(&r->np, sv[0], 0));
     assert_int_equal(wait_total(rec, 2, 50), 1);
-    /* a re-arm names the new waiter, and the level (unread data) wakes it at once */
+    /* the next arm takes the mark instead of parking: the caller tries again */
+    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 9, &added), 1);
+    /* it reads to EAGAIN and arms: parked now, and the next edge names the new waiter */
+    char buf[8];
+    assert_int_equal(read(sv[0], buf, sizeof buf), 2);
     assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 9, &added), 0);
+    assert_int_equal(wait_total(rec, 2, 50), 1);
+    assert_int_equal(write(sv[1], "z", 1), 1);
     assert_int_equal(wait_total(rec, 2, 5000), 2);
     assert_int_equal(wakes_of(rec, 9), 1);
     assert_int_equal(wakes_of(rec, 7), 1);
+    /* the woken waiter takes the edge before its try, so its next arm parks */
+    assert_int_equal(netpoll_take_ready(&r->np, sv[0], NETPOLL_READ), 1);
+    assert_int_equal(netpoll_take_ready(&r->np, sv[0], NETPOLL_READ), 0);
+    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 9, &added), 0);
     reactor_free(r);
     close(sv[0]);
     close(sv[1]);
@@ -228,17 +255,16 @@ static void a_half_close_does_not_wake_a_writer(void **state)
     assert_int_equal(errno, EAGAIN);
     assert_int_equal(reactor_arm(r, sv[0], REACTOR_WRITE, 21, &added), 0);
     assert_int_equal(wait_total(rec, 1, 100), 0);
-    /* a reader is woken by it */
-    int added1 = 1;
-    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 22, &added1), 0);
-    assert_int_equal(wait_total(rec, 1, 5000), 1);
-    assert_int_equal(wakes_of(rec, 22), 1);
+    /* a reader finds it: the registration reported it as an edge (READY) */
+    assert_true(wait_marked(&r->np, sv[0], 0));
+    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 22, &added), 1);
     /* and room wakes the writer */
     assert_int_equal(reactor_arm(r, sv[0], REACTOR_WRITE, 23, &added), 0);
     while (recv(sv[1], buf, sizeof buf, 0) > 0) {
     }
-    assert_int_equal(wait_total(rec, 2, 5000), 2);
+    assert_int_equal(wait_total(rec, 1, 5000), 1);
     assert_int_equal(wakes_of(rec, 23), 1);
+    assert_int_equal(wakes_of(rec, 21), 0);
     reactor_free(r);
     close(sv[0]);
     close(sv[1]);
@@ -279,6 +305,149 @@ static void close_racing_a_wait_is_harmless(void **state)
         usleep(10000);
     assert_int_equal(wakes_of(rec, 13), 1);
     assert_int_equal(wakes_of(rec, 12), 0);
+    reactor_free(r);
+    close(sv[0]);
+    close(sv[1]);
+    recorder_free(rec);
+}
+
+/* A closed fd's marks do not outlive it: a new fd of the same number parks its first waiter
+ * (no stale READY) and wakes it on data. */
+static void a_reused_fd_starts_without_the_old_marks(void **state)
+{
+    (void)state;
+    recorder *rec = recorder_new();
+    reactor *r = reactor_new(record, rec);
+    int sv[2], added = 0;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 31, &added), 0);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    assert_int_equal(wait_total(rec, 1, 5000), 1);
+    assert_true(wait_marked(&r->np, sv[0], 0));
+    assert_true(wait_marked(&r->np, sv[0], 1));
+    int reused = sv[0];
+    close(sv[0]);
+    close(sv[1]);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(sv[0], reused);
+    added = 0;
+    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 32, &added), 0);
+    assert_int_equal(wait_total(rec, 2, 50), 1);
+    assert_int_equal(write(sv[1], "y", 1), 1);
+    assert_int_equal(wait_total(rec, 2, 5000), 2);
+    assert_int_equal(wakes_of(rec, 32), 1);
+    reactor_free(r);
+    close(sv[0]);
+    close(sv[1]);
+    recorder_free(rec);
+}
+
+/* A sleeping poller whose only events are edges nobody waits for (the writable edge that a
+ * registration reports to a reader's fd) sleeps on until its deadline. */
+static void edges_nobody_waits_for_do_not_end_a_sleep(void **state)
+{
+    (void)state;
+    netpoll np;
+    netpoll_init(&np);
+    int sv[2], added = 0;
+    uint64_t pids[4];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(netpoll_arm(&np, sv[0], NETPOLL_READ, 5, &added), 0);
+    uint64_t t0 = park_now_ns();
+    assert_int_equal(netpoll_wait(&np, t0 + 30000000, pids, 4), 0);
+    assert_true(park_now_ns() >= t0 + 30000000);
+    assert_true(wait_marked(&np, sv[0], 1)); /* the edge was seen, and only marked */
+    netpoll_destroy(&np);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* A writer thread; bytes go out at uneven moments so that they land anywhere between a
+ * reader's failed read, its arm and its park. */
+typedef struct race_writer {
+    int fd, n;
+} race_writer;
+
+static void *race_writer_main(void *arg)
+{
+    race_writer *w = arg;
+    unsigned seed = 12345;
+    for (int i = 0; i < w->n; i++) {
+        while (write(w->fd, "x", 1) != 1)
+            sched_yield();
+        seed = seed * 1103515245u + 12345u;
+        unsigned k = (seed >> 16) % 8;
+        if (k == 0)
+            usleep(50);
+        else if (k < 4)
+            sched_yield();
+    }
+    return NULL;
+}
+
+/* The arming protocol against a writer and two pollers (one sleeping in the set, one
+ * polling without waiting): a reader that reads to EAGAIN, arms, and parks until woken
+ * (taking the edge before its next read) gets every byte; a lost edge would leave it parked
+ * with bytes unread (its wait would time out). */
+static _Atomic int race_stop;
+static void *race_busy_poller(void *arg)
+{
+    reactor *r = arg;
+    uint64_t pids[8];
+    while (!atomic_load(&race_stop)) {
+        int n = netpoll_wait(&r->np, 0, pids, 8);
+        for (int i = 0; i < n; i++)
+            r->wake(r->ctx, pids[i]);
+        sched_yield();
+    }
+    return NULL;
+}
+
+static void an_edge_racing_the_arm_is_never_lost(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    recorder *rec = recorder_new();
+    reactor *r = reactor_new(record, rec);
+    int sv[2], added = 0;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    char buf[256];
+    assert_int_equal(read(sv[0], buf, sizeof buf), -1);
+    assert_int_equal(reactor_arm(r, sv[0], REACTOR_READ, 77, &added), 0);
+    atomic_store(&race_stop, 0);
+    pthread_t busy, wt;
+    assert_int_equal(pthread_create(&busy, NULL, race_busy_poller, r), 0);
+    race_writer w = {sv[1], N};
+    assert_int_equal(pthread_create(&wt, NULL, race_writer_main, &w), 0);
+    int got = 0, parks = 0, retries = 0, seen = 0;
+    while (got < N) {
+        ssize_t n = read(sv[0], buf, sizeof buf);
+        if (n > 0) {
+            got += (int)n;
+            continue;
+        }
+        assert_int_equal(errno, EAGAIN);
+        /* now and then a pause between the EAGAIN and the arm, where bytes come */
+        if (got % 7 == 3)
+            usleep(20);
+        int rc = reactor_arm(r, sv[0], REACTOR_READ, 77, &added);
+        assert_true(rc >= 0);
+        if (rc == 1) {
+            retries++;
+            continue;
+        }
+        parks++;
+        int t = wait_total(rec, seen + 1, 5000);
+        assert_true(t > seen); /* parked with an edge lost: never woken */
+        seen = t;
+        netpoll_take_ready(&r->np, sv[0], NETPOLL_READ);
+    }
+    assert_int_equal(got, N);
+    assert_true(parks > 0);
+    assert_true(retries > 0);
+    atomic_store(&race_stop, 1);
+    pthread_join(wt, NULL);
+    pthread_join(busy, NULL);
     reactor_free(r);
     close(sv[0]);
     close(sv[1]);
@@ -670,6 +839,9 @@ int main(void)
         cmocka_unit_test(data_before_the_arm_still_wakes),
         cmocka_unit_test(a_half_close_does_not_wake_a_writer),
         cmocka_unit_test(close_racing_a_wait_is_harmless),
+        cmocka_unit_test(a_reused_fd_starts_without_the_old_marks),
+        cmocka_unit_test(edges_nobody_waits_for_do_not_end_a_sleep),
+        cmocka_unit_test(an_edge_racing_the_arm_is_never_lost),
         cmocka_unit_test(a_thousand_fds_all_wake),
         cmocka_unit_test(a_poller_never_armed_has_no_set),
         cmocka_unit_test(a_poll_ends_at_its_deadline_or_an_interrupt),

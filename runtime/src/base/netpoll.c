@@ -1,12 +1,19 @@
-/* The network poller's epoll set. Every fd is armed EPOLLONESHOT with the waiter's pid as
- * data: after one event the fd is disarmed until its next wait re-arms it (EPOLL_CTL_MOD), so
- * an fd that stays readable while its actor is busy does not wake it again and again, and
- * schedulers polling the set at once never both get the same event. MOD re-evaluates the fd's
- * level, which closes the race of data coming between a wait's EAGAIN and its arm. The
- * eventfd's data is 0, never a pid (a pid's generation is never 0). */
+/* The network poller's epoll set. Every fd is registered once, on its first wait, with
+ * EPOLLET for reading and writing and the fd as data; the waits after that make no system
+ * call of their own: a waiter word per fd and direction says who waits (see netpoll.h).
+ *
+ * No edge is lost. A waiter's try fails (EAGAIN) and then it arms: it swaps its pid into the
+ * word, unless the word says READY, which it takes and tries again. An edge after the failed
+ * try is harvested after it too, and its event swaps READY into the word: if that comes
+ * before the waiter's swap, the waiter sees READY; if after, the event finds the waiter's
+ * pid and wakes it. READY is taken only right before a real try, so a mark that stays after
+ * a wake (the woken actor read its data, nobody took the mark) costs at most one futile try.
+ * Edges on an fd nobody waits for just leave READY, where the one-shot arming of an earlier
+ * design re-armed with an epoll_ctl per wait. The eventfd's data is 0, never an fd's. */
 #include "base/netpoll.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -17,6 +24,8 @@
 
 #define INTERRUPT_TOKEN 0
 #define EVENTS_PER_WAIT 64
+/* a waiter word's mark for an edge not taken yet (a pid is below 2^53) */
+#define READY UINT64_MAX
 
 void netpoll_init(netpoll *np)
 {
@@ -24,6 +33,8 @@ void netpoll_init(netpoll *np)
     atomic_init(&np->started, 0);
     atomic_init(&np->poller, -1);
     np->epfd = np->evfd = -1;
+    for (int i = 0; i < NETPOLL_FD_CHUNKS; i++)
+        atomic_init(&np->fds[i], NULL);
 }
 
 void netpoll_destroy(netpoll *np)
@@ -33,6 +44,8 @@ void netpoll_destroy(netpoll *np)
         close(np->epfd);
     }
     atomic_store(&np->started, 0);
+    for (int i = 0; i < NETPOLL_FD_CHUNKS; i++)
+        free(atomic_load_explicit(&np->fds[i], memory_order_relaxed));
     pthread_mutex_destroy(&np->lock);
 }
 
@@ -77,32 +90,88 @@ static int ensure_started(netpoll *np)
     return st;
 }
 
+/* The waiter words of fd, or NULL if its chunk was never made (make: make it; NULL then
+ * only out of memory or past the table). */
+static netpoll_fd *fd_words(netpoll *np, int fd, int make)
+{
+    unsigned u = (unsigned)fd;
+    if (u >= (unsigned)NETPOLL_FD_CHUNK * NETPOLL_FD_CHUNKS)
+        return NULL;
+    _Atomic(netpoll_fd *) *cp = &np->fds[u / NETPOLL_FD_CHUNK];
+    netpoll_fd *c = atomic_load_explicit(cp, memory_order_acquire);
+    if (__builtin_expect(!c && make, 0)) {
+        mutex_lock(&np->lock);
+        c = atomic_load_explicit(cp, memory_order_relaxed);
+        if (!c) {
+            c = calloc(NETPOLL_FD_CHUNK, sizeof *c);
+            if (c)
+                atomic_store_explicit(cp, c, memory_order_release);
+        }
+        mutex_unlock(&np->lock);
+    }
+    return c ? &c[u % NETPOLL_FD_CHUNK] : NULL;
+}
+
+netpoll_fd *netpoll_words(netpoll *np, int fd) { return fd_words(np, fd, 0); }
+
+/* Adds fd to the set with pid as the waiter for events: 0, or -errno. The words start with
+ * the waiter in them before the registration's edge can come, so that edge wakes it (a late
+ * event of an earlier fd of the same number may still mark them: a futile try at worst). */
+static int add_fd(netpoll *np, int fd, netpoll_fd *d, unsigned events, uint64_t pid)
+{
+    atomic_store_explicit(&d->waiter[0], events & NETPOLL_READ ? pid : 0, memory_order_relaxed);
+    atomic_store_explicit(&d->waiter[1], events & NETPOLL_WRITE ? pid : 0, memory_order_relaxed);
+    /* the peer's half-close is a reader's news (RDHUP); EPOLLOUT comes with every edge while
+     * there is room, which only marks the writing word */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                             .data.u64 = (uint64_t)fd + 1};
+    if (epoll_ctl(np->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        return 0;
+    /* the flag can be wrong across an fd's moves and reuse: registered already, MOD makes
+     * the registration ours and reports the level as an edge */
+    if (errno == EEXIST && epoll_ctl(np->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        return 0;
+    return -errno;
+}
+
+/* Makes pid the waiter of one word: 1 if it held READY (taken instead), else 0. */
+static int wait_on(_Atomic uint64_t *w, uint64_t pid)
+{
+    uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+    for (;;) {
+        uint64_t want = old == READY ? 0 : pid;
+        if (atomic_compare_exchange_weak_explicit(w, &old, want, memory_order_seq_cst,
+                                                  memory_order_relaxed))
+            return old == READY;
+    }
+}
+
 int netpoll_arm(netpoll *np, int fd, unsigned events, uint64_t pid, int *added)
 {
     int st = ensure_started(np);
     if (st < 0)
         return st;
-    struct epoll_event ev = {.events = EPOLLONESHOT, .data.u64 = pid};
-    /* the peer's half-close is news to a reader only: it stays set, so a writer waiting
-     * for room would be woken again at once by every arm */
-    if (events & NETPOLL_READ)
-        ev.events |= EPOLLIN | EPOLLRDHUP;
-    if (events & NETPOLL_WRITE)
-        ev.events |= EPOLLOUT;
-    int op = *added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (epoll_ctl(np->epfd, op, fd, &ev) != 0) {
-        /* the flag can be wrong across an fd's moves and reuse: the other op is right */
-        int e = errno;
-        if ((op == EPOLL_CTL_ADD && e == EEXIST) || (op == EPOLL_CTL_MOD && e == ENOENT)) {
-            op = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-            if (epoll_ctl(np->epfd, op, fd, &ev) != 0)
-                return -errno;
-        } else {
-            return -e;
-        }
+    netpoll_fd *d = fd_words(np, fd, 1);
+    if (!d)
+        return fd < 0 ? -EBADF : fd / NETPOLL_FD_CHUNK >= NETPOLL_FD_CHUNKS ? -EMFILE : -ENOMEM;
+    if (!*added) {
+        int rc = add_fd(np, fd, d, events, pid);
+        if (rc == 0)
+            *added = 1;
+        return rc;
     }
-    *added = 1;
-    return 0;
+    int ready = 0;
+    if (events & NETPOLL_READ)
+        ready |= wait_on(&d->waiter[0], pid);
+    if (events & NETPOLL_WRITE)
+        ready |= wait_on(&d->waiter[1], pid);
+    return ready;
+}
+
+int netpoll_take_ready(netpoll *np, int fd, unsigned events)
+{
+    netpoll_fd *d = fd_words(np, fd, 0);
+    return d ? netpoll_take(d, events) : 0;
 }
 
 void netpoll_forget(netpoll *np, int fd, int *added)
@@ -110,6 +179,17 @@ void netpoll_forget(netpoll *np, int fd, int *added)
     if (*added && netpoll_ready(np))
         epoll_ctl(np->epfd, EPOLL_CTL_DEL, fd, NULL);
     *added = 0;
+}
+
+/* An edge on one word: marks it READY and returns the pid it replaced (0 if none). A word
+ * that says READY already has nothing to learn (no write, so the writing word of a busy
+ * connection stays shared between the cores' caches). */
+static uint64_t edge(_Atomic uint64_t *w)
+{
+    if (atomic_load_explicit(w, memory_order_relaxed) == READY)
+        return 0;
+    uint64_t old = atomic_exchange_explicit(w, READY, memory_order_seq_cst);
+    return old == READY ? 0 : old;
 }
 
 /* epoll_pwait2 takes a timespec (a timer deadline is in ns; epoll_wait's ms would make every
@@ -132,26 +212,45 @@ static int wait_until(netpoll *np, struct epoll_event *ev, int max, uint64_t dea
 int netpoll_wait(netpoll *np, uint64_t deadline_ns, uint64_t *pids, int max)
 {
     struct epoll_event ev[EVENTS_PER_WAIT];
+    /* an event taken must not be lost, and it may wake two pids (a reader and a writer) */
+    max /= 2;
     if (max > EVENTS_PER_WAIT)
         max = EVENTS_PER_WAIT;
-    /* no more events than pids: an event taken is disarmed (one-shot) and must not be lost */
-    int n = wait_until(np, ev, max, deadline_ns);
-    int got = 0;
-    for (int i = 0; i < n; i++) {
-        if (ev[i].data.u64 == INTERRUPT_TOKEN) {
-            /* Only a sleeper drains it (the next sleeper then sleeps; a write after this
-             * wakes it, a spurious wake the scheduler loop tolerates). A poll that does not
-             * wait leaves it: drained there, the interrupt meant for the sleeper would be
-             * lost (the sleeper, woken, would find the eventfd empty and sleep on). */
-            if (deadline_ns) {
-                uint64_t v;
-                ssize_t r = read(np->evfd, &v, sizeof v);
-                (void)r;
+    if (max < 1)
+        max = 1;
+    int got = 0, interrupted = 0;
+    do {
+        int n = wait_until(np, ev, max, deadline_ns);
+        if (n <= 0)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.u64 == INTERRUPT_TOKEN) {
+                /* Only a sleeper drains it (the next sleeper then sleeps; a write after this
+                 * wakes it, a spurious wake the scheduler loop tolerates). A poll that does
+                 * not wait leaves it: drained there, the interrupt meant for the sleeper
+                 * would be lost (the sleeper, woken, would find the eventfd empty and sleep
+                 * on). */
+                if (deadline_ns) {
+                    uint64_t v;
+                    ssize_t r = read(np->evfd, &v, sizeof v);
+                    (void)r;
+                }
+                interrupted = 1;
+                continue;
             }
-        } else {
-            pids[got++] = ev[i].data.u64;
+            netpoll_fd *d = fd_words(np, (int)(ev[i].data.u64 - 1), 0);
+            if (!d)
+                continue;
+            uint32_t e = ev[i].events;
+            uint64_t pid;
+            if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR) && (pid = edge(&d->waiter[0])))
+                pids[got++] = pid;
+            if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR) && (pid = edge(&d->waiter[1])))
+                pids[got++] = pid;
         }
-    }
+        /* edges nobody waited for (room to write on a connection that is not writing, the
+         * readiness a registration reports) only marked words: a sleeper sleeps on */
+    } while (got == 0 && !interrupted && deadline_ns);
     return got;
 }
 

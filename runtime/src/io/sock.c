@@ -36,9 +36,9 @@ void io_sock_free(io_sock *s)
 long io_sock_fill(io_sock *s, size_t want)
 {
     /* After a short read, a recv at once would most likely find nothing (a request answered,
-     * the reader wants the next one): say EAGAIN without the syscall. The caller arms the fd,
-     * and the arm reports its level, so data that came meanwhile wakes it at once; the fill
-     * after that wake reads. */
+     * the reader wants the next one): say EAGAIN without the syscall. The caller arms the fd:
+     * an edge since the short read makes the arm say "ready" and undrains, so the fill the
+     * caller then retries reads. */
     if (s->drained) {
         s->drained = 0;
         if (s->roff == s->rlen)
@@ -88,6 +88,24 @@ long io_sock_fill(io_sock *s, size_t want)
             io_sock_consume(s, 0);
         return -e;
     }
+}
+
+int io_sock_arm(netpoll *np, io_sock *s, unsigned events, uint64_t pid)
+{
+    s->armed = events;
+    int r = netpoll_arm(np, s->fd, events, pid, &s->added);
+    if (r > 0)
+        s->drained = 0;
+    if (r >= 0 && !s->words)
+        s->words = netpoll_words(np, s->fd);
+    return r;
+}
+
+void io_sock_take_ready(io_sock *s)
+{
+    if (s->armed && s->words && netpoll_take(s->words, s->armed))
+        s->drained = 0;
+    s->armed = 0;
 }
 
 void io_sock_consume(io_sock *s, size_t n)

@@ -15,8 +15,10 @@ enum io_sock_kind { IO_TCP = 1, IO_LISTEN = 2, IO_UDP = 3 };
 typedef struct io_sock {
     int fd;
     int kind;
-    int added; /* in the network poller's epoll set (netpoll_arm keeps it) */
-    int eof;   /* the peer's end of the stream was read */
+    int added;                /* in the network poller's epoll set (netpoll_arm keeps it) */
+    unsigned armed;           /* the readiness the last wait armed for (NETPOLL_READ/WRITE), or 0 */
+    struct netpoll_fd *words; /* the fd's waiter words in the poller, once armed */
+    int eof;                  /* the peer's end of the stream was read */
     /* the last recv came back short of the room it had: the queue was empty then, and the
      * next io_sock_fill skips its recv once (see there) */
     int drained;
@@ -39,6 +41,12 @@ static inline size_t io_sock_buffered(const io_sock *s) { return s->rlen - s->ro
 long io_sock_fill(io_sock *s, size_t want);
 /* The next io_sock_fill really reads (a poll with no wait must not guess). */
 static inline void io_sock_undrain(io_sock *s) { s->drained = 0; }
+/* Arms the network poller for events with pid as the waiter (see netpoll_arm): 0 parked,
+ * 1 ready now (try again), -errno. A readiness taken makes the next fill read. */
+struct netpoll;
+int io_sock_arm(struct netpoll *np, io_sock *s, unsigned events, uint64_t pid);
+/* Before the try of a woken wait: takes the edge that woke it (the fill after it reads). */
+void io_sock_take_ready(io_sock *s);
 /* Marks n buffered bytes taken (the buffer is freed once empty). */
 void io_sock_consume(io_sock *s, size_t n);
 

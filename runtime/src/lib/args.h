@@ -50,17 +50,20 @@ static inline wire_buf *lib_scratch(actor *a)
     sched *s = sched_current();
     return s ? &s->enc : &atomic_load_explicit(&a->run.host, memory_order_relaxed)->enc;
 }
-/* The same into the calling thread's scratch buffer. */
+/* The same into the calling thread's scratch buffer (on a scheduler, without looking up
+ * the actor: a send is hot). */
 struct actor *luavm_actor(lua_State *L);
 static inline msg *lib_encode(lua_State *L, int idx, const char *fname)
 {
-    return lib_encode_msg(L, idx, lib_scratch(luavm_actor(L)), fname, NULL, 0);
+    sched *s = sched_current();
+    wire_buf *scratch = __builtin_expect(s != NULL, 1) ? &s->enc : lib_scratch(luavm_actor(L));
+    return lib_encode_msg(L, idx, scratch, fname, NULL, 0);
 }
 /* After a host actor took a message from its inbox: its fd follows (core/host.h). */
 static inline void lib_took(actor *a)
 {
     host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
-    if (h)
+    if (__builtin_expect(h != NULL, 0))
         host_after_take(h);
 }
 

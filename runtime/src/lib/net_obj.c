@@ -5,9 +5,10 @@
  *
  * Every blocking operation is a try function over the nonblocking fd: it pushes its results,
  * or returns -1 and the readiness it waits for. The method tries once; if it must wait, it
- * arms the network poller with the actor's pid (after the EAGAIN, so data that came meanwhile is
- * seen: the arm reports the level), anchors its arguments and parks; the continuation runs
- * the try again after every wake, and re-arms while it is not satisfied. */
+ * arms the network poller with the actor's pid (after the EAGAIN, so an edge that came
+ * meanwhile is seen: the arm says "ready" and the method tries again), anchors its arguments
+ * and parks; the continuation takes the edge that woke it, runs the try again, and re-arms
+ * while it is not satisfied. */
 #include "lib/net_obj.h"
 
 #include <errno.h>
@@ -200,7 +201,8 @@ int net_fail_plain(lua_State *L, int base, const char *err)
     return net_push_fail(L, err);
 }
 
-/* Makes sure actor a is woken when the object at base is ready for ev: 0, or -errno. */
+/* Makes sure actor a is woken when the object at base is ready for ev: 0, 1 (ready now: try
+ * again instead of parking), or -errno. */
 static int arm(lua_State *L, actor *a, int base, unsigned ev)
 {
     net_obj *o = lua_touserdata(L, base);
@@ -208,7 +210,25 @@ static int arm(lua_State *L, actor *a, int base, unsigned ev)
         sched_arm_wake(a, o->backoff_until);
         return 0;
     }
-    return netpoll_arm(netpoll_of(L), o->s->fd, ev, a->pid, &o->s->added);
+    return io_sock_arm(netpoll_of(L), o->s, ev, a->pid);
+}
+
+/* Tries op until it is done or armed: its results (>= 0), or -1 when the actor must park. */
+static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64_t deadline)
+{
+    for (;;) {
+        unsigned ev = 0;
+        int r = op->try(L, base, &ev);
+        if (r >= 0)
+            return r;
+        if (deadline && park_now_ns() >= deadline)
+            return op->fail(L, base, "timeout");
+        int rc = arm(L, a, base, ev);
+        if (rc == 0)
+            return -1;
+        if (rc < 0)
+            return op->fail(L, base, strerror(-rc));
+    }
 }
 
 static void clear_anchor(lua_State *L)
@@ -229,15 +249,10 @@ static int net_cont(actor *a, lua_State *L)
     int base = t + 1;
     for (int i = 2; i <= n; i++)
         lua_rawgeti(L, t, i);
-    unsigned ev = 0;
-    int r = op->try(L, base, &ev);
-    if (r < 0 && a->run.deadline && park_now_ns() >= a->run.deadline)
-        r = op->fail(L, base, "timeout");
-    if (r < 0) {
-        int rc = arm(L, a, base, ev);
-        if (rc < 0)
-            r = op->fail(L, base, strerror(-rc));
-    }
+    net_obj *o = lua_touserdata(L, base);
+    if (o->s)
+        io_sock_take_ready(o->s);
+    int r = try_or_arm(L, a, op, base, a->run.deadline);
     if (r >= 0) {
         clear_anchor(L);
         return r;
@@ -256,6 +271,12 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
     int rc = arm(L, a, base, ev);
     if (rc < 0)
         return op->fail(L, base, strerror(-rc));
+    if (rc > 0) {
+        /* an edge came since the try: try again (with the deadline the wait would have) */
+        int r = try_or_arm(L, a, op, base, deadline);
+        if (r >= 0)
+            return r;
+    }
     int top = lua_gettop(L);
     lua_pushlightuserdata(L, (void *)&wait_key);
     lua_createtable(L, top - base + 2, 0);
@@ -443,11 +464,20 @@ int net_lua_try_arm(lua_State *L, int idx, actor *a)
     net_arm *arm = to_arm(L, idx);
     net_obj *o = arm_obj(L, idx);
     /* closed: ready (its operations answer "closed"); read-ahead bytes: ready */
-    if (!o->s || (arm->events & NETPOLL_READ && io_sock_buffered(o->s)) ||
-        io_fd_ready(o->s->fd, arm->events))
+    if (!o->s || (arm->events & NETPOLL_READ && io_sock_buffered(o->s)))
         return 1;
-    if (netpoll_arm(netpoll_of(L), o->s->fd, arm->events, a->pid, &o->s->added) != 0)
-        return 1; /* cannot be watched: ready, and its operation reports why */
+    /* an edge taken before a poll (the one that woke this select, if any) */
+    io_sock_take_ready(o->s);
+    for (;;) {
+        if (io_fd_ready(o->s->fd, arm->events))
+            return 1;
+        int rc = io_sock_arm(netpoll_of(L), o->s, arm->events, a->pid);
+        if (rc < 0)
+            return 1; /* cannot be watched: ready, and its operation reports why */
+        if (rc == 0)
+            break;
+        /* an edge came since the poll (taken): poll again */
+    }
     lua_pop(L, 1);
     return -1;
 }

@@ -299,8 +299,9 @@ int smarm_lua_send(lua_State *L)
     return 1;
 }
 
-/* Pops one message onto L; 1 if there was one. */
-static int take_msg(actor *a, lua_State *L)
+/* Pops one message onto L; 1 if there was one. Inlined into recv and its continuation:
+ * as a call of its own it cost a message ~40 instructions. */
+static inline __attribute__((always_inline)) int take_msg(actor *a, lua_State *L)
 {
     msg *m = mailbox_pop(&a->inbox);
     if (!m)

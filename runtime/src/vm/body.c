@@ -305,7 +305,7 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
         return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
     a->stats.parks++;
     host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
-    if (h) {
+    if (__builtin_expect(h != NULL, 0)) {
         /* a host thread (embedding) is its own body: it sleeps on its parker, by the
          * deadline, until the wait is satisfied */
         for (;;) {
