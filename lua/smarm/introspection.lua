@@ -61,4 +61,15 @@ function M.snapshot()
    return out
 end
 
+-- smarm.task, smarm.table, smarm.logger: their modules load on the first use of a field.
+for _, name in ipairs({ "task", "table", "logger" }) do
+   M[name] = setmetatable({}, {
+      __index = function(proxy, k)
+         setmetatable(proxy, nil)
+         for f, v in pairs(require("smarm." .. name)) do rawset(proxy, f, v) end
+         return rawget(proxy, k)
+      end,
+   })
+end
+
 return M
