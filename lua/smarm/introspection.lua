@@ -23,6 +23,7 @@ function M.info(pid)
       state = STATES[out.state],
       mailbox = tonumber(out.mailbox),
       memory = tonumber(out.memory),
+      tables = tonumber(C.smarm_ffi_table_memory(pid)), -- bytes of the smarm.tables it owns
       parks = tonumber(out.parks),
       yields = tonumber(out.yields),
       messages_in = tonumber(out.messages_in),

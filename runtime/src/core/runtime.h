@@ -63,6 +63,7 @@ struct smarm_runtime {
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
     struct registry *registry;     /* registry.c: names */
     struct pg *pg;                 /* pg.c: process groups */
+    struct stab_names *tables;     /* stable.c: shared tables by name */
     netpoll np;                    /* base/netpoll.c: fd readiness to actor wakes */
     _Atomic int spinning;          /* schedulers polling for work before they sleep */
     _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */

@@ -18,6 +18,7 @@
 #include "core/host.h"
 #include "core/pg.h"
 #include "core/registry.h"
+#include "core/stable.h"
 #include "core/preempt.h"
 #include "base/sanitize.h"
 #include "base/spin.h"
@@ -547,6 +548,7 @@ static void finalize(smarm_runtime *rt, actor *a)
     registry_finalize(rt, a);
     pg_finalize(rt, a);
     slot_set_done(sl, gen);
+    stab_finalize(rt, a);
     exit_finalize(rt, a);
     free(a->vm.boot);
     a->vm.boot = NULL;
