@@ -93,7 +93,7 @@ static void set_semantics_growth_and_counters(void **state)
     free(all);
 
     assert_ptr_equal(stab_open(rt, "t1"), t);
-    stab_release(t); /* stab_open's reference */
+    stab_release(t);     /* stab_open's reference */
     smarm_host_close(h); /* the owner dies: the table is deleted */
     assert_true(stab_dead(t));
     assert_null(stab_open(rt, "t1"));

@@ -76,8 +76,9 @@ struct smarm_runtime {
     _Atomic uint32_t exit_seq;
     int abandoned; /* scheduler threads a run left inside C calls: the runtime is never freed */
     uint64_t root_pid;
-    int root_status;          /* 0 normal, 1 crashed */
-    pthread_mutex_t err_lock; /* serialises crash reports on stderr */
+    int root_status;            /* 0 normal, 1 crashed */
+    pthread_mutex_t err_lock;   /* serialises crash reports on stderr */
+    _Atomic uint32_t log_flags; /* logsink.c: LOG_STDERR_OFF, LOG_FORWARD */
     /* sched_start/sched_join (scheduler.c) */
     int started, watchdog_on, sigs_on;
     sigset_t sig_saved;

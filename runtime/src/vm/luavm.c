@@ -24,6 +24,7 @@
 #include "base/mailbox.h"
 #include "vm/ljx.h"
 #include "vm/modcache.h"
+#include "core/logsink.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
@@ -343,12 +344,7 @@ static int open_state(lua_State *L)
 
 void luavm_report(actor *a, const char *what, const char *detail)
 {
-    smarm_runtime *rt = a->rt;
-    uint64_t pid = a->pid;
-    mutex_lock(&rt->err_lock);
-    fprintf(stderr, "smarm: actor <0.%u.%u> %s: %s\n", pid_index(pid), pid_gen(pid), what, detail);
-    fflush(stderr);
-    mutex_unlock(&rt->err_lock);
+    log_report(a->rt, LOG_ERROR, "crash_report", a->pid, what, detail);
 }
 
 static uint32_t rd_u32(const char *p)
