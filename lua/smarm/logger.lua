@@ -171,7 +171,7 @@ function M.unset_metadata() metadata = {} end
 -- ---- the logger actor ----
 
 -- The body of a handler actor: fn(event, config) for each event; an error removes it.
-function M._handler_body(code, name, conf)
+function M.handler_body(code, name, conf)
    local s = require "smarm"
    local fn = assert(loadstring(code, "=logger handler " .. name))
    while true do
@@ -186,11 +186,11 @@ function M._handler_body(code, name, conf)
 end
 
 -- The logger actor's body (no upvalues: it is spawned).
-function M._server()
+function M.server_body()
    local s = require "smarm"
    local ffi_c = require "smarm.ffi"
    local LV = require("smarm.logger").levels
-   local handler_body = require("smarm.logger")._handler_body
+   local handler_body = require("smarm.logger").handler_body
    local t = s.table.new("smarm.logger", { access = "protected" })
    local cfg = { level = 5, default = true, forward = false }
    local handlers = {} -- name -> {pid, level}
@@ -277,7 +277,7 @@ end
 local function call(op, req)
    local pid = smarm.whereis(NAME)
    if not pid then
-      local ok, p = pcall(smarm.spawn_opt, { name = NAME }, M._server)
+      local ok, p = pcall(smarm.spawn_opt, { name = NAME }, M.server_body)
       pid = ok and p or smarm.whereis(NAME) -- another actor started it first
       if not pid then error("smarm.logger: cannot start the logger actor: " .. tostring(p), 3) end
    end

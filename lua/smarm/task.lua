@@ -6,9 +6,9 @@ local smarm = require "smarm"
 
 local M = {}
 
-local task_mt = {}
-task_mt.__index = task_mt
-task_mt.__tostring = function(t) return "task " .. smarm.pid_tostring(t.pid) end
+local task_mt = {
+   __tostring = function(t) return "task " .. smarm.pid_tostring(t.pid) end,
+}
 
 -- The task actor's body: runs fn and sends {ok, n, results...} or {false, err}.
 local function run(tx, code, name, ...)

@@ -2,6 +2,7 @@
 -- and the reports that become events: crash reports, supervisor reports, runtime warnings.
 local smarm = require "smarm"
 local logger = require "smarm.logger"
+local inbox = require "support.inbox"
 
 -- A handler that sends each event to the actor config.to.
 local function to_actor(event, config)
@@ -37,6 +38,9 @@ describe("smarm.logger", function()
       logger.remove_handler("spec")
       logger.set_level("notice")
       logger.unset_metadata()
+      -- the specs share this actor's inbox: leave nothing of ours in it
+      smarm.sleep(0.05)
+      inbox.drain()
    end)
 
    it("hands events at or above the level to a user handler, with metadata", function()

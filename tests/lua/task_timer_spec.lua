@@ -21,13 +21,15 @@ describe("read_timer", function()
    end)
 
    it("gives false for another actor's timer", function()
-      smarm.spawn(function(parent)
+      local other = smarm.spawn(function(parent)
          local s = require "smarm"
-         s.send(parent, s.send_after(10, parent, "later"))
+         -- armed to itself: the message dies with it, never reaching the parent
+         s.send(parent, { timer = s.send_after(10, s.self(), "later") })
+         s.recv(10)
       end, smarm.self())
-      local t = smarm.recv(5)
+      local t = inbox.expect("timer").timer
       assert.is_false(smarm.read_timer(t))
-      inbox.drain()
+      smarm.send(other, "done")
    end)
 
    it("refuses what is not a timer", function()
