@@ -295,12 +295,16 @@ local function call(op, req)
 end
 
 --- The primary level: events above it (less severe) are dropped where they are made.
+-- "none" drops every event, "all" keeps every one (as OTP's).
 function M.set_level(level)
-   return call("set_level", { level = check_level(level, "set_level") })
+   local n = level == "none" and -1 or level == "all" and LEVELS.debug
+      or check_level(level, "set_level")
+   return call("set_level", { level = n })
 end
 
 function M.get_level()
    local n = config().level
+   if n < 0 then return "none" end
    for name, v in pairs(LEVELS) do
       if v == n then return name end
    end
