@@ -17,6 +17,7 @@
 #include "core/stable.h"
 #include "lib/args.h"
 #include "vm/codec.h"
+#include "vm/ljx.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -28,38 +29,56 @@ typedef struct handle {
     stab *t;
 } handle;
 
-/* Blobs a decode holds while it may raise (out of memory): released on the next call or when
- * the state closes, so a raise leaks nothing. One per state, an upvalue of every function. */
-typedef struct guard {
-    stab_blob *one;
-    stab_blob **arr;
+/* Decoding runs in an allocation-free protected call with the state's garbage collector
+ * held, as a receive does (vm/luavm.c): no finalizer runs in the middle (one that used this
+ * table again, or raised, would find the blobs half read), and a memory error comes back
+ * here, where the blob references are dropped before it is raised again. */
+typedef struct decode_call {
+    stab_blob **blobs; /* one value, or n key/value pairs */
     size_t n;
-} guard;
+    int pairs;
+    int rc;
+    char err[128];
+} decode_call;
 
-static void guard_drop(guard *g)
+static void decode_protected(lua_State *L, void *ud)
 {
-    stab_blob_release(g->one);
-    g->one = NULL;
-    if (g->arr) {
-        for (size_t i = 0; i < g->n; i++)
-            stab_blob_release(g->arr[i]);
-        free(g->arr);
-        g->arr = NULL;
-        g->n = 0;
+    decode_call *dc = ud;
+    if (!dc->pairs) {
+        dc->rc = codec_decode(L, dc->blobs[0]->data, dc->blobs[0]->len, dc->err, sizeof dc->err);
+        return;
+    }
+    lua_createtable(L, (int)dc->n, 0);
+    for (size_t i = 0; i < dc->n; i++) {
+        lua_createtable(L, 2, 0);
+        for (int j = 0; j < 2; j++) {
+            stab_blob *b = dc->blobs[2 * i + (size_t)j];
+            dc->rc = codec_decode(L, b->data, b->len, dc->err, sizeof dc->err);
+            if (dc->rc < 0)
+                return;
+            lua_rawseti(L, -2, j + 1);
+        }
+        lua_rawseti(L, -2, (int)i + 1);
     }
 }
 
-static guard *get_guard(lua_State *L)
+/* Decodes (pushes) the blobs, then releases them; raises on failure. */
+static void decode_release(lua_State *L, decode_call *dc, const char *fname)
 {
-    guard *g = lua_touserdata(L, lua_upvalueindex(1));
-    guard_drop(g);
-    return g;
-}
-
-static int l_guard_gc(lua_State *L)
-{
-    guard_drop(lua_touserdata(L, 1));
-    return 0;
+    int top = lua_gettop(L);
+    luaL_checkstack(L, 8, fname);
+    size_t held = ljx_gc_hold(L);
+    int st = ljx_cpcall(L, decode_protected, dc);
+    ljx_gc_resume(L, held);
+    size_t nb = dc->pairs ? 2 * dc->n : 1;
+    for (size_t i = 0; i < nb; i++)
+        stab_blob_release(dc->blobs[i]);
+    if (st)
+        lua_error(L); /* out of memory */
+    if (dc->rc < 0) {
+        lua_settop(L, top);
+        luaL_error(L, "smarm.table: %s: %s", fname, dc->err);
+    }
 }
 
 static const char *const access_names[] = {"public", "protected", "private"};
@@ -162,13 +181,6 @@ static stab_blob *encode_blob(lua_State *L, int idx, const char *fname, const ch
     return blob;
 }
 
-static void decode(lua_State *L, const stab_blob *b, const char *fname)
-{
-    char err[128];
-    if (codec_decode(L, b->data, b->len, err, sizeof err) != 0)
-        luaL_error(L, "smarm.table: %s: %s", fname, err);
-}
-
 static int fail(lua_State *L, int rc, stab *t, const char *fname)
 {
     if (rc == STAB_DEAD)
@@ -213,7 +225,6 @@ static int l_insert(lua_State *L)
  */
 static int l_lookup(lua_State *L)
 {
-    guard *g = get_guard(L);
     stab *t = check_table(L, "lookup", 0);
     check_key(L, 2, "lookup");
     wire_buf *kb = encode(L, 2, "lookup", "key");
@@ -222,10 +233,8 @@ static int l_lookup(lua_State *L)
         lua_pushnil(L);
         return 1;
     }
-    g->one = v;
-    decode(L, v, "lookup");
-    g->one = NULL;
-    stab_blob_release(v);
+    decode_call dc = {&v, 1, 0, 0, ""};
+    decode_release(L, &dc, "lookup");
     return 1;
 }
 
@@ -287,25 +296,28 @@ static int l_size(lua_State *L)
 /* Pushes an array of {key, value} copies of every entry (one consistent snapshot). */
 static void push_entries(lua_State *L, const char *fname)
 {
-    guard *g = get_guard(L);
     stab *t = check_table(L, fname, 0);
     stab_blob **arr;
     size_t n;
     int rc = stab_snapshot(t, &arr, &n);
     if (rc != STAB_OK)
         fail(L, rc, t, fname);
-    g->arr = arr;
-    g->n = 2 * n;
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        lua_createtable(L, 2, 0);
-        decode(L, arr[2 * i], fname);
-        lua_rawseti(L, -2, 1);
-        decode(L, arr[2 * i + 1], fname);
-        lua_rawseti(L, -2, 2);
-        lua_rawseti(L, -2, (int)i + 1);
+    decode_call dc = {arr, n, 1, 0, ""};
+    /* the array is freed whether decoding raises or not */
+    int top = lua_gettop(L);
+    luaL_checkstack(L, 8, fname);
+    size_t held = ljx_gc_hold(L);
+    int st = ljx_cpcall(L, decode_protected, &dc);
+    ljx_gc_resume(L, held);
+    for (size_t i = 0; i < 2 * n; i++)
+        stab_blob_release(arr[i]);
+    free(arr);
+    if (st)
+        lua_error(L);
+    if (dc.rc < 0) {
+        lua_settop(L, top);
+        luaL_error(L, "smarm.table: %s: %s", fname, dc.err);
     }
-    guard_drop(g);
 }
 
 /**
@@ -406,16 +418,6 @@ static const luaL_Reg methods[] = {
     {NULL, NULL},
 };
 
-/* Wraps t (one reference taken over) in a handle object. */
-static void push_handle(lua_State *L, stab *t)
-{
-    handle *h = lua_newuserdata(L, sizeof *h);
-    h->t = t;
-    lua_pushlightuserdata(L, (void *)&handle_mt_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    lua_setmetatable(L, -2);
-}
-
 /**
  * smarm.table.new(name [, opts]) -> t     opts: access ("protected"), heir (a pid)
  * The caller owns the table; the name must be free.
@@ -466,14 +468,15 @@ static int l_open(lua_State *L)
 {
     actor *a = luavm_actor(L);
     const char *name = lib_check_name(L, 1, "smarm.table.open");
-    luaL_checkstack(L, 4, "smarm.table.open");
-    stab *t = stab_open(a->rt, name);
-    if (!t) {
+    /* the handle object first: making it is what may raise */
+    handle *h = lua_newuserdata(L, sizeof *h);
+    h->t = NULL;
+    lua_pushlightuserdata(L, (void *)&handle_mt_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_setmetatable(L, -2);
+    h->t = stab_open(a->rt, name);
+    if (!h->t)
         lua_pushnil(L);
-        return 1;
-    }
-    /* a handle's metatable is made before: a raise in lua_newuserdata leaks one reference */
-    push_handle(L, t);
     return 1;
 }
 
@@ -483,31 +486,15 @@ static const luaL_Reg module_funcs[] = {
     {NULL, NULL},
 };
 
-static void put_closures(lua_State *L, const luaL_Reg *r, int guard_idx)
-{
-    for (; r->name; r++) {
-        lua_pushvalue(L, guard_idx);
-        lua_pushcclosure(L, r->func, 1);
-        lua_setfield(L, -2, r->name);
-    }
-}
-
 int table_lua_open(lua_State *L)
 {
-    guard *g = lua_newuserdata(L, sizeof *g);
-    memset(g, 0, sizeof *g);
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, l_guard_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
-    int gi = lua_gettop(L);
     lua_createtable(L, 0, 4);
     lua_createtable(L, 0, 8);
-    put_closures(L, methods, gi);
+    luaL_register(L, NULL, methods);
     lib_object_mt(L, l_handle_gc, l_handle_tostring, "smarm table", &handle_mt_key);
     lua_pop(L, 1);
     lua_createtable(L, 0, 2);
-    put_closures(L, module_funcs, gi);
+    luaL_register(L, NULL, module_funcs);
     return 1;
 }
 
