@@ -545,6 +545,19 @@ static lua_State *new_state(actor *a)
     return L;
 }
 
+void luavm_drop_boot(actor *a)
+{
+    if (!a->vm.boot)
+        return;
+    if (a->vm.boot_kind == BOOT_FUNC) {
+        /* arguments never decoded still hold channel references */
+        uint32_t bclen = rd_u32(a->vm.boot);
+        wire_release(a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen);
+    }
+    free(a->vm.boot);
+    a->vm.boot = NULL;
+}
+
 /* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
  * half-done by a refused allocation); the limit applies from the end of the boot on. */
 int luavm_boot(actor *a)
@@ -557,13 +570,7 @@ int luavm_boot(actor *a)
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
     int st = lua_cpcall(L, boot_protected, &bc);
-    if (a->vm.boot_kind == BOOT_FUNC) {
-        /* arguments never decoded (the boot failed first) still hold channel references */
-        uint32_t bclen = rd_u32(a->vm.boot);
-        wire_release(a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen);
-    }
-    free(a->vm.boot);
-    a->vm.boot = NULL;
+    luavm_drop_boot(a); /* arguments the boot decoded were marked taken */
     if (st != 0)
         return boot_failed(a, 0, "could not start", lua_tostring(L, -1));
     if (a->vm.max_heap) {
