@@ -68,6 +68,10 @@ function M.await(t, timeout)
    -- the results come first when they and the down notice are both ready
    local i, v = smarm.select({ t.rx, t.mon }, timeout)
    if not i then return nil, "timeout" end
+   if i == 1 and v == nil then
+      -- the channel closed without results: the task died (its down notice follows)
+      i, v = 2, t.mon:recv(5) or { reason = "unknown" }
+   end
    finish(t)
    if i == 2 then
       error("smarm.task.await: " .. tostring(t) .. " ended without results (reason: "
