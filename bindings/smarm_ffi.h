@@ -34,6 +34,12 @@ typedef struct smarm_actor_info {
 
 /* Fills out for a live pid of the caller's runtime; 0, or -1 if pid is not alive. */
 int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out);
+/* Bytes held by the shared tables (smarm.table) that pid owns. */
+uint64_t smarm_ffi_table_memory(uint64_t pid);
+/* smarm.logger: where the runtime's own reports go (1: not on stderr, 2: also to the
+ * logger actor), and the wall clock (seconds since the epoch) of event timestamps. */
+void smarm_ffi_log_flags(uint32_t flags);
+double smarm_ffi_wall_time(void);
 /* Writes up to max live pids into out; returns how many were written. */
 uint32_t smarm_ffi_pids(uint64_t *out, uint32_t max);
 /* Live actors of the caller's runtime. */

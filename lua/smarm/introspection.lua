@@ -23,6 +23,7 @@ function M.info(pid)
       state = STATES[out.state],
       mailbox = tonumber(out.mailbox),
       memory = tonumber(out.memory),
+      tables = tonumber(C.smarm_ffi_table_memory(pid)), -- bytes of the smarm.tables it owns
       parks = tonumber(out.parks),
       yields = tonumber(out.yields),
       messages_in = tonumber(out.messages_in),
@@ -59,6 +60,17 @@ function M.snapshot()
       end
    end
    return out
+end
+
+-- smarm.task, smarm.table, smarm.logger: their modules load on the first use of a field.
+for _, name in ipairs({ "task", "table", "logger" }) do
+   M[name] = setmetatable({}, {
+      __index = function(proxy, k)
+         setmetatable(proxy, nil)
+         for f, v in pairs(require("smarm." .. name)) do rawset(proxy, f, v) end
+         return rawget(proxy, k)
+      end,
+   })
 end
 
 return M

@@ -309,6 +309,14 @@ local function retry(st)
    restart_keys(st, keys)
 end
 
+-- A supervisor report (OTP's): context child_terminated or shutdown, through smarm.logger.
+local function report(_, context, reason, pid, id)
+   require("smarm.logger").report("error", "supervisor_report", {
+      supervisor = smarm.self(), errorContext = context, reason = reason,
+      offender = { pid = pid, id = id },
+   })
+end
+
 local function is_abnormal(reason)
    return reason ~= "normal" and reason ~= "shutdown"
 end
@@ -316,6 +324,7 @@ end
 -- Child key's down notice (from the monitor set at its spawn, so never noproc).
 local function on_down(st, key, down)
    local C = st.C
+   local id = st.specs[key] and st.specs[key].id
    st.mons[key] = nil
    st.arms = nil
    fit_buf(st, C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
@@ -325,10 +334,16 @@ local function on_down(st, key, down)
       st.keys[st.specs[key].id] = nil -- a temporary child, removed by C
       st.specs[key] = nil
    end
+   if is_abnormal(down.reason) then
+      report(st, "child_terminated", down.reason, down.pid, id)
+   end
    if n <= 0 then return end
    local keys = {}
    for i = 0, n - 1 do keys[i + 1] = st.buf[i] end
-   if not allowed(st) then terminate(st, "shutdown") end
+   if not allowed(st) then
+      report(st, "shutdown", "reached_max_restart_intensity", down.pid, id)
+      terminate(st, "shutdown")
+   end
    for i = n, 1, -1 do stop(st, keys[i]) end
    restart_keys(st, keys)
 end
@@ -427,10 +442,10 @@ function handlers.count_children(st)
    return { specs = n[0], active = n[1], supervisors = n[2], workers = n[3] }
 end
 
--- A line on stderr about a message this supervisor ignores.
+-- A warning (smarm.logger) about a message this supervisor ignores.
 local function warn(what)
-   io.stderr:write(("smarm: supervisor %s ignored %s\n"):format(smarm.pid_tostring(smarm.self()),
-      what))
+   require("smarm.logger").warning("supervisor %s ignored %s", smarm.pid_tostring(smarm.self()),
+      what)
 end
 
 -- An inbox message: a request {smarm_sup = {op = name, reply = tx, ...}} is answered on

@@ -12,6 +12,7 @@
 #include "core/pg.h"
 #include "core/registry.h"
 #include "core/scheduler.h"
+#include "core/stable.h"
 #include "embed.h"
 #include "lib/chan_lua.h"
 #include "lib/init.h"
@@ -143,12 +144,15 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
         err = registry_init(rt);
     if (err == 0)
         err = pg_init(rt);
+    if (err == 0)
+        err = stab_init(rt);
     if (err != 0)
         goto fail_vm;
     netpoll_init(&rt->np);
     *out = rt;
     return 0;
 fail_vm:
+    stab_free(rt);
     pg_free(rt);
     registry_free(rt);
     if (rt->vm)
@@ -182,6 +186,7 @@ void smarm_runtime_free(smarm_runtime *rt)
     /* no scheduler sleeps in the poller's set any more */
     netpoll_destroy(&rt->np);
     exit_free_records(rt);
+    stab_free(rt);
     pg_free(rt);
     registry_free(rt);
     if (rt->vm)

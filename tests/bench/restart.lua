@@ -12,6 +12,8 @@ local smarm = require "smarm"
 local supervisor = require "smarm.supervisor"
 
 smarm.trap_exit(true) -- the supervisor ends with reason "shutdown"; it is linked to us
+-- no supervisor report per restart, as the twin sets logger's level to none
+require("smarm.logger").set_level("none")
 
 -- us per cycle over `restarts` restarts, the intensity allowing exactly that many.
 local function cycles(restarts)

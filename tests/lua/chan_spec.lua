@@ -165,4 +165,15 @@ describe("channels", function()
       -- the copy died with its actor: no sender is left
       assert.are.same({ nil, "closed" }, { rx:recv(5) })
    end)
+
+   it("lets go of the tx in the arguments of an actor killed before its first run", function()
+      for _ = 1, 20 do
+         local tx, rx = smarm.channel()
+         local pid = smarm.spawn(function(t) require("smarm").sleep(10, t) end, tx)
+         smarm.kill(pid)
+         tx:release()
+         -- the only tx left was in the spawn arguments: gone with the actor, booted or not
+         assert.are.same({ nil, "closed" }, { rx:recv(5) })
+      end
+   end)
 end)

@@ -23,6 +23,7 @@ void timers_init(timers *t)
     t->len = t->cap = 0;
     t->keys = NULL;
     t->vals = NULL;
+    t->dls = NULL;
     t->mcap = t->mlen = 0;
     t->next_id = 1;
     t->cancelled = 0;
@@ -36,10 +37,12 @@ void timers_destroy(timers *t)
             msg_free(t->vals[i]);
     free(t->keys);
     free(t->vals);
+    free(t->dls);
     free(t->heap);
     t->heap = NULL;
     t->keys = NULL;
     t->vals = NULL;
+    t->dls = NULL;
     t->len = t->cap = t->mcap = t->mlen = 0;
 }
 
@@ -50,13 +53,14 @@ static uint32_t slot_for(const timers *t, uint64_t id)
     return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (t->mcap - 1);
 }
 
-static void map_put(timers *t, uint64_t id, void *m)
+static void map_put(timers *t, uint64_t id, void *m, uint64_t deadline)
 {
     uint32_t i = slot_for(t, id);
     while (t->keys[i])
         i = (i + 1) & (t->mcap - 1);
     t->keys[i] = id;
     t->vals[i] = m;
+    t->dls[i] = deadline;
     t->mlen++;
 }
 
@@ -68,22 +72,27 @@ static int map_reserve(timers *t)
     uint32_t ocap = t->mcap, ncap = ocap ? ocap * 2 : 64;
     uint64_t *ok = t->keys;
     void **ov = t->vals;
+    uint64_t *od = t->dls;
     uint64_t *nk = calloc(ncap, sizeof *nk);
     void **nv = malloc(ncap * sizeof *nv);
-    if (!nk || !nv) {
+    uint64_t *nd = malloc(ncap * sizeof *nd);
+    if (!nk || !nv || !nd) {
         free(nk);
         free(nv);
+        free(nd);
         return -1;
     }
     t->keys = nk;
     t->vals = nv;
+    t->dls = nd;
     t->mcap = ncap;
     t->mlen = 0;
     for (uint32_t i = 0; i < ocap; i++)
         if (ok[i])
-            map_put(t, ok[i], ov[i]);
+            map_put(t, ok[i], ov[i], od[i]);
     free(ok);
     free(ov);
+    free(od);
     return 0;
 }
 
@@ -107,6 +116,7 @@ static void *map_take(timers *t, uint64_t id)
             continue;
         t->keys[i] = t->keys[j];
         t->vals[i] = t->vals[j];
+        t->dls[i] = t->dls[j];
         i = j;
     }
     t->keys[i] = 0;
@@ -170,7 +180,7 @@ int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint
         *id = t->next_id;
         t->next_id = t->next_id >= TIMER_ID_LIMIT ? 1 : t->next_id + 1;
     } while (map_has(t, *id));
-    map_put(t, *id, msg);
+    map_put(t, *id, msg, deadline);
     int r = heap_push(t, deadline, dest, *id);
     t_unlock(t);
     return r;
@@ -227,6 +237,20 @@ void *timers_cancel(timers *t, uint64_t id)
         compact(t);
     t_unlock(t);
     return m;
+}
+
+uint64_t timers_deadline(timers *t, uint64_t id)
+{
+    uint64_t d = 0;
+    t_lock(t);
+    if (t->mcap)
+        for (uint32_t i = slot_for(t, id); t->keys[i]; i = (i + 1) & (t->mcap - 1))
+            if (t->keys[i] == id) {
+                d = t->dls[i];
+                break;
+            }
+    t_unlock(t);
+    return d;
 }
 
 uint32_t timers_pending(timers *t)

@@ -21,6 +21,7 @@ typedef struct timers {
      * it exactly once, by firing or by cancelling, under the lock */
     uint64_t *keys;
     void **vals;
+    uint64_t *dls; /* the deadline of each armed send */
     uint32_t mcap, mlen;
     uint32_t cancelled; /* heap entries of sends cancelled before their deadline */
     uint64_t next_id;
@@ -43,6 +44,8 @@ int timers_arm(timers *t, uint64_t deadline, uint64_t pid);
 int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id);
 /* Disarms send timer id: its message (for the caller to free) if it had not fired, else NULL. */
 void *timers_cancel(timers *t, uint64_t id);
+/* The deadline of send timer id while it is armed (neither fired nor cancelled), else 0. */
+uint64_t timers_deadline(timers *t, uint64_t id);
 /* Pops every entry due at now into out (up to max); returns how many. Cancelled sends are
  * skipped; a fired send's entry carries its message. */
 uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max);

@@ -137,9 +137,11 @@ typedef struct actor_exit {
 } actor_exit;
 
 /* registry.c and pg.c */
+struct stab;
 typedef struct actor_names {
     char *name;
     uint32_t pg_joins;
+    struct stab *_Atomic tables; /* stable.c: the shared tables it owns */
 } actor_names;
 
 typedef struct actor {

@@ -67,6 +67,7 @@ struct smarm_runtime {
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
     struct registry *registry;     /* registry.c: names */
     struct pg *pg;                 /* pg.c: process groups */
+    struct stab_names *tables;     /* stable.c: shared tables by name */
     netpoll np;                    /* base/netpoll.c: fd readiness to actor wakes */
     _Atomic int spinning;          /* schedulers polling for work before they sleep */
     _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */
@@ -79,8 +80,9 @@ struct smarm_runtime {
     _Atomic uint32_t exit_seq;
     int abandoned; /* scheduler threads a run left inside C calls: the runtime is never freed */
     uint64_t root_pid;
-    int root_status;          /* 0 normal, 1 crashed */
-    pthread_mutex_t err_lock; /* serialises crash reports on stderr */
+    int root_status;            /* 0 normal, 1 crashed */
+    pthread_mutex_t err_lock;   /* serialises crash reports on stderr */
+    _Atomic uint32_t log_flags; /* logsink.c: LOG_STDERR_OFF, LOG_FORWARD */
     /* sched_start/sched_join (scheduler.c) */
     int started, watchdog_on, sigs_on;
     sigset_t sig_saved;

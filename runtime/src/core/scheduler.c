@@ -17,7 +17,9 @@
 #include "core/exit.h"
 #include "core/host.h"
 #include "core/pg.h"
+#include "core/logsink.h"
 #include "core/registry.h"
+#include "core/stable.h"
 #include "core/preempt.h"
 #include "base/sanitize.h"
 #include "base/spin.h"
@@ -158,14 +160,14 @@ static void no_stack(sched *s, actor *a, int err)
     stack_pool *p = s->rt->stacks;
     size_t size = a->run.stack_size ? a->run.stack_size : stack_pool_default_size(p);
     size_t guard = a->run.stack_guard ? a->run.stack_guard : stack_pool_default_guard(p);
-    fprintf(stderr,
-            "smarm: actor <0.%u.%u> cannot have a C stack (%zu bytes, guard %zu bytes): %s%s; "
-            "it ends with reason no_stack\n",
-            pid_index(a->pid), pid_gen(a->pid), size, guard, strerror(err),
-            err == ENOMEM && stack_pool_scheme(p) == STACK_SCHEME_MPROTECT
-                ? " (this kernel lacks MADV_GUARD_INSTALL: each stack is two mappings, "
-                  "against vm.max_map_count)"
-                : "");
+    char what[96], detail[256];
+    snprintf(what, sizeof what, "cannot have a C stack (%zu bytes, guard %zu bytes)", size, guard);
+    snprintf(detail, sizeof detail, "%s%s; it ends with reason no_stack", strerror(err),
+             err == ENOMEM && stack_pool_scheme(p) == STACK_SCHEME_MPROTECT
+                 ? " (this kernel lacks MADV_GUARD_INSTALL: each stack is two mappings, "
+                   "against vm.max_map_count)"
+                 : "");
+    log_report(s->rt, LOG_ERROR, "runtime", a->pid, what, detail);
 }
 
 /* ---- run queue with the wake tail ---- */
@@ -577,6 +579,7 @@ static void finalize(smarm_runtime *rt, actor *a)
     registry_finalize(rt, a);
     pg_finalize(rt, a);
     slot_set_done(sl, gen);
+    stab_finalize(rt, a);
     exit_finalize(rt, a);
     free(a->vm.boot);
     a->vm.boot = NULL;

@@ -16,6 +16,7 @@
 #include "lib/exit_lua.h"
 #include "lib/net_lua.h"
 #include "lib/smarm_lua.h"
+#include "lib/table_lua.h"
 #include "lib/timer_lua.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -135,6 +136,7 @@ static int smarm_index(lua_State *L)
 
 static const luaL_Reg preloads[] = {
     {"smarm.net.raw", net_lua_open},
+    {"smarm.table", table_lua_open},
     {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;

@@ -10,6 +10,7 @@
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
+#include "core/stable.h"
 
 /* An actor's scheduler's runtime, or on a host thread its handle's (embedding) */
 static smarm_runtime *current_runtime(void)
@@ -86,4 +87,16 @@ int64_t smarm_ffi_timers_pending(void)
 {
     smarm_runtime *rt = current_runtime();
     return rt ? timers_pending(&rt->tm) : 0;
+}
+
+uint64_t smarm_ffi_table_memory(uint64_t pid)
+{
+    smarm_runtime *rt = current_runtime();
+    slot *sl = rt ? slot_of(&rt->slots, pid) : NULL;
+    if (!sl)
+        return 0;
+    uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+    if (slot_word_gen(w) != pid_gen(pid) || slot_word_state(w) == SLOT_DONE)
+        return 0;
+    return stab_owned_memory(rt, &rt->actors[pid_index(pid)]);
 }

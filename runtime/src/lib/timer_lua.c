@@ -108,7 +108,34 @@ static int l_cancel_timer(lua_State *L)
     return 1;
 }
 
+/**
+ * smarm.read_timer(timer) -> seconds | false
+ * The seconds left before the timer fires (0 when due but not delivered yet); false once it
+ * fired or was cancelled, or for a timer this actor did not arm (Erlang's read_timer).
+ */
+static int l_read_timer(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    if (lua_type(L, 1) != LUA_TNUMBER)
+        return luaL_error(L, "smarm.read_timer: a timer expected, got %s", luaL_typename(L, 1));
+    double d = lua_tonumber(L, 1);
+    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
+        return luaL_error(L, "smarm.read_timer: %f is not a timer", d);
+    uint64_t h = (uint64_t)d, id = h >> TAG_BITS, deadline = 0;
+    pthread_once(&tag_once, tag_key_init);
+    if (id && (h & (((uint64_t)1 << TAG_BITS) - 1)) == handle_tag(id, a->pid))
+        deadline = timers_deadline(&a->rt->tm, id);
+    if (!deadline) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    uint64_t now = park_now_ns();
+    lua_pushnumber(L, deadline > now ? (double)(deadline - now) / 1e9 : 0.0);
+    return 1;
+}
+
 const luaL_Reg timer_lua_funcs[] = {
+    {"read_timer", l_read_timer},
     {"send_after", l_send_after},
     {"cancel_timer", l_cancel_timer},
     {NULL, NULL},

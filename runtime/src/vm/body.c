@@ -271,6 +271,8 @@ void body_stop_entry(actor *a)
         luavm_abandon(a);
         sched_leave(a, LEAVE_DONE);
     }
+    /* stopped before its first run: the channels its spawn arguments carry are let go */
+    luavm_drop_boot(a);
     body_finish(a, BODY_KILLED);
     luavm_close(a);
     sched_leave(a, LEAVE_DONE);

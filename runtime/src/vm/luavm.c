@@ -24,6 +24,7 @@
 #include "base/mailbox.h"
 #include "vm/ljx.h"
 #include "vm/modcache.h"
+#include "core/logsink.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
@@ -343,12 +344,7 @@ static int open_state(lua_State *L)
 
 void luavm_report(actor *a, const char *what, const char *detail)
 {
-    smarm_runtime *rt = a->rt;
-    uint64_t pid = a->pid;
-    mutex_lock(&rt->err_lock);
-    fprintf(stderr, "smarm: actor <0.%u.%u> %s: %s\n", pid_index(pid), pid_gen(pid), what, detail);
-    fflush(stderr);
-    mutex_unlock(&rt->err_lock);
+    log_report(a->rt, LOG_ERROR, "crash_report", a->pid, what, detail);
 }
 
 static uint32_t rd_u32(const char *p)
@@ -549,6 +545,19 @@ static lua_State *new_state(actor *a)
     return L;
 }
 
+void luavm_drop_boot(actor *a)
+{
+    if (!a->vm.boot)
+        return;
+    if (a->vm.boot_kind == BOOT_FUNC) {
+        /* arguments never decoded still hold channel references */
+        uint32_t bclen = rd_u32(a->vm.boot);
+        wire_release(a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen);
+    }
+    free(a->vm.boot);
+    a->vm.boot = NULL;
+}
+
 /* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
  * half-done by a refused allocation); the limit applies from the end of the boot on. */
 int luavm_boot(actor *a)
@@ -561,13 +570,7 @@ int luavm_boot(actor *a)
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
     int st = lua_cpcall(L, boot_protected, &bc);
-    if (a->vm.boot_kind == BOOT_FUNC) {
-        /* arguments never decoded (the boot failed first) still hold channel references */
-        uint32_t bclen = rd_u32(a->vm.boot);
-        wire_release(a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen);
-    }
-    free(a->vm.boot);
-    a->vm.boot = NULL;
+    luavm_drop_boot(a); /* arguments the boot decoded were marked taken */
     if (st != 0)
         return boot_failed(a, 0, "could not start", lua_tostring(L, -1));
     if (a->vm.max_heap) {

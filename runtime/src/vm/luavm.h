@@ -60,6 +60,9 @@ void luavm_shared_free(luavm_shared *vm);
  * reason: "memory" if the booted state alone is over max_heap, else "error"). From then on
  * the state allocates under max_heap: the first allocation past it stops the actor. */
 int luavm_boot(struct actor *a);
+/* Frees a boot payload that was never booted (the actor was stopped before its first run),
+ * releasing the channel and socket references its spawn arguments hold. */
+void luavm_drop_boot(struct actor *a);
 /* Test hook, for Lua code through the FFI: from now until it closes, the calling actor's
  * state is refused, as if malloc failed, every allocation that grows its heap (if grow) and
  * every reallocation that shrinks a block (if shrink). */
