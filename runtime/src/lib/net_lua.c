@@ -71,6 +71,8 @@ static const luaL_Reg raw_funcs[] = {
     {"listen", net_l_listen},
     {"connect", net_l_connect},
     {"udp", net_l_udp},
+    {"listen_unix", net_l_listen_unix},
+    {"adopt_stream", net_l_adopt_stream},
     {"resolve", l_resolve},
     {"is_literal", l_is_literal},
     {"check_port", l_check_port},
