@@ -72,6 +72,7 @@ static const luaL_Reg raw_funcs[] = {
     {"connect", net_l_connect},
     {"udp", net_l_udp},
     {"listen_unix", net_l_listen_unix},
+    {"connect_unix", net_l_connect_unix},
     {"adopt_stream", net_l_adopt_stream},
     {"resolve", l_resolve},
     {"is_literal", l_is_literal},

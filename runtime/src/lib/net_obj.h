@@ -75,6 +75,7 @@ int net_l_connect(lua_State *L);
 int net_l_udp(lua_State *L);
 /* Unix stream sockets (net_unix.c): a server on a path, and a stream over an fd held already. */
 int net_l_listen_unix(lua_State *L);
+int net_l_connect_unix(lua_State *L);
 int net_l_adopt_stream(lua_State *L);
 
 #endif

@@ -66,22 +66,27 @@ static int claim_path(const struct sockaddr_un *sa, char *err, size_t errlen)
     return 0;
 }
 
+/* The path at idx as an address, or a Lua error naming fname. */
+static void check_path(lua_State *L, int idx, const char *fname, struct sockaddr_un *sa)
+{
+    size_t n;
+    const char *path = luaL_checklstring(L, idx, &n);
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    if (n == 0 || n >= sizeof sa->sun_path || strlen(path) != n)
+        luaL_error(L, "%s: a path of 1 to %d bytes without zero bytes expected", fname,
+                   (int)sizeof sa->sun_path - 1);
+    memcpy(sa->sun_path, path, n);
+}
+
 /* raw.listen_unix(path [, backlog]) -> server | nil, err
  * The socket file is made with mode 0600 (only this user may connect). */
 int net_l_listen_unix(lua_State *L)
 {
-    size_t n;
-    const char *path = luaL_checklstring(L, 1, &n);
-    int backlog = (int)luaL_optnumber(L, 2, 16);
     struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    if (n == 0 || n >= sizeof sa.sun_path || strlen(path) != n)
-        return luaL_error(L,
-                          "net.listen_unix: a path of 1 to %d bytes without zero bytes "
-                          "expected",
-                          (int)sizeof sa.sun_path - 1);
-    memcpy(sa.sun_path, path, n);
+    check_path(L, 1, "net.listen_unix", &sa);
+    const char *path = sa.sun_path;
+    int backlog = (int)luaL_optnumber(L, 2, 16);
     char err[400];
     if (claim_path(&sa, err, sizeof err) != 0)
         return net_push_fail(L, err);
@@ -101,6 +106,29 @@ int net_l_listen_unix(lua_State *L)
         net_close_obj(o);
         snprintf(err, sizeof err, "%s: %s", path, strerror(e));
         return net_push_fail(L, err);
+    }
+    return 1;
+}
+
+/* raw.connect_unix(path) -> sock | nil, err. A local connect completes at once or fails
+ * (a full backlog says so: "Resource temporarily unavailable"). */
+int net_l_connect_unix(lua_State *L)
+{
+    struct sockaddr_un sa;
+    check_path(L, 1, "net.connect_unix", &sa);
+    lua_settop(L, 0);
+    net_obj *o = net_new_obj(L, IO_TCP);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || net_attach(o, fd) != 0)
+        return net_push_fail(L, fd < 0 ? strerror(errno) : "out of memory");
+    int rc;
+    do
+        rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        int e = errno;
+        net_close_obj(o);
+        return net_push_fail(L, io_err_name(e));
     }
     return 1;
 }
