@@ -51,7 +51,7 @@ function render(v, depth, seen)
    if seen[v] then return "<cycle>" end
    if depth >= MAX_DEPTH then return "{...}" end
    local mt = getmetatable(v)
-   if type(mt) == "table" and mt.__tostring then return tostring(v) end
+   if type(mt) == "table" and rawget(mt, "__tostring") then return tostring(v) end
    seen[v] = true
    local items = fields(v, depth, seen)
    seen[v] = nil
