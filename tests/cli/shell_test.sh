@@ -29,6 +29,19 @@ run --remsh "$TMP/nothing.sock"
 expect_status 1 "--remsh to no socket fails"
 expect_err "nothing.sock" "--remsh names the path it could not reach"
 
+# a remote shell driven through a pipe (as a script would), into an app that waits
+printf 'local smarm = require "smarm"\nsmarm.register("app_main")\nsmarm.recv()\n' >"$TMP/app.lua"
+run_bg --shell-socket "$TMP/app.sock" "$TMP/app.lua"
+await test -S "$TMP/app.sock" || fail "--shell-socket makes its socket"
+printf 'smarm.whereis("app_main") ~= nil\nlocal n = 6\nn * 7\n' | \
+   timeout 20 "$SMARM_LUA" --remsh "$TMP/app.sock" >"$TMP/remsh_out" 2>&1 || true
+grep -qx "true" "$TMP/remsh_out" || fail "a piped remsh evaluates inside the app: $(cat "$TMP/remsh_out")"
+grep -qx "42" "$TMP/remsh_out" || fail "a piped remsh keeps locals: $(cat "$TMP/remsh_out")"
+kill -0 "$bg" 2>/dev/null || fail "the app runs on after the remote shell left"
+signal_bg TERM
+wait_bg
+expect_status 143 "the app with a shell socket stops on SIGTERM"
+
 if timeout -k 5 300 python3 tests/cli/shell_pty.py "$SMARM_LUA" "$TMP"; then :; else
    status=$? out= err=
    fail "the pseudo-terminal tests (tests/cli/shell_pty.py)"
