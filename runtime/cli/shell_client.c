@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <histedit.h>
 #include <limits.h>
+#include <locale.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -136,7 +137,7 @@ static int read_some(client *c)
 /* A whole frame at the front of c->in: its type, payload and size taken in *took. */
 static int frame_ready(client *c, char *type, const char **payload, size_t *len, size_t *took)
 {
-    char *nl = memchr(c->in, '\n', c->inlen);
+    char *nl = c->inlen ? memchr(c->in, '\n', c->inlen) : NULL;
     if (!nl)
         return 0;
     char *end;
@@ -346,6 +347,10 @@ int shell_client_run(int fd, int local)
     c.fd = fd;
     c.local = local;
     c.tty = isatty(0) && isatty(1);
+    /* the user's character set for the editor, on this thread only (uselocale): the
+     * runtime's threads keep the C locale Lua code expects */
+    locale_t loc = c.tty ? newlocale(LC_CTYPE_MASK, "", (locale_t)0) : (locale_t)0;
+    locale_t prev = loc ? uselocale(loc) : (locale_t)0;
     if (c.tty && tcgetattr(0, &c.saved) == 0) {
         editor_open(&c);
         busy_mode(&c);
@@ -393,6 +398,10 @@ int shell_client_run(int fd, int local)
     editor_close(&c);
     if (c.el)
         tcsetattr(0, TCSADRAIN, &c.saved);
+    if (loc) {
+        uselocale(prev);
+        freelocale(loc);
+    }
     free(c.in);
     return rc;
 }

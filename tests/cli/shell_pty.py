@@ -21,7 +21,7 @@ failures = []
 
 class Term:
     def __init__(self, *args, cwd=None):
-        env = dict(os.environ, HOME=TMP, TERM="xterm")
+        env = dict(os.environ, HOME=TMP, TERM="xterm", LANG="C.UTF-8")
         pid, fd = pty.fork()
         if pid == 0:
             if cwd:
@@ -100,6 +100,8 @@ def local_shell():
     t.expect(r"\n2\r?\n", "an expression prints its value")
     t.line("1, 'two', nil")
     t.expect("1\ttwo\tnil", "several values are tab-separated")
+    t.line("#'h\u00e9llo', 'h\u00e9llo'")
+    t.expect("6\th\u00e9llo", "UTF-8 typed at the prompt reaches Lua as UTF-8 bytes")
     t.line("error('boom')")
     t.expect(r"shell:1: boom", "an error prints")
     t.expect(r"stack traceback", "an error prints its traceback")
