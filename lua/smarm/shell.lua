@@ -6,8 +6,8 @@
 -- application go on.
 --
 -- Frames, both ways: a type byte, the payload length in decimal, "\n", the payload.
--- To the client: 'o' output, 'p' a prompt. From it: 'l' a line, 'i' Ctrl-C ("1": the line
--- being edited had text), 'e' the user left.
+-- To the client: 'o' output, 'p' a prompt, 'C' completions. From it: 'l' a line, 'i' Ctrl-C
+-- ("1": the line being edited had text), 'e' the user left, 'c' a word to complete (Tab).
 local smarm = require "smarm"
 
 local M = {}
@@ -85,6 +85,22 @@ local function evaluate(s, text)
    end
 end
 
+--- Answers a Tab: the evaluator's names that start with word, one a line ('C' frame).
+local function complete(s, word)
+   s.tx:send({ complete = word })
+   local names = {}
+   local deadline = smarm.now() + 2
+   while true do
+      local i, v = smarm.select({ smarm.inbox, s.mon }, math.max(0, deadline - smarm.now()))
+      if i ~= 1 then break end -- the evaluator is gone or busy: no names
+      if type(v) == "table" and v.from == s.ev then
+         if v.names then names = v.names end
+         if v.done then break end
+      end
+   end
+   if not send_frame(s.sock, "C", table.concat(names, "\n")) then s.closed = true end
+end
+
 --- Serves one client on sock until it leaves or the stream ends.
 -- @param sock a stream socket object (the session closes it)
 -- @param app (optional) {file = path, args = {...}}: the evaluator runs it first, as
@@ -98,6 +114,10 @@ function M.session(sock, app)
    while not s.closed do
       if not send_frame(sock, "p", #lines == 0 and "> " or ">> ") then break end
       local t, payload = read_frame(sock)
+      while t == "c" do -- Tab: completions, and the same prompt goes on
+         complete(s, payload)
+         t, payload = read_frame(sock)
+      end
       if t == nil or t == "e" then break end
       if t == "i" then
          if #lines > 0 or payload == "1" then

@@ -103,7 +103,57 @@ local function run_app(app)
    if not ok then out(tostring(e) .. "\n") end
 end
 
+local KEYWORDS = { "and", "break", "do", "else", "elseif", "end", "false", "for", "function",
+   "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until",
+   "while" }
+
+--- The completions of word ("pri", "smarm.sp", "t.x:me"): whole words, sorted.
+local function completions(word)
+   local path, sep, part = word:match("^(.-)([%.:])([%w_]*)$")
+   local names, seen = {}, {}
+   local function add(k, prefix)
+      if type(k) == "string" and k:sub(1, #part) == part and k:match("^[%a_][%w_]*$")
+         and not seen[k] then
+         seen[k] = true
+         names[#names + 1] = prefix .. k
+      end
+   end
+   if not path then
+      part = word
+      for k in pairs(declared) do add(k, "") end
+      for k in pairs(_G) do add(k, "") end
+      for _, k in ipairs(KEYWORDS) do add(k, "") end
+   else
+      local t = env
+      for key in path:gmatch("[^%.:]+") do
+         if type(t) ~= "table" then return {} end
+         t = t[key]
+      end
+      local prefix = path .. sep
+      if type(t) == "string" then t = string end -- s:upper
+      local depth = 0
+      while type(t) == "table" and depth < 4 do -- the table, then its __index tables
+         local mt = getmetatable(t)
+         if type(mt) == "table" and type(rawget(mt, "__index")) == "function" then
+            -- a table that fills itself on a miss (the smarm table does) fills up
+            pcall(function() return t[" complete"] end)
+         end
+         for k in pairs(t) do add(k, prefix) end
+         mt = getmetatable(t)
+         t = type(mt) == "table" and rawget(mt, "__index") or nil
+         depth = depth + 1
+      end
+   end
+   table.sort(names)
+   return names
+end
+
 local function eval(text)
+   if type(text) == "table" and text.complete then
+      local ok, names = pcall(completions, text.complete)
+      smarm.send(session, { from = me, names = ok and names or {} })
+      return
+   end
    if type(text) == "table" then return run_app(text) end
    local f, is_expr, err = compile(text)
    if not f then

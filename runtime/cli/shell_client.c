@@ -220,6 +220,95 @@ static int getc_fn(EditLine *el, wchar_t *wc)
     }
 }
 
+/* The frame of type want, waiting up to ms for it; 1 when it is at the front of c->in. */
+static int await_frame(client *c, char want, const char **payload, size_t *len, size_t *took,
+                       int ms)
+{
+    for (;;) {
+        char type;
+        if (frame_ready(c, &type, payload, len, took)) {
+            if (type == want)
+                return 1;
+            if (type != 'o')
+                return 0; /* not an answer: leave it for the main loop */
+            fwrite(*payload, 1, *len, stdout);
+            consume(c, *took);
+            continue;
+        }
+        struct pollfd p = {c->fd, POLLIN, 0};
+        int r = poll(&p, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || read_some(c) <= 0)
+            return 0;
+    }
+}
+
+/* The longest common prefix of the n names, from their first byte at skip. */
+static size_t common_prefix(char **names, int n, size_t skip)
+{
+    size_t k = skip;
+    for (;;) {
+        char ch = names[0][k];
+        if (!ch)
+            return k;
+        for (int i = 1; i < n; i++)
+            if (names[i][k] != ch)
+                return k;
+        k++;
+    }
+}
+
+/* Tab: the session's evaluator names what the word before the cursor may be. One name is
+ * completed; several are completed as far as they agree, then listed. */
+static unsigned char complete_fn(EditLine *el, int ch)
+{
+    (void)ch;
+    client *c;
+    el_get(el, EL_CLIENTDATA, &c);
+    const LineInfo *li = el_line(el);
+    const char *start = li->cursor;
+    while (start > li->buffer &&
+           (start[-1] == '_' || start[-1] == '.' || start[-1] == ':' ||
+            (start[-1] >= '0' && start[-1] <= '9') || (start[-1] >= 'a' && start[-1] <= 'z') ||
+            (start[-1] >= 'A' && start[-1] <= 'Z')))
+        start--;
+    size_t wlen = (size_t)(li->cursor - start);
+    const char *payload;
+    size_t len, took;
+    if (send_frame(c, 'c', start, wlen) != 0 || !await_frame(c, 'C', &payload, &len, &took, 2000))
+        return CC_ERROR;
+    /* the names, one a line, as strings of their own */
+    char *text = strndup(payload, len);
+    consume(c, took);
+    if (!text)
+        return CC_ERROR;
+    char *names[256];
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(text, "\n", &save); tok && n < 256;
+         tok = strtok_r(NULL, "\n", &save))
+        names[n++] = tok;
+    unsigned char rc = CC_ERROR;
+    if (n > 0) {
+        size_t upto = common_prefix(names, n, 0);
+        if (upto > wlen) {
+            char saved = names[0][upto];
+            names[0][upto] = 0;
+            el_insertstr(el, names[0] + wlen);
+            names[0][upto] = saved;
+            rc = CC_REFRESH;
+        } else if (n > 1) {
+            fputs("\n", stdout);
+            for (int i = 0; i < n; i++)
+                fprintf(stdout, "%s%s", names[i], i + 1 < n ? "  " : "\n");
+            fflush(stdout);
+            rc = CC_REDISPLAY;
+        }
+    }
+    free(text);
+    return rc;
+}
+
 static char *prompt_fn(EditLine *el)
 {
     client *c;
@@ -246,6 +335,8 @@ static void editor_open(client *c)
     el_set(c->el, EL_PROMPT, prompt_fn);
     el_set(c->el, EL_HIST, history, c->hist);
     el_set(c->el, EL_GETCFN, getc_fn);
+    el_set(c->el, EL_ADDFN, "smarm-complete", "complete a name", complete_fn);
+    el_set(c->el, EL_BIND, "^I", "smarm-complete", NULL);
     el_source(c->el, NULL); /* the user's ~/.editrc, as other libedit programs read it */
 }
 

@@ -4,9 +4,10 @@
  * --remsh (over a Unix socket to a running application).
  *
  * The stream carries frames: one type byte, the payload length in decimal, a newline, the
- * payload. Session to client: 'o' output, 'p' a prompt (the session waits for a line).
- * Client to session: 'l' a line, 'i' Ctrl-C (payload "1" when the line being edited had
- * text), 'e' the user left (Ctrl-D). */
+ * payload. Session to client: 'o' output, 'p' a prompt (the session waits for a line), 'C'
+ * the answer to a 'c', names one a line. Client to session: 'l' a line, 'i' Ctrl-C (payload
+ * "1" when the line being edited had text), 'e' the user left (Ctrl-D), 'c' a word to
+ * complete (Tab). */
 #ifndef SMARM_CLI_SHELL_CLIENT_H
 #define SMARM_CLI_SHELL_CLIENT_H
 

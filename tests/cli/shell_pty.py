@@ -112,9 +112,18 @@ def local_shell():
     t.line("  print(i * 10)")
     t.line("end")
     t.expect(r"10\r?\n20\r?\n30", "the multi-line chunk runs once complete")
+    t.line("local x_completes_me = 'local'")
     t.line("local x = 41")
     t.line("x + 1")
     t.expect(r"\n42\r?\n", "a local persists to the next line")
+    t.send("x_comp\t")
+    t.expect(r"letes_me", "Tab completes a local")
+    t.send(" .. ''\r")
+    t.expect(r"\nlocal\r?\n", "the completed name evaluates")
+    t.send("smarm.spawn_\t")
+    t.expect(r"smarm.spawn_link  smarm.spawn_monitor  smarm.spawn_opt",
+             "Tab lists the names a prefix may become")
+    t.send("\x15")  # ^U: drop the line
     t.line("smarm.spawn_opt({name = 'pty_worker'}, function() require('smarm').recv() end)")
     t.line("i()")
     t.expect(r"pty_worker", "i() shows a spawned named actor")
