@@ -46,6 +46,15 @@ local function start_evaluator(s)
    end, smarm.self(), rx)
 end
 
+--- Sends a request to the evaluator: its id, which the evaluator's done carries (an answer
+-- that comes after its wait gave up must not end a later one).
+local function request(s, req)
+   s.seq = (s.seq or 0) + 1
+   req.seq = s.seq
+   s.tx:send(req)
+   return s.seq
+end
+
 local function out(s, text)
    if not s.closed and not send_frame(s.sock, "o", text) then s.closed = true end
 end
@@ -53,14 +62,14 @@ end
 --- Runs one chunk in the evaluator and forwards what it prints until it is done, Ctrl-C
 -- interrupts it or it dies.
 local function evaluate(s, text)
-   s.tx:send(text)
+   local seq = request(s, type(text) == "table" and text or { code = text })
    local readable = s.sock:readable()
    while true do
       local i, v = smarm.select({ smarm.inbox, s.mon, readable })
       if i == 1 then
          if type(v) == "table" and v.from == s.ev then
             if v.o then out(s, v.o) end
-            if v.done then return end
+            if v.done == seq then return end
          end
       elseif i == 2 then
          local why = v and v.reason or "?"
@@ -87,15 +96,20 @@ end
 
 --- Answers a Tab: the evaluator's names that start with word, one a line ('C' frame).
 local function complete(s, word)
-   s.tx:send({ complete = word })
+   local seq = request(s, { complete = word })
    local names = {}
    local deadline = smarm.now() + 2
    while true do
       local i, v = smarm.select({ smarm.inbox, s.mon }, math.max(0, deadline - smarm.now()))
-      if i ~= 1 then break end -- the evaluator is gone or busy: no names
+      if i == 2 then
+         out(s, "\n** the evaluator ended; a fresh one takes its place\n")
+         start_evaluator(s)
+         break
+      end
+      if i == nil then break end -- busy: no names
       if type(v) == "table" and v.from == s.ev then
-         if v.names then names = v.names end
-         if v.done then break end
+         if v.names and v.seq == seq then names = v.names end
+         if v.done == seq then break end
       end
    end
    if not send_frame(s.sock, "C", table.concat(names, "\n")) then s.closed = true end

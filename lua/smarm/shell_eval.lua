@@ -1,7 +1,7 @@
 --- The shell's evaluator: an actor that runs the chunks a session (smarm.shell) sends it on
 -- a channel, prints the values of expressions, keeps the chunks' locals from one line to
 -- the next, and has the helpers Erlang users type (help() lists them). What it prints goes
--- to the session as {from = pid, o = text}; {from = pid, done = true} ends each chunk. Its
+-- to the session as {from = pid, o = text}; {from = pid, done = seq} ends each request. Its
 -- inbox is the user's: flush() shows what arrived there.
 local smarm = require "smarm"
 local pretty = require "smarm.shell_pretty"
@@ -148,13 +148,15 @@ local function completions(word)
    return names
 end
 
-local function eval(text)
-   if type(text) == "table" and text.complete then
-      local ok, names = pcall(completions, text.complete)
-      smarm.send(session, { from = me, names = ok and names or {} })
+--- One request: {code = text}, {complete = word} or {file = path, args = {...}} (the app).
+local function eval(req)
+   if req.complete then
+      local ok, names = pcall(completions, req.complete)
+      smarm.send(session, { from = me, seq = req.seq, names = ok and names or {} })
       return
    end
-   if type(text) == "table" then return run_app(text) end
+   if req.file then return run_app(req) end
+   local text = req.code
    local f, is_expr, err = compile(text)
    if not f then
       out(err .. "\n")
@@ -183,10 +185,10 @@ function M.run(session_pid, rx)
    _G.print = print_values
    require("smarm.shell_helpers").install(_G, out)
    while true do
-      local text = rx:recv()
-      if text == nil then return end
-      eval(text)
-      smarm.send(session, { from = me, done = true })
+      local req = rx:recv()
+      if req == nil then return end
+      eval(req)
+      smarm.send(session, { from = me, done = req.seq })
    end
 end
 

@@ -25,6 +25,11 @@ expect_out "line	2" "a piped shell runs multi-line chunks"
 expect_out "shell:1: oops" "a piped shell prints errors"
 expect_out "still here" "a piped shell goes on after an error"
 
+printf 'kill(smarm.self())\n2 + 2\n' >"$TMP/lines"
+STDIN=$TMP/lines run -i
+expect_out "the evaluator ended (killed)" "a killed evaluator is reported"
+expect_out "4" "a fresh evaluator takes the next line after the evaluator was killed"
+
 run --remsh "$TMP/nothing.sock"
 expect_status 1 "--remsh to no socket fails"
 expect_err "nothing.sock" "--remsh names the path it could not reach"
