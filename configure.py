@@ -70,6 +70,8 @@ LAYERS = ["base", "core", "io", "vm", "lib"]
 
 LIBS = ["-lm", "-ldl", "-lpthread"]
 TEST_LIBS = ["-lcmocka"] + LIBS
+# the command line alone: its shell edits lines with libedit (BSD licence)
+CLI_LIBS = ["-ledit"] + LIBS
 
 
 def sorted_glob(pattern):
@@ -231,7 +233,7 @@ def generate(flavour, cc, regen_path):
         w.build([o], "cc", [src], order_only=order)
     exe = builddir + "/smarm-lua"
     w.build([exe], "link_exe", cli_objs + runtime_objs, implicit=[LUAJIT_A],
-            variables=[("extra_libs", "$libs")])
+            variables=[("extra_libs", CLI_LIBS)])
     w.line()
 
     w.line("# C unit tests: one cmocka executable per tests/c/*_test.c.")

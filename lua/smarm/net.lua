@@ -68,6 +68,28 @@ function M.connect(host, port, timeout)
    return nil, err
 end
 
+--- A stream server on the Unix socket path, made with mode 0600 (only this user may
+-- connect). A path that exists is taken over only if it is a stale socket of this user: a
+-- symbolic link, another kind of file, another user's path or a socket something still
+-- listens on is refused. -> server | nil, err
+function M.listen_unix(path, opts)
+   if type(path) ~= "string" or path == "" then
+      error("net.listen_unix: path must be a non-empty string, got " .. type(path), 2)
+   end
+   if opts ~= nil and type(opts) ~= "table" then
+      error("net.listen_unix: opts must be a table, got " .. type(opts), 2)
+   end
+   return raw.listen_unix(path, opts and opts.backlog or 16)
+end
+
+--- A stream connection to the Unix socket at path. -> sock | nil, err
+function M.connect_unix(path)
+   if type(path) ~= "string" or path == "" then
+      error("net.connect_unix: path must be a non-empty string, got " .. type(path), 2)
+   end
+   return raw.connect_unix(path)
+end
+
 --- A UDP socket, bound to host:port if given (host a literal or a name), else unbound
 -- (the first sendto picks a port). -> u | nil, err
 function M.udp(host, port)

@@ -2,19 +2,28 @@
 #include <libgen.h>
 #include <malloc.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "shell_client.h"
 #include "smarm.h"
 
 static void usage(FILE *f)
 {
     fputs("usage: smarm-lua [options] app.lua [args...]\n"
           "       smarm-lua [options] -e CODE [args...]\n"
+          "       smarm-lua [options] [-i]             an interactive shell\n"
+          "       smarm-lua --remsh PATH               a shell inside a running application\n"
           "Runs app.lua (or CODE) as the root actor; the run ends when the root ends.\n"
+          "app.lua may be - (the chunk is read from standard input).\n"
           "  -S N              scheduler threads (default: online CPUs)\n"
           "  -T MS             timeslice in milliseconds (default 2)\n"
           "  --max-actors N    actor slab size (default 1048576)\n"
@@ -22,6 +31,12 @@ static void usage(FILE *f)
           "                    threads for smarm.blocking calls (default: the larger of\n"
           "                    8 and twice the schedulers; started as needed)\n"
           "  -e CODE           run CODE as the root actor\n"
+          "  -i                a shell (after app.lua, if given); also the default with no\n"
+          "                    app.lua when standard input is a terminal\n"
+          "  --shell-socket PATH\n"
+          "                    shells may attach to the application on this Unix socket\n"
+          "                    (made with mode 0600; a path of another user is refused)\n"
+          "  --remsh PATH      attach a shell to the application listening on PATH\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
           "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
@@ -59,6 +74,66 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, int w
     return 0;
 }
 
+/* --remsh PATH: a shell client attached to a running application; no runtime here */
+static int remsh(const char *path)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof sa.sun_path) {
+        fprintf(stderr, "smarm-lua: --remsh: the path is too long\n");
+        return 2;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        fprintf(stderr, "smarm-lua: --remsh %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    shell_client_catch_sigint();
+    int rc = shell_client_run(fd, 0);
+    close(fd);
+    return rc == 0 ? 0 : 1;
+}
+
+/* The whole of standard input, for smarm-lua - (NULL when out of memory). */
+static char *read_stdin(void)
+{
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf)
+            return NULL;
+        if (cap - len < 2) {
+            cap *= 2;
+            char *p = realloc(buf, cap);
+            if (!p)
+                free(buf);
+            buf = p;
+            continue;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, stdin);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    buf[len] = 0;
+    return buf;
+}
+
+/* The local shell's terminal end runs on a thread of its own: Ctrl-C is taken there only */
+static void *client_main(void *arg)
+{
+    int fd = *(int *)arg;
+    sigset_t set;
+    sigfillset(&set);
+    sigdelset(&set, SIGINT);
+    pthread_sigmask(SIG_SETMASK, &set, NULL);
+    shell_client_run(fd, 1);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     /* actors migrate between scheduler threads, so blocks malloc'd on one are
@@ -67,7 +142,8 @@ int main(int argc, char **argv)
     mallopt(M_ARENA_MAX, 2);
     smarm_config cfg;
     smarm_config_init(&cfg);
-    const char *code = NULL, *script = NULL;
+    const char *code = NULL, *script = NULL, *shell_socket = NULL;
+    int interactive = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -97,6 +173,16 @@ int main(int argc, char **argv)
             code = argv[++i];
             i++;
             break;
+        } else if (strcmp(a, "-i") == 0) {
+            interactive = 1;
+        } else if (strcmp(a, "--shell-socket") == 0 || strcmp(a, "--remsh") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "smarm-lua: %s needs a path\n", a);
+                return 2;
+            }
+            if (strcmp(a, "--remsh") == 0)
+                return remsh(argv[i + 1]);
+            shell_socket = argv[++i];
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
             printf("smarm-lua %s\n", SMARM_VERSION);
             return 0;
@@ -114,12 +200,30 @@ int main(int argc, char **argv)
             break;
         }
     }
+    char *stdin_code = NULL;
     if (!code) {
-        if (i >= argc) {
+        if (i < argc)
+            script = argv[i++];
+        if (script && strcmp(script, "-") == 0) {
+            script = NULL;
+            if (isatty(0)) {
+                interactive = 1;
+            } else {
+                code = stdin_code = read_stdin();
+                if (!code) {
+                    fputs("smarm-lua: out of memory reading standard input\n", stderr);
+                    return 1;
+                }
+            }
+        } else if (!script && isatty(0)) {
+            interactive = 1;
+        } else if (!script && !interactive) {
             usage(stderr);
             return 2;
         }
-        script = argv[i++];
+    } else if (interactive) {
+        fputs("smarm-lua: -i goes with app.lua or nothing, not with -e\n", stderr);
+        return 2;
     }
     char dir[PATH_MAX];
     if (script) {
@@ -129,6 +233,7 @@ int main(int argc, char **argv)
         cfg.app_dir = ".";
     }
     cfg.handle_signals = 1;
+    cfg.keep_sigint = interactive;
     smarm_runtime *rt;
     int rc = smarm_runtime_new(&cfg, &rt);
     if (rc != 0) {
@@ -136,8 +241,48 @@ int main(int argc, char **argv)
         return 1;
     }
     int status = 1;
-    rc = script ? smarm_run_file(rt, script, argc - i, argv + i, &status)
-                : smarm_run_string(rt, code, argc - i, argv + i, &status);
+    int sv[2] = {-1, -1};
+    pthread_t client;
+    int client_on = 0;
+    if (interactive || shell_socket) {
+        /* the root runs the shell's boot: the socket to listen on, the app, then the
+         * local session over a socketpair whose other end the client thread holds */
+        char fdtext[16] = "";
+        if (interactive) {
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+                perror("smarm-lua: socketpair");
+                return 1;
+            }
+            snprintf(fdtext, sizeof fdtext, "%d", sv[1]);
+            shell_client_catch_sigint();
+            client_on = pthread_create(&client, NULL, client_main, &sv[0]) == 0;
+            /* the runtime's threads inherit this mask: Ctrl-C reaches the client only */
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, SIGINT);
+            pthread_sigmask(SIG_BLOCK, &set, NULL);
+        }
+        int n = argc - i;
+        char **bargv = calloc((size_t)n + 5, sizeof *bargv);
+        bargv[0] = interactive ? "i" : code ? "e" : "";
+        bargv[1] = fdtext;
+        bargv[2] = script ? (char *)script : code ? (char *)code : (char *)"";
+        bargv[3] = shell_socket ? (char *)shell_socket : (char *)"";
+        for (int k = 0; k < n; k++)
+            bargv[4 + k] = argv[i + k];
+        rc = smarm_run_string(rt, "return require('smarm.shell').boot(...)", n + 4, bargv, &status);
+        free(bargv);
+        if (client_on) {
+            /* the session ended with the root: the client sees the end of its stream */
+            shutdown(sv[0], SHUT_RDWR);
+            pthread_join(client, NULL);
+        }
+        close(sv[0]);
+    } else {
+        rc = script ? smarm_run_file(rt, script, argc - i, argv + i, &status)
+                    : smarm_run_string(rt, code, argc - i, argv + i, &status);
+    }
+    free(stdin_code);
     int sig = smarm_runtime_signal(rt);
     if (rc != 0) {
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));

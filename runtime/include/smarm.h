@@ -48,6 +48,8 @@ typedef struct smarm_config {
     const char *app_dir;  /* put first on every actor's package.path; NULL = none */
     int blocking_threads; /* threads for smarm.blocking, started on demand; 0 = the larger of
                              8 and twice the schedulers */
+    int keep_sigint;      /* with handle_signals: SIGINT is left to the host (an interactive
+                             shell reads Ctrl-C), the runtime takes the other three */
 } smarm_config;
 
 /* Signals. Whatever the configuration, a run installs (once per process) a

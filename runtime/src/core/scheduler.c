@@ -914,6 +914,10 @@ static void spare_retire(sched *s)
         wake_for_work(rt);
     if (timers_earliest(&rt->tm) != UINT64_MAX)
         sched_nudge_timekeeper(rt);
+    /* while it slept in the poller's set, schedulers that went idle parked on their futexes;
+     * one of them must take up watching the network, or a ready fd wakes no one */
+    if (netpoll_ready(&rt->np))
+        park_set_wake_one(&rt->parks);
     atomic_store_explicit(&s->spare_state, SPARE_IDLE, memory_order_release);
 }
 

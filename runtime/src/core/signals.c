@@ -303,10 +303,11 @@ static struct sigaction prev_pipe;
 
 static void pipe_handler(int sig) { (void)sig; }
 
-static void waited_set(sigset_t *set)
+static void waited_set(const smarm_runtime *rt, sigset_t *set)
 {
     sigemptyset(set);
-    sigaddset(set, SIGINT);
+    if (!rt->cfg.keep_sigint)
+        sigaddset(set, SIGINT);
     sigaddset(set, SIGTERM);
     sigaddset(set, SIGHUP);
     sigaddset(set, SIGUSR1);
@@ -431,7 +432,7 @@ static void *signal_waiter(void *arg)
     smarm_runtime *rt = arg;
     pthread_setname_np(pthread_self(), "smarm-signals");
     sigset_t set;
-    waited_set(&set);
+    waited_set(rt, &set);
     int stops = 0;
     uint64_t hard_at = 0; /* when a second signal stopped everything */
     while (!atomic_load_explicit(&rt->sig_stop, memory_order_acquire)) {
@@ -454,7 +455,7 @@ int signal_shutdown_start(smarm_runtime *rt, sigset_t *saved)
     if (!atomic_compare_exchange_strong(&sig_owner, &none, rt))
         return -1; /* another runtime of this process takes them */
     sigset_t set;
-    waited_set(&set);
+    waited_set(rt, &set);
     /* blocked here before any runtime thread starts: they inherit the mask,
      * so only the waiter takes these signals */
     pthread_sigmask(SIG_BLOCK, &set, saved);

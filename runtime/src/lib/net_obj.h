@@ -73,5 +73,9 @@ socklen_t net_check_addr(lua_State *L, int idx, const char *fname, struct sockad
 int net_l_listen(lua_State *L);
 int net_l_connect(lua_State *L);
 int net_l_udp(lua_State *L);
+/* Unix stream sockets (net_unix.c): a server on a path, and a stream over an fd held already. */
+int net_l_listen_unix(lua_State *L);
+int net_l_connect_unix(lua_State *L);
+int net_l_adopt_stream(lua_State *L);
 
 #endif
