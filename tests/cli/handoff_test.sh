@@ -40,7 +40,8 @@ spare_switches() {
    local t
    for t in /proc/"$(pgrep -P "$bg" || echo "$bg")"/task/*; do
       if [ "$(cat "$t/comm" 2>/dev/null)" = smarm-spare0 ]; then
-         sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status"
+         # the thread may end between the two reads
+         sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status" 2>/dev/null || echo none
          return
       fi
    done
