@@ -22,6 +22,8 @@ static void usage(FILE *f)
           "                    threads for smarm.blocking calls (default: the larger of\n"
           "                    8 and twice the schedulers; started as needed)\n"
           "  -e CODE           run CODE as the root actor\n"
+          "  --watch           reload the loaded modules whose .lua files change under\n"
+          "                    app.lua's directory (reports on stderr)\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
           "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
@@ -68,6 +70,7 @@ int main(int argc, char **argv)
     smarm_config cfg;
     smarm_config_init(&cfg);
     const char *code = NULL, *script = NULL;
+    int watch = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -89,6 +92,8 @@ int main(int argc, char **argv)
                 0)
                 return 2;
             cfg.blocking_threads = (int)v;
+        } else if (strcmp(a, "--watch") == 0) {
+            watch = 1;
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);
@@ -135,6 +140,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
         return 1;
     }
+    if (watch && (rc = smarm_watch(rt, cfg.app_dir)) != 0)
+        fprintf(stderr, "smarm-lua: --watch: cannot watch %s: %s\n", cfg.app_dir,
+                smarm_strerror(rc));
     int status = 1;
     rc = script ? smarm_run_file(rt, script, argc - i, argv + i, &status)
                 : smarm_run_string(rt, code, argc - i, argv + i, &status);

@@ -3,6 +3,7 @@
 #include "embed.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +22,7 @@
 #include "core/scheduler.h"
 #include "vm/body.h"
 #include "vm/luavm.h"
+#include "vm/modcache.h"
 
 struct smarm_host {
     smarm_runtime *rt;
@@ -237,6 +239,25 @@ int smarm_host_close(smarm_host *h)
 }
 
 /* ---- from any thread ---- */
+
+int64_t smarm_reload(smarm_runtime *rt, const char *module, char *err, size_t errlen)
+{
+    char buf[512];
+    if (!err || errlen == 0) {
+        err = buf;
+        errlen = sizeof buf;
+    }
+    if (!rt || !module) {
+        snprintf(err, errlen, "no runtime or no module name");
+        return SMARM_EINVAL;
+    }
+    if (modcache_version(rt->vm, module) < 0) {
+        snprintf(err, errlen, "module %s is not loaded", module);
+        return SMARM_EINVAL;
+    }
+    int64_t v = modcache_reload(rt->vm, module, err, errlen);
+    return v >= 0 ? v : SMARM_ELOAD;
+}
 
 int smarm_preload(smarm_runtime *rt, const char *name, lua_CFunction open)
 {
