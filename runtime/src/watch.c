@@ -150,13 +150,15 @@ static void reload_file(watch *w, const char *path)
     for (int i = 0; i < m.n; i++) {
         char err[512];
         int64_t v = modcache_reload(w->rt->vm, m.names[i], err, sizeof err);
+        /* read before the report lock: that lock is a leaf */
+        int64_t kept = v >= 0 ? v : modcache_version(w->rt->vm, m.names[i]);
         mutex_lock(&w->rt->err_lock);
         if (v >= 0)
             fprintf(stderr, "smarm: reloaded %s (%s): version %lld\n", m.names[i], path,
                     (long long)v);
         else
             fprintf(stderr, "smarm: rejected %s (%s stays at version %lld): %s\n", path, m.names[i],
-                    (long long)modcache_version(w->rt->vm, m.names[i]), err);
+                    (long long)kept, err);
         fflush(stderr);
         mutex_unlock(&w->rt->err_lock);
     }
