@@ -89,6 +89,8 @@ local function take_one(name, loaded)
       return report(name, vsn, "did not return a table (kept the old code)")
    end
    patch(name, t, new)
+   -- only a code_change can fail and want the old code back
+   if new.code_change == nil then undo[name] = nil end
    if changes[name] == nil then changes[name] = before end
    for _, fn in ipairs(hooks) do
       local hok, err = pcall(fn, name, vsn)
