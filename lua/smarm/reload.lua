@@ -111,7 +111,6 @@ function M.take()
       end
    end
    if not todo then return end
-   table.sort(todo)
    for _, name in ipairs(todo) do take_one(name, loaded) end
 end
 
