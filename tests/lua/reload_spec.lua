@@ -202,6 +202,43 @@ return M
       gen_server.stop(name, "normal", 5)
    end)
 
+   it("keeps a server's state as it is without code_change; a failing hook harms nothing",
+      function()
+         local mod = fresh("nocc")
+         local src = [[
+local M = {}
+function M.init() return { hits = 0 } end
+function M.handle_cast(_, s) s.hits = s.hits + 1; return "noreply", s end
+function M.handle_call(_, _, s) return "reply", { "%s", s.hits }, s end
+return M
+]]
+         hot.write(dir, mod, string.format(src, "v0"))
+         local _, name = start_server(mod)
+         gen_server.cast(name, "hit")
+         assert.are.same({ "v0", 1 }, gen_server.call(name, "get", 5))
+         -- a plain actor whose hook raises still takes the version and goes on
+         local watcher = smarm.spawn(function(d, m, parent)
+            local sm = require "smarm"
+            require("support.hot").use(d)
+            local M = require(m)
+            sm.on_reload(function() error("hook trouble") end)
+            sm.on_reload(function(n, v) sm.send(parent, { n, v }) end)
+            while sm.recv() ~= "stop" do
+               sm.send(parent, { M.handle_call(nil, nil, { hits = 0 }) })
+            end
+         end, dir, mod, smarm.self())
+         smarm.send(watcher, "go")
+         assert.are.same({ "reply", { "v0", 0 }, { hits = 0 } }, smarm.recv(5))
+         hot.write(dir, mod, string.format(src, "v1"))
+         assert.are.equal(1, smarm.reload(mod))
+         smarm.send(watcher, "go")
+         assert.are.same({ mod, 1 }, smarm.recv(5))
+         assert.are.same({ "reply", { "v1", 0 }, { hits = 0 } }, smarm.recv(5))
+         assert.are.same({ "v1", 1 }, gen_server.call(name, "get", 5))
+         smarm.send(watcher, "stop")
+         gen_server.stop(name, "normal", 5)
+      end)
+
    it("runs gen_statem's code_change with state and data", function()
       local mod = fresh("sm")
       local src = [[
