@@ -132,11 +132,8 @@ int reload_lua_open_raw(lua_State *L)
 int reload_lua_take(lua_State *L)
 {
     /* a state that loaded no file module has nothing to take (and loads nothing) */
-    modcache_push_loaded(L);
-    lua_pushnil(L);
-    if (!lua_next(L, -2))
+    if (!modcache_loaded_any(L))
         return 0;
-    lua_settop(L, 0);
     push_reload_field(L, "take");
     lua_call(L, 0, 0);
     return 0;

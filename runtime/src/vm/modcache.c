@@ -129,6 +129,21 @@ void modcache_push_loaded(lua_State *L)
     lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
+int modcache_loaded_any(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&loaded_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    int any = 0;
+    if (lua_istable(L, -1)) {
+        lua_pushnil(L);
+        any = lua_next(L, -2) != 0;
+        if (any)
+            lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+    return any;
+}
+
 /* Finds or compiles the module stored under key; pushes its loader on L. A file module's
  * version is noted in the state's loaded table (name -> version), where the reload step
  * finds it. */

@@ -22,6 +22,8 @@ int64_t modcache_version(luavm_shared *vm, const char *name);
 int modcache_push_newest(lua_State *L, const char *name, uint32_t *number);
 /* Pushes the state's table of the file modules it loaded: name -> version number. */
 void modcache_push_loaded(lua_State *L);
+/* Whether the state loaded any file module (makes nothing). */
+int modcache_loaded_any(lua_State *L);
 /* Calls each(key, name, ud) for every file module, under the cache lock (each must not
  * call back into the cache), until one returns nonzero; returns that value or 0. */
 int modcache_list_files(luavm_shared *vm, int (*each)(const char *key, const char *name, void *ud),
