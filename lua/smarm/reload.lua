@@ -6,7 +6,6 @@
 -- next call. Then the actor's on_reload hooks run, and a gen_server or gen_statem whose
 -- callback module it is converts its state at its next message boundary (convert).
 local raw = require "smarm.reload.raw"
-local debug = require "debug"
 
 local M = {}
 
@@ -27,42 +26,13 @@ local function report(name, vsn, what)
    raw.report("reload", string.format("%s version %s: %s", name, tostring(vsn), what))
 end
 
--- The new chunk's functions refer to its own module table through an upvalue (`local M =
--- {}`): pointed at the table being patched, `M.x` in new code reads the kept values.
-local function redirect(f, new, old, seen)
-   if seen[f] then return end
-   seen[f] = true
-   local i = 1
-   while true do
-      local n, v = debug.getupvalue(f, i)
-      if not n then return end
-      if v == new then
-         debug.setupvalue(f, i, old)
-      elseif type(v) == "function" then
-         redirect(v, new, old, seen)
-      end
-      i = i + 1
-   end
-end
-
--- Merges new into t in place: functions replaced, new fields added, other values kept.
+-- Merges new into t in place (raw.patch: functions replaced, new fields added, other
+-- values kept; the new functions' upvalue holding their own module table is pointed at t),
+-- recording what it changed since the last conversion.
 local function patch(name, t, new)
    local u = undo[name] or {}
    undo[name] = u
-   local seen = {}
-   for k, v in pairs(new) do
-      local cur = rawget(t, k)
-      if type(v) == "function" then
-         redirect(v, new, t, seen)
-         if cur ~= v then
-            if u[k] == nil then u[k] = { cur } end
-            rawset(t, k, v)
-         end
-      elseif cur == nil then
-         if u[k] == nil then u[k] = { nil } end
-         rawset(t, k, v)
-      end
-   end
+   raw.patch(t, new, u)
 end
 
 -- Puts back what the takes since the last conversion changed in module name's table.

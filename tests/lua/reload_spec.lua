@@ -107,22 +107,26 @@ return M
 
    it("refuses a syntax error naming file and line, and the old code goes on", function()
       local mod = fresh("bad")
-      hot.write(dir, mod, "return { v = function() return 'good' end }\n")
+      hot.write(dir, mod, "return { n = 0, v = function() return 'good' end }\n")
+      -- a plain actor without the Lua half of reload loaded (the runtime's own take)
       local p = smarm.spawn(function(d, m, parent)
          local sm = require "smarm"
-         require("support.hot").use(d)
+         package.path = d .. "/?.lua;" .. package.path
          local M = require(m)
-         while sm.recv() ~= "stop" do sm.send(parent, M.v()) end
+         while sm.recv() ~= "stop" do
+            M.n = M.n + 1
+            sm.send(parent, { M.v(), M.n, M.added, package.loaded["smarm.reload"] == nil })
+         end
       end, dir, mod, smarm.self())
       smarm.send(p, "go")
-      assert.are.equal("good", smarm.recv(5))
+      assert.are.same({ "good", 1, nil, true }, smarm.recv(5))
       hot.write(dir, mod, "local x = 1\nreturn { v = function() return 'bad' end\n")
       local v, err = smarm.reload(mod)
       assert.is_nil(v)
       assert.matches(mod .. "%.lua:3: ", err)
       assert.are.equal(0, smarm.code_version(mod))
       smarm.send(p, "go")
-      assert.are.equal("good", smarm.recv(5))
+      assert.are.same({ "good", 2, nil, true }, smarm.recv(5))
       -- an actor loading it later gets the last accepted version, not the broken file
       local q = smarm.spawn(function(d, m, parent)
          require("support.hot").use(d)
@@ -130,6 +134,12 @@ return M
       end, dir, mod, smarm.self())
       assert.truthy(q)
       assert.are.equal("good", smarm.recv(5))
+      -- a good version: the function is replaced, n kept, the new field added
+      hot.write(dir, mod, "local M = { n = 100, added = 'yes' }\n"
+         .. "function M.v() return 'better ' .. M.n end\nreturn M\n")
+      assert.are.equal(1, smarm.reload(mod))
+      smarm.send(p, "go")
+      assert.are.same({ "better 3", 3, "yes", true }, smarm.recv(5))
       smarm.send(p, "stop")
    end)
 
