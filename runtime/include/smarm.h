@@ -133,10 +133,12 @@ int smarm_stop(smarm_runtime *rt, double grace_seconds, int *exit_status);
  * state of its own in which require "smarm" works (send, recv with a timeout, 0 = poll,
  * spawn, whereis, monitor, link, trap_exit, gen_server.call...). Its waits block the
  * calling thread (no scheduler runs it). Thread rules: a handle is used by one thread at a
- * time (the one that drives its Lua state); close it before that thread ends and before
- * smarm_runtime_free (which closes handles left open, from its own thread). smarm.exit,
- * smarm.yield and introspection are for actors: on a host smarm.exit raises an error the
- * host's own pcall sees. Closing the handle ends the actor: links and monitors fire with
+ * time (the one that drives its Lua state). A handle left open when the thread that opened
+ * it ends is closed for it (a pthread key destructor; not at exit()). smarm_runtime_free
+ * closes handles left open, from its own thread: no host thread may end while it runs.
+ * smarm.exit and smarm.yield are for actors: on a host smarm.exit raises an error the
+ * host's own pcall sees; smarm.info and smarm.snapshot see the runtime of the handle the
+ * thread opened last. Closing the handle ends the actor: links and monitors fire with
  * reason "normal" (or "killed"/"shutdown" if the runtime stopped it meanwhile).
  * smarm_host_open returns NULL on failure; smarm_host_open_rc says why (SMARM_EINVAL also
  * when called on one of the runtime's own threads, from a C function an actor called). */

@@ -2,6 +2,7 @@
  * which threads of the host are actors (a pid, an inbox, a Lua state of their own). */
 #include "embed.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +25,83 @@
 #include "vm/luavm.h"
 #include "vm/modcache.h"
 
+struct thread_handle;
+
 struct smarm_host {
     smarm_runtime *rt;
     host *core; /* the parker the wake path signals (core/host.h) */
     actor *a;
     uint64_t pid;
     int closed;
-    struct smarm_host *next; /* every handle of the runtime, freed with it */
+    struct thread_handle *owner; /* its entry in the opening thread's list */
+    struct smarm_host *next;     /* every handle of the runtime, freed with it */
 };
+
+/* The handles a thread opened, so that the thread ending closes those it left open, as an
+ * actor's end does (links and monitors fire with "normal"). The entries belong to the
+ * thread: a close on any thread only clears the entry's handle; the thread's end frees
+ * them. Whoever clears the handle first closes it. */
+typedef struct thread_handle {
+    _Atomic(smarm_host *) h;
+    struct thread_handle *next;
+} thread_handle;
+
+static pthread_key_t thread_handles_key;
+static pthread_once_t thread_handles_once = PTHREAD_ONCE_INIT;
+
+static void close_host(smarm_host *h);
+
+/* The key's destructor: runs when a thread that opened handles ends (not at exit()). */
+static void close_thread_handles(void *head)
+{
+    for (thread_handle *t = head, *next; t; t = next) {
+        next = t->next;
+        smarm_host *h = atomic_exchange(&t->h, NULL);
+        if (h)
+            close_host(h);
+        free(t);
+    }
+}
+
+static void make_thread_handles_key(void)
+{
+    if (pthread_key_create(&thread_handles_key, close_thread_handles) != 0)
+        abort(); /* only EAGAIN (every key taken) or ENOMEM, at the first open */
+}
+
+/* Adds h to the calling thread's list; 0 or SMARM_ENOMEM. */
+static int own_handle(smarm_host *h)
+{
+    pthread_once(&thread_handles_once, make_thread_handles_key);
+    thread_handle *t = malloc(sizeof *t);
+    if (!t)
+        return SMARM_ENOMEM;
+    atomic_init(&t->h, h);
+    t->next = pthread_getspecific(thread_handles_key);
+    if (pthread_setspecific(thread_handles_key, t) != 0) {
+        free(t);
+        return SMARM_ENOMEM;
+    }
+    h->owner = t;
+    return 0;
+}
+
+/* Frees the calling thread's entries whose handles are closed (a thread that opens and
+ * closes handles all its life keeps a short list). */
+static void prune_thread_handles(void)
+{
+    thread_handle *head = pthread_getspecific(thread_handles_key), **link = &head;
+    while (*link) {
+        thread_handle *t = *link;
+        if (atomic_load(&t->h) == NULL) {
+            *link = t->next;
+            free(t);
+        } else {
+            link = &t->next;
+        }
+    }
+    pthread_setspecific(thread_handles_key, head);
+}
 
 static int running(smarm_runtime *rt)
 {
@@ -198,6 +268,11 @@ int smarm_host_open_rc(smarm_runtime *rt, smarm_host **out)
         h->closed = 1;
         return SMARM_ENOMEM;
     }
+    if (own_handle(h) != 0) {
+        close_host(h);
+        return SMARM_ENOMEM;
+    }
+    host_thread_enter(rt);
     *out = h;
     return 0;
 }
@@ -225,6 +300,17 @@ int smarm_host_close(smarm_host *h)
         return SMARM_EINVAL;
     if (h->closed)
         return SMARM_ECLOSED;
+    /* the opening thread's end will not close it again (that thread may be this one) */
+    if (h->owner && atomic_exchange(&h->owner->h, NULL) != h)
+        return SMARM_ECLOSED;
+    close_host(h);
+    prune_thread_handles();
+    host_thread_leave(h->rt);
+    return 0;
+}
+
+static void close_host(smarm_host *h)
+{
     actor *a = h->a;
     /* it ends as an actor does: reason "normal", or how it was stopped ("killed",
      * "shutdown", a linked actor's reason) */
@@ -235,7 +321,6 @@ int smarm_host_close(smarm_host *h)
     sched_finalize_host(h->rt, a);
     host_close(h->core);
     h->closed = 1;
-    return 0;
 }
 
 /* ---- from any thread ---- */

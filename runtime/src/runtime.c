@@ -63,7 +63,7 @@ static const wire_refs_ops refs_ops = {refs_retain, refs_release, refs_take};
 static const codec_endpoints endpoints = {any_endpoint, push_endpoint};
 
 /* actors are Lua states: the scheduler runs them through the vm layer's body */
-static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt};
+static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt, body_retune};
 
 static void install_process_hooks(void)
 {

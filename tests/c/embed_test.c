@@ -691,6 +691,83 @@ static void *host_thread(void *arg)
     return (void *)err;
 }
 
+/* A host thread that ends with its handle open: the handle is closed for it, as an
+ * actor's end (a monitor hears "normal"); handles it closed itself are not closed again. */
+static void *forgetful_host_thread(void *arg)
+{
+    smarm_runtime *rt = arg;
+    for (int i = 0; i < 20; i++) {
+        smarm_host *h = smarm_host_open(rt);
+        if (!h || smarm_host_close(h) != 0)
+            return "open/close failed";
+    }
+    smarm_host *h = smarm_host_open(rt);
+    if (!h)
+        return "open failed";
+    if (luaL_dostring(smarm_host_lua(h), "local s = require 'smarm'\n"
+                                         "assert(s.send(assert(s.whereis('main')), s.self()))\n"
+                                         "assert(s.recv(5) == 'go')\n") != 0)
+        return "lua failed";
+    return NULL; /* without smarm_host_close */
+}
+
+static void a_host_thread_ending_closes_its_handle(void **state)
+{
+    (void)state;
+    smarm_runtime *rt = new_rt();
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt);
+    assert_non_null(h);
+    lua_State *L = smarm_host_lua(h);
+    lua_ok(L, "assert(require('smarm').register('main'))", 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, forgetful_host_thread, rt), 0);
+    lua_ok(L,
+           "local s = require 'smarm'\n"
+           "local other = assert(s.recv(5), 'the thread did not start')\n"
+           "_G.mon = s.monitor(other)\n"
+           "_G.other = other\n"
+           "assert(s.send(other, 'go'))\n",
+           0);
+    void *res;
+    assert_int_equal(pthread_join(t, &res), 0);
+    assert_null(res);
+    lua_ok(L,
+           "local d = assert(_G.mon:recv(5), 'the ended thread was not closed')\n"
+           "assert(d.pid == _G.other and d.reason == 'normal', tostring(d.reason))\n",
+           0);
+    assert_int_equal(smarm_host_close(h), 0);
+    assert_int_equal(smarm_host_close(h), SMARM_ECLOSED);
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
+}
+
+/* smarm.info and smarm.snapshot answer on a host thread (its state has no scheduler). */
+static void introspection_on_a_host(void **state)
+{
+    (void)state;
+    smarm_runtime *rt = new_rt();
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt);
+    assert_non_null(h);
+    lua_ok(smarm_host_lua(h),
+           "local s = require 'smarm'\n"
+           "local pid = s.spawn(function() require('smarm').recv() end)\n"
+           "assert(s.register('probe', pid))\n"
+           "local me = assert(s.info(s.self()), 'no info of the host itself')\n"
+           "assert(me.pid == s.self())\n"
+           "local it = assert(s.info(pid), 'no info of an actor from the host')\n"
+           "assert(it.name == 'probe', tostring(it.name))\n"
+           "local seen = false\n"
+           "for _, i in ipairs(s.snapshot()) do seen = seen or i.pid == pid end\n"
+           "assert(seen, 'the snapshot misses the actor')\n"
+           "s.kill(pid)\n",
+           0);
+    assert_int_equal(smarm_host_close(h), 0);
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
+}
+
 static void start_stop_free_repeats(void **state)
 {
     (void)state;
@@ -912,6 +989,8 @@ int main(void)
         cmocka_unit_test(host_fd_readable_while_inbox_nonempty),
         cmocka_unit_test(host_fd_poll_loop_under_load),
         cmocka_unit_test(monitors_both_ways),
+        cmocka_unit_test(a_host_thread_ending_closes_its_handle),
+        cmocka_unit_test(introspection_on_a_host),
         cmocka_unit_test(links_to_a_host),
         cmocka_unit_test(gen_server_call_and_preload_from_host),
         cmocka_unit_test(send_string_to_pid_and_name),

@@ -20,11 +20,16 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#define CHUNK_SIZE (256 * 1024) /* a thread's region, or the shared one, at a time */
-#define MAG_BYTES (16 * 1024)   /* a magazine holds about this much ... */
-#define MAG_MIN 16              /* ... but never fewer blocks than this */
-#define MAG_MAX 128             /* or more than this */
+/* A thread's region, or the shared one, at a time: one transparent huge page. LuaJIT's
+ * collector walks every object in allocation order (its sweep, its mark), touching pages all
+ * over the heap; with 4 KiB pages a third of binary-trees' samples sat on the sweep's loads
+ * of object headers (TLB misses: a cache simulation shows no more misses than plain luajit's). */
+#define CHUNK_SIZE (2048 * 1024)
+#define MAG_BYTES (16 * 1024) /* a magazine holds about this much ... */
+#define MAG_MIN 16            /* ... but never fewer blocks than this */
+#define MAG_MAX 128           /* or more than this */
 
 static inline size_t class_size(unsigned c)
 {
@@ -99,9 +104,10 @@ size_t heap_reserved(heap *h)
  * the link, so blocks stay 16-byte aligned. */
 static char *new_chunk(heap *h)
 {
-    char *chunk = malloc(CHUNK_SIZE);
+    char *chunk = aligned_alloc(CHUNK_SIZE, CHUNK_SIZE);
     if (!chunk)
         return NULL;
+    (void)madvise(chunk, CHUNK_SIZE, MADV_HUGEPAGE); /* advice: THP may be off */
     set_next(chunk, h->chunks);
     h->chunks = chunk;
     h->reserved += CHUNK_SIZE;

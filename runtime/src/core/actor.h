@@ -97,6 +97,12 @@ typedef struct actor_vm {
     /* a C call's return address that the preemption handler replaced (vm/body.c) */
     uintptr_t *volatile cret_slot;
     uintptr_t cret_orig;
+    /* JIT parameters: a state starts with the runtime's (loops compile late, see vm/luavm.c);
+     * the first time the watchdog sees it run a whole timeslice it asks for LuaJIT's own
+     * (retune_due, set by the watchdog), and its state switches at its next interpreted
+     * bytecode (vm/body.c); jit_retuned once done */
+    _Atomic int retune_due;
+    int jit_retuned;
 } actor_vm;
 
 /* Counters for introspection. */

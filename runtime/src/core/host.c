@@ -117,3 +117,15 @@ void host_park(host *h, uint32_t seq, uint64_t deadline)
     futex_wait(&h->seq, seq, tp);
     atomic_store(&h->sleeping, 0);
 }
+
+static __thread struct smarm_runtime *thread_runtime;
+
+struct smarm_runtime *host_thread_runtime(void) { return thread_runtime; }
+
+void host_thread_enter(struct smarm_runtime *rt) { thread_runtime = rt; }
+
+void host_thread_leave(struct smarm_runtime *rt)
+{
+    if (thread_runtime == rt)
+        thread_runtime = NULL;
+}

@@ -41,4 +41,12 @@ void host_park(host *h, uint32_t seq, uint64_t deadline);
 /* After the host took a message: drains the eventfd when the inbox is empty now. */
 void host_after_take(host *h);
 
+struct smarm_runtime;
+/* The runtime of the host handle this thread opened last and has not closed (NULL if none):
+ * what the FFI's introspection, which has no Lua state to ask, looks at on a host thread. */
+struct smarm_runtime *host_thread_runtime(void);
+/* Set when this thread opens a handle of rt; on close, cleared if it is rt. */
+void host_thread_enter(struct smarm_runtime *rt);
+void host_thread_leave(struct smarm_runtime *rt);
+
 #endif

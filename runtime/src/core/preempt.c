@@ -57,6 +57,10 @@
 #define MCODE_SWITCH_OK 1
 #endif
 
+/* A signal's tag with this bit asks for no preemption, only the JIT retune of an actor that
+ * ran a whole timeslice (vm/body.c); the other bits are the switch counter as for any tag. */
+#define RETUNE_TAG (1ull << 63)
+
 static struct sigaction prev_action;
 
 static void install_handler(void);
@@ -78,6 +82,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     }
     actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
     uint64_t tag = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    int retune_only = (tag & RETUNE_TAG) != 0;
+    tag &= ~RETUNE_TAG;
     /* a smarm.blocking thread runs its actor's call to the end: nothing preempts there */
     if (s->kind == SCHED_POOL || !a || !a->vm.L || a->vm.closing || a->run.stopping ||
         si->si_code != SI_QUEUE ||
@@ -90,6 +96,11 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
      * just before the switch in and cleared just after the switch out), not in the actor */
     stack *stk = a->run.stk;
     if (!stk || !stack_contains(stk, __builtin_frame_address(0))) {
+        errno = saved_errno;
+        return;
+    }
+    if (retune_only) {
+        a->rt->hooks.retune(a);
         errno = saved_errno;
         return;
     }
@@ -297,6 +308,12 @@ static void *watchdog_main(void *arg)
             }
             if (++age[i] < TICKS_PER_SLICE)
                 continue;
+            /* a whole timeslice: the actor computes, and its state takes LuaJIT's own JIT
+             * parameters (vm/body.c), asked once per run of the actor here, with the
+             * preemption signal below or with a signal of its own */
+            int retune = age[i] == TICKS_PER_SLICE;
+            if (retune)
+                atomic_store_explicit(&a->vm.retune_due, 1, memory_order_relaxed);
             /* one actor for two slices although signalled after the first: the scheduler is
              * inside a C call (a blocking read, os.execute), and the actor its last wake put
              * in its runnext would wait for that call: any scheduler may take it instead */
@@ -307,6 +324,8 @@ static void *watchdog_main(void *arg)
                 waiting = sched_work_waiting(rt, now);
             if (waiting)
                 signal_at(s, sw);
+            else if (retune)
+                signal_at(s, sw | RETUNE_TAG);
         }
     }
     return NULL;

@@ -33,6 +33,9 @@ typedef struct actor_hooks {
      * makes the actor yield soon and returns 0. sp is the interrupted stack pointer; the
      * context (pc, sp) is trusted only when may_switch. */
     int (*preempt)(actor *a, uintptr_t pc, uintptr_t sp, int may_switch);
+    /* From the same handler, for a signal that asks for no preemption: the actor has run a
+     * whole timeslice and its retune_due is set (async-signal-safe). */
+    void (*retune)(actor *a);
 } actor_hooks;
 
 struct smarm_runtime {

@@ -5,15 +5,17 @@
 #include <string.h>
 
 #include "smarm_ffi.h"
+#include "core/host.h"
 #include "core/registry.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
 
+/* An actor's scheduler's runtime, or on a host thread its handle's (embedding) */
 static smarm_runtime *current_runtime(void)
 {
     sched *s = sched_current();
-    return s ? s->rt : NULL;
+    return s ? s->rt : host_thread_runtime();
 }
 
 RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)

@@ -394,11 +394,45 @@ void body_entry(actor *a)
 
 static int cont_nothing(actor *a, lua_State *L) { return 0; }
 
+/* An actor that ran a whole timeslice computes: its state leaves the runtime's JIT
+ * parameters (loops compile after 2000 iterations, in small machine-code areas: vm/luavm.c)
+ * for LuaJIT's own, and flushes the traces compiled so far, so its loops are recompiled
+ * into the traces plain LuaJIT would make (nbody compiled late ran 10% more instructions
+ * per step). In the interpreter, never inside a trace; once per actor. */
+static void retune(actor *a, lua_State *L)
+{
+    if (!atomic_load_explicit(&a->vm.retune_due, memory_order_relaxed) || a->vm.jit_retuned)
+        return;
+    if (ljx_jit_retune(L) != 0)
+        return; /* inside a finalizer: the next whole slice asks again */
+    a->vm.jit_retuned = 1;
+    atomic_store_explicit(&a->vm.retune_due, 0, memory_order_relaxed);
+}
+
+/* The count hook body_retune armed. */
+static void hook_retune(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    actor *a = luavm_actor(L);
+    if (!a->vm.closing)
+        retune(a, L);
+}
+
+void body_retune(actor *a)
+{
+    /* a hook already armed (a preemption's) does the retune itself */
+    if (!a->vm.jit_retuned && !lua_gethook(a->vm.L))
+        lua_sethook(a->vm.L, hook_retune, LUA_MASKCOUNT, 1);
+}
+
 /* The count hook armed by the signal handler: runs at the next interpreted bytecode. */
 static void hook_yield(lua_State *L, lua_Debug *ar)
 {
     actor *a = luavm_actor(L);
     lua_sethook(L, NULL, 0, 0);
+    if (!a->vm.closing)
+        retune(a, L);
     if (!a->run.preempt_pending || a->vm.closing)
         return;
     a->run.preempt_pending = 0;
@@ -520,6 +554,8 @@ int body_preempt(actor *a, uintptr_t pc, uintptr_t sp, int may_switch)
         /* compiled code called from a hook: the hook dispatcher below keeps errno's address */
         if (ljx_in_hook(a->vm.L))
             a->run.pinned = 1;
+        else if (atomic_load_explicit(&a->vm.retune_due, memory_order_relaxed))
+            body_retune(a); /* runs once it is back in the interpreter */
         return 1;
     }
     /* an untrusted context (TSan runs the handler late, at an interceptor, so in C code):

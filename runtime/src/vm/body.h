@@ -21,6 +21,9 @@ void body_stop_entry(struct actor *a);
  * yields at the next interpreted bytecode and, if a C function called from Lua runs, a
  * switch as it returns, and returns 0. sp: the interrupted stack pointer. Async-signal-safe. */
 int body_preempt(struct actor *a, uintptr_t pc, uintptr_t sp, int may_switch);
+/* actor_hooks.retune: arms the count hook that switches the state to LuaJIT's own JIT
+ * parameters at its next interpreted bytecode (async-signal-safe). */
+void body_retune(struct actor *a);
 
 /* Blocks the calling actor from a C function called by Lua on coroutine L until cont (which
  * re-checks the wait's condition after every wake) pushes results. Returns what a

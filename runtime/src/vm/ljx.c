@@ -89,6 +89,27 @@ void ljx_jit_set_sizemcode(lua_State *L, int kb) { L2J(L)->param[JIT_P_sizemcode
 
 void ljx_jit_set_maxmcode(lua_State *L, int kb) { L2J(L)->param[JIT_P_maxmcode] = kb; }
 
+/* The parameter defaults, as lib_jit.c builds them from the same table. */
+static const int32_t jit_param_default[JIT_P__MAX + 1] = {
+#define JIT_PARAMINIT(len, name, value) (value),
+    JIT_PARAMDEF(JIT_PARAMINIT)
+#undef JIT_PARAMINIT
+        0};
+
+int ljx_jit_retune(lua_State *L)
+{
+    global_State *g = G(L);
+    jit_State *J = L2J(L);
+    /* in a finalizer, or while a trace is being recorded (a hook runs beside the recorder) */
+    if ((g->hookmask & HOOK_GC) || J->state != LJ_TRACE_IDLE)
+        return -1;
+    if (lj_trace_flushall(L) != 0)
+        return -1;
+    memcpy(J->param, jit_param_default, sizeof J->param);
+    lj_dispatch_init_hotcount(g);
+    return 0;
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)

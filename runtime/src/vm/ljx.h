@@ -31,6 +31,11 @@ void ljx_jit_copy(lua_State *to, lua_State *from);
 void ljx_jit_set_sizemcode(lua_State *L, int kb);
 void ljx_jit_set_maxmcode(lua_State *L, int kb);
 
+/* Give L's state LuaJIT's default JIT parameters (those luaopen_jit sets), flush its
+ * traces and restart its hot counters from the new hotloop. From Lua code or a hook, never
+ * from a trace. 0, or -1 inside a __gc finalizer or while recording (nothing changes). */
+int ljx_jit_retune(lua_State *L);
+
 /* A raw view of a value, read without the Lua stack or metamethods (used by the message
  * encoder: ~5x faster than the API calls). Pointers stay valid only while no Lua code runs and
  * nothing is allocated in the state. Boolean: num is 0 or 1. */

@@ -1,0 +1,44 @@
+-- JIT parameters: an actor's loops compile late (the runtime's hotloop, so the message
+-- loops of many actors stay interpreted), and an actor that runs a whole timeslice takes
+-- LuaJIT's own parameters, so compute runs the traces plain LuaJIT would make.
+local smarm = require "smarm"
+
+-- The body of a fresh actor: whether a fresh 200-iteration loop starts a trace, before and
+-- after the actor has computed for several timeslices; sent to `to`.
+local function probe(to)
+   local s = require "smarm"
+   local jit = require "jit"
+   local function loop_compiles()
+      local starts = 0
+      local function on_trace(what)
+         if what == "start" then starts = starts + 1 end
+      end
+      jit.attach(on_trace, "trace")
+      local f = assert(load("local s = 0 for i = 1, 200 do s = s + i end return s"))
+      local sum = f()
+      jit.attach(on_trace)
+      assert(sum == 20100)
+      return starts > 0
+   end
+   local before = loop_compiles()
+   -- interpreted (jit.off), so the switch happens at one of its bytecodes
+   local function spin(seconds)
+      local t0 = s.now()
+      while s.now() - t0 < seconds do end
+   end
+   jit.off(spin)
+   spin(0.1)
+   s.send(to, { before = before, after = loop_compiles() })
+end
+
+describe("JIT parameters", function()
+   it("switch to LuaJIT's own once an actor computes for a whole timeslice", function()
+      local pid, mon = smarm.spawn_monitor(probe, smarm.self())
+      local r = assert(smarm.recv(30), "the probe did not answer")
+      assert.is_false(r.before, "a 200-iteration loop compiled at once")
+      assert.is_true(r.after, "the loop did not compile after a computing timeslice")
+      local down = assert(mon:recv(10))
+      assert.are.equal(pid, down.pid)
+      assert.are.equal("normal", down.reason)
+   end)
+end)
