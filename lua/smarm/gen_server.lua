@@ -3,6 +3,7 @@
 -- start/call/stop plumbing are smarm.gen's (shared with gen_statem).
 local smarm = require "smarm"
 local gen = require "smarm.gen"
+local reload = require "smarm.reload"
 
 local M = {}
 
@@ -178,9 +179,12 @@ end
 -- The receive loop: returns the stop reason, the deferred stop reply and the last state.
 local function loop(state)
    local receive = gen.receive
+   local changes = reload.changes
    while true do
       local new, reason, after, last
       local signal, m = receive()
+      -- the callback module was reloaded: convert the state before m (still in hand)
+      if changes[mod_name] then state = reload.convert(mod, mod_name, state) end
       if signal then
          new, reason, after, last = exit_signal(m, state)
       else

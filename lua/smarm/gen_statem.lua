@@ -3,6 +3,7 @@
 -- protocol, so gen_server.call and gen_statem.call are interchangeable.
 local smarm = require "smarm"
 local gen = require "smarm.gen"
+local reload = require "smarm.reload"
 
 local M = {}
 
@@ -251,6 +252,11 @@ local function loop()
          else
             etype, content, from = classify(m)
          end
+      end
+      -- the callback module was reloaded: convert state and data before this event
+      if reload.changes[mod_name] then
+         state, data = reload.convert(mod, mod_name, state, data)
+         if handler then handler = mod.handle_event end
       end
       if etype == "stop" then return content end
       if etype then

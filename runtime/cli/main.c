@@ -37,6 +37,8 @@ static void usage(FILE *f)
           "                    shells may attach to the application on this Unix socket\n"
           "                    (made with mode 0600; a path of another user is refused)\n"
           "  --remsh PATH      attach a shell to the application listening on PATH\n"
+          "  --watch           reload the loaded modules whose .lua files change under\n"
+          "                    app.lua's directory (reports on stderr)\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
           "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
@@ -143,7 +145,7 @@ int main(int argc, char **argv)
     smarm_config cfg;
     smarm_config_init(&cfg);
     const char *code = NULL, *script = NULL, *shell_socket = NULL;
-    int interactive = 0;
+    int interactive = 0, watch = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -165,6 +167,8 @@ int main(int argc, char **argv)
                 0)
                 return 2;
             cfg.blocking_threads = (int)v;
+        } else if (strcmp(a, "--watch") == 0) {
+            watch = 1;
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);
@@ -240,6 +244,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
         return 1;
     }
+    if (watch && (rc = smarm_watch(rt, cfg.app_dir)) != 0)
+        fprintf(stderr, "smarm-lua: --watch: cannot watch %s: %s\n", cfg.app_dir,
+                smarm_strerror(rc));
     int status = 1;
     int sv[2] = {-1, -1};
     pthread_t client;

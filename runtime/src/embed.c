@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "core/scheduler.h"
 #include "vm/body.h"
 #include "vm/luavm.h"
+#include "vm/modcache.h"
 
 struct thread_handle;
 
@@ -322,6 +324,25 @@ static void close_host(smarm_host *h)
 }
 
 /* ---- from any thread ---- */
+
+int64_t smarm_reload(smarm_runtime *rt, const char *module, char *err, size_t errlen)
+{
+    char buf[512];
+    if (!err || errlen == 0) {
+        err = buf;
+        errlen = sizeof buf;
+    }
+    if (!rt || !module) {
+        snprintf(err, errlen, "no runtime or no module name");
+        return SMARM_EINVAL;
+    }
+    if (modcache_version(rt->vm, module) < 0) {
+        snprintf(err, errlen, "module %s is not loaded", module);
+        return SMARM_EINVAL;
+    }
+    int64_t v = modcache_reload(rt->vm, module, err, errlen);
+    return v >= 0 ? v : SMARM_ELOAD;
+}
 
 int smarm_preload(smarm_runtime *rt, const char *name, lua_CFunction open)
 {

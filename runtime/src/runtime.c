@@ -17,6 +17,8 @@
 #include "lib/chan_lua.h"
 #include "lib/init.h"
 #include "lib/net_lua.h"
+#include "lib/reload_lua.h"
+#include "watch.h"
 #include "vm/body.h"
 #include "vm/codec.h"
 #include "vm/luavm.h"
@@ -139,6 +141,7 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     if (err == 0) {
         rt->vm->push_library = lib_push_smarm;
         rt->vm->preloads = lib_preloads;
+        rt->vm->take_reload = reload_lua_take;
     }
     if (err == 0)
         err = registry_init(rt);
@@ -180,6 +183,7 @@ void smarm_runtime_free(smarm_runtime *rt)
     /* scheduler threads a run left inside C calls still use all of it */
     if (!rt || rt->abandoned)
         return;
+    watch_stop(rt);
     embed_free(rt);
     if (rt->abandoned)
         return; /* smarm_stop left a scheduler inside a C call */

@@ -828,6 +828,159 @@ static void one_runtime_restarts(void **state)
     smarm_runtime_free(rt);
 }
 
+/* ---- hot reload from the host: smarm_reload, smarm_watch ---- */
+
+static void write_file(const char *dir, const char *name, const char *text, int by_rename)
+{
+    char path[512], tmp[520];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(by_rename ? tmp : path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    if (by_rename)
+        assert_int_equal(rename(tmp, path), 0);
+}
+
+static void hotmod_version(const char *dir, int v, int by_rename)
+{
+    char src[128];
+    snprintf(src, sizeof src, "local M = {}\nfunction M.v() return %d end\nreturn M\n", v);
+    write_file(dir, "hotmod.lua", src, by_rename);
+}
+
+static smarm_runtime *new_rt_in(const char *dir)
+{
+    smarm_config cfg;
+    smarm_config_init(&cfg);
+    cfg.schedulers = 2;
+    cfg.max_actors = 4096;
+    cfg.app_dir = dir;
+    smarm_runtime *rt = NULL;
+    assert_int_equal(smarm_runtime_new(&cfg, &rt), 0);
+    return rt;
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void reload_and_watch_from_host(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/smarm_reload_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hotmod_version(dir, 1, 0);
+    smarm_runtime *rt = new_rt_in(dir);
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt);
+    assert_non_null(h);
+    lua_State *L = smarm_host_lua(h);
+    char err[256] = "";
+    /* nobody loaded it yet */
+    assert_int_equal(smarm_reload(rt, "hotmod", err, sizeof err), SMARM_EINVAL);
+    assert_non_null(strstr(err, "not loaded"));
+    lua_ok(L, "H = require 'hotmod'; assert(H.v() == 1)", 0);
+    hotmod_version(dir, 2, 0);
+    assert_int_equal(smarm_reload(rt, "hotmod", err, sizeof err), 1);
+    /* the host state takes it at its next safe point: a poll */
+    lua_ok(L,
+           "local s = require 'smarm'; s.recv(0); assert(H.v() == 2)\n"
+           "assert(s.code_version('hotmod') == 1)",
+           0);
+    write_file(dir, "hotmod.lua", "local M = {}\nfunction M.v() return end end\n", 0);
+    assert_int_equal(smarm_reload(rt, "hotmod", err, sizeof err), SMARM_ELOAD);
+    assert_non_null(strstr(err, "hotmod.lua:2:"));
+    lua_ok(L, "require 'smarm.gen_server'", 0);
+    assert_int_equal(smarm_reload(rt, "smarm.gen_server", err, sizeof err), SMARM_ELOAD);
+    assert_non_null(strstr(err, "part of smarm"));
+    assert_int_equal(smarm_reload(rt, NULL, NULL, 0), SMARM_EINVAL);
+    /* the watcher reloads a file renamed into place */
+    assert_int_equal(smarm_watch(rt, dir), 0);
+    assert_int_equal(smarm_watch(rt, dir), SMARM_EINVAL);
+    hotmod_version(dir, 3, 1);
+    lua_ok(L,
+           "local s = require 'smarm'\n"
+           "for _ = 1, 1000 do if H.v() == 3 then break end s.sleep(0.01) end\n"
+           "assert(H.v() == 3, 'the watcher did not reload')\n"
+           "assert(s.code_version('hotmod') == 2)",
+           0);
+    assert_int_equal(smarm_host_close(h), 0);
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
+    remove_dir(dir);
+}
+
+struct reloader {
+    smarm_runtime *rt;
+    const char *dir;
+    _Atomic int stop;
+    int done;
+};
+
+static void *reload_loop(void *arg)
+{
+    struct reloader *r = arg;
+    for (int i = 0; i < 200 && !atomic_load(&r->stop); i++) {
+        hotmod_version(r->dir, 1 + i % 2, i % 3 == 0);
+        char err[256];
+        if (smarm_reload(r->rt, "hotmod", err, sizeof err) < 0)
+            fail_msg("reload: %s", err);
+        r->done++;
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Reloads from a host thread race actors that spawn, load the module, wait (safe points)
+ * and exit: every actor runs one of the versions, nothing is lost (asan/tsan run this). */
+static void reloads_race_spawns_and_exits(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/smarm_reload_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hotmod_version(dir, 1, 0);
+    smarm_runtime *rt = new_rt_in(dir);
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_host *h = smarm_host_open(rt);
+    assert_non_null(h);
+    lua_State *L = smarm_host_lua(h);
+    lua_ok(L, "assert(require('hotmod').v() == 1)", 0);
+    struct reloader r = {rt, dir, 0, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, reload_loop, &r), 0);
+    lua_ok(L,
+           "local s = require 'smarm'\n"
+           "local n = 1000\n"
+           "for i = 1, n do\n"
+           "   s.spawn(function(to)\n"
+           "      local s = require 'smarm'\n"
+           "      local H = require 'hotmod'\n"
+           "      local seen = H.v()\n"
+           "      s.sleep(0.0005); s.yield()\n"
+           "      s.send(to, seen * 10 + H.v())\n"
+           "   end, s.self())\n"
+           "   if i % 50 == 0 then s.sleep(0.001) end\n"
+           "end\n"
+           "for _ = 1, n do\n"
+           "   local v = assert(s.recv(30), 'an actor did not answer')\n"
+           "   assert(v == 11 or v == 12 or v == 21 or v == 22, v)\n"
+           "end\n",
+           0);
+    atomic_store(&r.stop, 1);
+    pthread_join(t, NULL);
+    assert_true(r.done > 0);
+    assert_int_equal(smarm_host_close(h), 0);
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
+    remove_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -848,6 +1001,8 @@ int main(void)
         cmocka_unit_test(two_runtimes_do_not_see_each_other),
         cmocka_unit_test(start_stop_free_repeats),
         cmocka_unit_test(one_runtime_restarts),
+        cmocka_unit_test(reload_and_watch_from_host),
+        cmocka_unit_test(reloads_race_spawns_and_exits),
     };
     return cmocka_run_group_tests(tests, 0, NULL);
 }

@@ -36,6 +36,10 @@ run examples/switch.lua
 expect_status 0 "switch"
 expect_out "state=off flips=1 enters=3" "the Switch machine ends in the spec's state"
 
+run examples/hot_reload/main.lua 0.3 0.05
+expect_status 0 "hot_reload"
+expect_out "tick: the count is 3" "hot_reload's ticker reads the counter"
+
 run examples/supervision.lua
 expect_status 0 "supervision"
 expect_out "supervisor stopped:" "the supervision example shuts its tree down and ends"

@@ -93,6 +93,7 @@ typedef struct actor_vm {
     struct msg *decoding; /* a message being decoded there; freed if decoding raises */
     char *exit_bytes;     /* the reason smarm.exit was given, encoded at the call (or NULL) */
     size_t exit_len;
+    uint32_t code_epoch; /* the module cache's reload epoch this state last looked at */
     /* a C call's return address that the preemption handler replaced (vm/body.c) */
     uintptr_t *volatile cret_slot;
     uintptr_t cret_orig;

@@ -92,6 +92,7 @@ struct smarm_runtime {
     struct smarm_host *hosts;
     struct embed_preload *preloads;
     _Atomic int embed_running; /* smarm_start ran and smarm_stop has not */
+    struct watch *watch;       /* smarm_watch's thread (watch.c), or NULL */
 };
 
 #endif

@@ -84,6 +84,7 @@ const char *lib_check_name(lua_State *L, int idx, const char *fname)
 int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont)
 {
     if (poll) {
+        luavm_safe_point(a, L);
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");
         return 2;

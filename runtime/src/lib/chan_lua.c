@@ -229,8 +229,10 @@ static int l_rx_recv(lua_State *L)
     uint64_t deadline = lib_check_timeout(L, 2, "rx:recv", &poll);
     luavm_gc_catch_up(L);
     int n = try_rx(L, ep->c, "rx:recv");
-    if (n >= 0)
+    if (n >= 0) {
+        luavm_safe_point(a, L);
         return n;
+    }
     if (!poll)
         set_anchor(L, 1);
     return lib_wait(L, a, deadline, poll, rx_cont);
@@ -416,8 +418,10 @@ static int l_select(lua_State *L)
     }
     luavm_gc_catch_up(L);
     int r = select_scan(a, L, 1);
-    if (r >= 0)
+    if (r >= 0) {
+        luavm_safe_point(a, L);
         return r;
+    }
     if (!poll)
         set_anchor(L, 1);
     return lib_wait(L, a, deadline, poll, select_cont);

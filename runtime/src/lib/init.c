@@ -15,6 +15,7 @@
 #include "lib/chan_lua.h"
 #include "lib/exit_lua.h"
 #include "lib/net_lua.h"
+#include "lib/reload_lua.h"
 #include "lib/smarm_lua.h"
 #include "lib/table_lua.h"
 #include "lib/timer_lua.h"
@@ -36,6 +37,7 @@ static const lib_group groups[] = {
     {chan_lua_funcs, chan_fields, chan_lua_fields}, /* channel, select, inbox */
     {timer_lua_funcs, no_fields, NULL},             /* send_after, cancel_timer */
     {exit_lua_funcs, exit_fields, exit_lua_fields}, /* links, monitors, exits, names, pg */
+    {reload_lua_funcs, no_fields, NULL},            /* reload, code_version, on_reload */
 };
 #define NGROUPS (sizeof groups / sizeof groups[0])
 
@@ -137,6 +139,7 @@ static int smarm_index(lua_State *L)
 static const luaL_Reg preloads[] = {
     {"smarm.net.raw", net_lua_open},
     {"smarm.table", table_lua_open},
+    {"smarm.reload.raw", reload_lua_open_raw},
     {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;

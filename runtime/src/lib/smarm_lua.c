@@ -330,6 +330,7 @@ static int l_recv(lua_State *L)
     actor *a = luavm_actor(L);
     luavm_gc_catch_up(L);
     if (take_msg(a, L)) {
+        luavm_safe_point(a, L);
         preempt_safe_point(a);
         return 1;
     }
@@ -344,8 +345,10 @@ static int l_sleep(lua_State *L)
 {
     actor *a = luavm_actor(L);
     uint64_t deadline = lib_check_seconds(L, 1, "smarm.sleep");
-    if (deadline <= park_now_ns())
+    if (deadline <= park_now_ns()) {
+        luavm_safe_point(a, L);
         return 0;
+    }
     a->run.deadline = deadline;
     sched_arm_wake(a, a->run.deadline);
     return body_wait(L, a, sleep_cont);
@@ -355,6 +358,7 @@ static int l_yield(lua_State *L)
 {
     actor *a = luavm_actor(L);
     sched_yield_actor(a);
+    luavm_safe_point(a, L);
     return 0;
 }
 

@@ -313,8 +313,10 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
         for (;;) {
             uint32_t seq = host_seq(h);
             int n = cont(a, L);
-            if (n >= 0)
+            if (n >= 0) {
+                luavm_safe_point(a, L);
                 return n;
+            }
             if (atomic_load_explicit(&a->run.stop, memory_order_acquire))
                 return luaL_error(L, "smarm: the host actor was stopped (the runtime is stopping, "
                                      "or it was killed or linked to an actor that died)");
@@ -330,8 +332,10 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
         /* a stopped actor is never switched back in here: see the scheduler's run_actor */
         sched_leave(a, LEAVE_PARK_STACK);
         int n = cont(a, L);
-        if (n >= 0)
+        if (n >= 0) {
+            luavm_safe_point(a, L);
             return n;
+        }
         sched_rearm_wake(a);
     }
 }
@@ -368,6 +372,10 @@ void body_entry(actor *a)
             sched_leave(a, LEAVE_PARK_CO);
         }
         nargs = cc.nres;
+        /* a wait returns (not a preemption): a safe point, taken on the main state while the
+         * coroutine holds the wait's results */
+        if (a->run.yield_leave == LEAVE_PARK_CO)
+            luavm_safe_point(a, a->vm.L);
     }
     a->vm.cont = NULL;
     int st = lua_resume(a->vm.co, nargs);

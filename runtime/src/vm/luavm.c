@@ -133,6 +133,24 @@ actor *luavm_actor(lua_State *L)
 
 smarm_runtime *luavm_runtime(lua_State *L) { return luavm_actor(L)->rt; }
 
+void luavm_safe_point(actor *a, lua_State *L)
+{
+    luavm_shared *vm = a->rt->vm;
+    uint32_t epoch = atomic_load_explicit(&vm->reload_epoch, memory_order_acquire);
+    if (epoch == a->vm.code_epoch)
+        return;
+    /* noted first: a reload step that waits (an on_reload hook may) does not nest */
+    a->vm.code_epoch = epoch;
+    if (!vm->take_reload || a->vm.closing || a->vm.in_cont)
+        return;
+    lua_pushcfunction(L, vm->take_reload);
+    if (lua_pcall(L, 0, 0, 0) != 0) {
+        const char *err = lua_tostring(L, -1);
+        luavm_report(a, "reload", err ? err : "(error object is not a string)");
+        lua_pop(L, 1);
+    }
+}
+
 /* ---- lazily opened libraries ---- */
 
 static const struct lazy_lib {
@@ -567,6 +585,8 @@ int luavm_boot(actor *a)
     if (!L)
         return -1;
     a->vm.L = L;
+    /* every module it requires from here on is the newest version */
+    a->vm.code_epoch = atomic_load_explicit(&vm->reload_epoch, memory_order_acquire);
     ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
     int st = lua_cpcall(L, boot_protected, &bc);

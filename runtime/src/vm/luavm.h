@@ -12,20 +12,23 @@ typedef struct lua_State lua_State;
 struct actor;
 struct smarm_runtime;
 
+/* One compiled version of a module. Its bytes are copied into a state by luaL_loadbuffer
+ * (outside the cache lock): refs counts the loads under way, and a version that is no
+ * longer the module's current one is freed when the last of them ends. */
+typedef struct luavm_version {
+    char *bc; /* bytecode */
+    size_t len;
+    uint32_t number; /* 0 for the first compile, +1 per reload */
+    int refs;
+} luavm_version;
+
 typedef struct luavm_module {
     struct luavm_module *next;
-    char *key; /* module name (embedded) or resolved file path */
-    char *bc;  /* bytecode */
-    size_t len;
-    uint32_t version; /* bumped whenever the source changes (hot reload swaps versions) */
-    int64_t mtime_ns; /* of the file it was compiled from; -1 for embedded modules */
+    char *key;  /* module name (embedded) or resolved file path */
+    char *name; /* the name it was required by */
+    int embedded;
+    luavm_version *cur; /* the newest accepted version (a failed compile never replaces it) */
 } luavm_module;
-
-/* Bytecode of a version that was replaced: kept until the runtime ends (see modcache.c). */
-typedef struct luavm_retired {
-    struct luavm_retired *next;
-    char *bc;
-} luavm_retired;
 
 /* A C function the host program offers every state as a module (smarm_preload). */
 typedef struct luavm_preload {
@@ -38,7 +41,12 @@ typedef struct luavm_shared {
     pthread_mutex_t lock; /* guards the cache and tmpl */
     lua_State *tmpl;      /* compiles modules; its JIT setup is copied into new states */
     luavm_module *modules;
-    luavm_retired *retired;
+    /* bumped (after the cache lock) by every published reload: an actor whose own copy
+     * differs looks for new versions at its next safe point (luavm_safe_point) */
+    _Atomic uint32_t reload_epoch;
+    /* the library's reload step (lib/reload_lua.c), run at a safe point on the actor's main
+     * state when the epoch moved and the state has file modules loaded */
+    int (*take_reload)(lua_State *L);
     char *package_path;                 /* app_dir's entries, prepended to LUA_PATH */
     void (*push_library)(lua_State *L); /* pushes the state's smarm table (require "smarm") */
     /* modules of the library above that are C functions (package.preload entries, e.g. the
@@ -91,6 +99,10 @@ void luavm_close(struct actor *a);
  * channels) is never released: the receiver of such a channel is simply gone. */
 void luavm_abandon(struct actor *a);
 struct smarm_runtime *luavm_runtime(lua_State *L);
+/* A safe point between messages (a wait returned, or recv found a message at once): if a
+ * module was reloaded since this actor last looked, its new versions are taken (the
+ * library's take_reload). Values on L's stack are kept. Errors are reported, not raised. */
+void luavm_safe_point(struct actor *a, lua_State *L);
 struct actor *luavm_actor(lua_State *L);
 
 #endif

@@ -1,0 +1,3 @@
+local M = {
+function x() end
+return M
