@@ -11,6 +11,7 @@
 #include "vm/codec.h"
 #include "lib/args.h"
 #include "lib/net_lua.h"
+#include "lib/recv_lua.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
@@ -184,7 +185,7 @@ static int try_inbox(actor *a, lua_State *L)
         return -1;
     a->stats.msgs_in++;
     lib_took(a);
-    luavm_take(L, m, "smarm.select");
+    recv_lua_take(a, L, m, "smarm.select");
     return 1;
 }
 

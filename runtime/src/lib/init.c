@@ -15,6 +15,7 @@
 #include "lib/chan_lua.h"
 #include "lib/exit_lua.h"
 #include "lib/net_lua.h"
+#include "lib/recv_lua.h"
 #include "lib/smarm_lua.h"
 #include "lib/timer_lua.h"
 
@@ -135,6 +136,7 @@ static int smarm_index(lua_State *L)
 
 static const luaL_Reg preloads[] = {
     {"smarm.net.raw", net_lua_open},
+    {"smarm.selective.raw", recv_lua_open},
     {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;

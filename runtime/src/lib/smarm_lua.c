@@ -15,6 +15,7 @@
 #include "lib/args.h"
 #include "lib/blocking_lua.h"
 #include "lib/chan_lua.h"
+#include "lib/recv_lua.h"
 #include "vm/codec.h"
 #include "vm/body.h"
 #include "vm/luavm.h"
@@ -307,7 +308,7 @@ static int take_msg(actor *a, lua_State *L)
         return 0;
     a->stats.msgs_in++;
     lib_took(a);
-    luavm_take(L, m, "smarm.recv");
+    recv_lua_take(a, L, m, "smarm.recv");
     return 1;
 }
 
@@ -327,6 +328,18 @@ static int recv_cont(actor *a, lua_State *L)
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
+    if (lua_type(L, 1) == LUA_TFUNCTION) {
+        /* recv(match [, timeout]): selective, driven by lua/smarm/selective.lua */
+        int n = lua_gettop(L);
+        lua_getfield(L, LUA_GLOBALSINDEX, "require");
+        lua_pushliteral(L, "smarm.selective");
+        lua_call(L, 1, 1);
+        lua_getfield(L, -1, "recv");
+        lua_replace(L, -2);
+        lua_insert(L, 1);
+        lua_call(L, n, LUA_MULTRET);
+        return lua_gettop(L);
+    }
     luavm_gc_catch_up(L);
     if (take_msg(a, L)) {
         preempt_safe_point(a);
