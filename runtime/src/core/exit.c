@@ -443,6 +443,43 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
     cold_unlock(t);
 }
 
+int exit_signal(smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reason, size_t len,
+                enum exit_kind kind)
+{
+    actor *t = lock_live(rt, pid);
+    if (!t)
+        return -1;
+    if (kind == EXIT_KILL) {
+        cold_unlock(t);
+        sched_stop(rt, pid, STOP_KILL);
+        return 0;
+    }
+    chan *trap = t->ex.trap;
+    if (trap) {
+        /* trap_exit is read under the target's lock, so a signal racing it is either a
+         * message (trapping) or a stop (not), never both nor neither */
+        actor tmp;
+        memset(&tmp, 0, sizeof tmp);
+        char *copy = dup_bytes(reason, len);
+        exit_set_reason_bytes(&tmp, copy, copy ? len : 0, 1);
+        send_or_drop(trap, notice_req(&tmp, from, 1, 0));
+        clear_reason(&tmp);
+        cold_unlock(t);
+        return 0;
+    }
+    if (kind == EXIT_NORMAL) {
+        cold_unlock(t);
+        return 0;
+    }
+    if (!t->ex.exit_override) {
+        t->ex.exit_override = dup_bytes(reason, len);
+        t->ex.exit_override_len = t->ex.exit_override ? len : 0;
+    }
+    cold_unlock(t);
+    sched_stop(rt, pid, STOP_LINKED);
+    return 0;
+}
+
 int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)
 {
     actor *a = sched_actor(rt, pid);

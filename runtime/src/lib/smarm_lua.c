@@ -21,6 +21,8 @@
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "core/chan.h"
+#include "core/exit.h"
+#include "base/wire.h"
 #include "core/preempt.h"
 #include "core/registry.h"
 #include "base/sanitize.h"
@@ -372,8 +374,49 @@ static int l_yield(lua_State *L)
 
 /* ---- exit ---- */
 
+/* smarm.exit(pid, reason): Erlang's exit/2, a signal to pid (core/exit.h: exit_signal). */
+static int exit_to(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    uint64_t pid = lib_check_pid_in(L, 1, "smarm.exit", a->rt);
+    const char *r = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+    enum exit_kind kind = r && strcmp(r, "kill") == 0                          ? EXIT_KILL
+                          : lua_isnil(L, 2) || (r && strcmp(r, "normal") == 0) ? EXIT_NORMAL
+                                                                               : EXIT_OTHER;
+    int self = pid == a->pid;
+    /* exit(self(), "normal") of an actor that does not trap ends it, as in Erlang */
+    if (self && kind == EXIT_NORMAL && !a->ex.trap &&
+        !atomic_load_explicit(&a->run.host, memory_order_relaxed)) {
+        lua_settop(L, 2);
+        return body_raise_exit(L, 2);
+    }
+    wire_buf b;
+    wire_buf_init(&b);
+    char err[200];
+    if (lua_isnil(L, 2) ? wire_put_string(&b, "normal", 6) != 0
+                        : codec_encode(L, 2, &b, "reason", err, sizeof err) != 0) {
+        wire_buf_free(&b);
+        return luaL_error(L, "smarm.exit: %s", lua_isnil(L, 2) ? "out of memory" : err);
+    }
+    if (wire_has_refs(b.data, b.len)) {
+        wire_release(b.data, b.len);
+        wire_buf_free(&b);
+        return luaL_error(L, "smarm.exit: a reason cannot carry channel endpoints");
+    }
+    int rc = exit_signal(a->rt, a->pid, pid, b.data, b.len, kind);
+    wire_buf_free(&b);
+    /* a signal that stops the caller itself takes effect now */
+    if (self && atomic_load_explicit(&a->run.stop, memory_order_acquire) &&
+        !atomic_load_explicit(&a->run.host, memory_order_relaxed))
+        sched_yield_actor(a);
+    lua_pushboolean(L, rc == 0);
+    return 1;
+}
+
 static int l_exit(lua_State *L)
 {
+    if (lua_gettop(L) >= 2)
+        return exit_to(L);
     if (atomic_load_explicit(&luavm_actor(L)->run.host, memory_order_relaxed))
         return luaL_error(L, "smarm.exit: a host thread ends its actor with smarm_host_close");
     lua_settop(L, 1);

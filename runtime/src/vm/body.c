@@ -26,7 +26,36 @@ LUA_UNWOUND_BEGIN
 
 /* ---- smarm.exit: a marker error the body recognises ---- */
 
-static const char exit_key = 'e';
+static const char exit_key = 'e', exit_mt_key = 'm';
+
+static const char *describe_value(lua_State *L, int idx, char *buf, size_t n);
+
+static int exit_tostring(lua_State *L)
+{
+    char text[256];
+    lua_getfield(L, 1, "reason");
+    lua_pushfstring(L, "exit: %s",
+                    lua_isnil(L, -1) ? "normal" : describe_value(L, -1, text, sizeof text));
+    return 1;
+}
+
+/* Pushes the metatable of the error objects smarm.exit raises (made once per state). */
+static void push_exit_mt(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&exit_mt_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, exit_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "smarm exit");
+    lua_setfield(L, -2, "__metatable");
+    lua_pushlightuserdata(L, (void *)&exit_mt_key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
 
 int body_raise_exit(lua_State *L, int idx)
 {
@@ -57,11 +86,26 @@ int body_raise_exit(lua_State *L, int idx)
     lua_pushlightuserdata(L, (void *)&exit_key);
     lua_pushvalue(L, idx);
     lua_rawset(L, LUA_REGISTRYINDEX);
-    lua_pushlightuserdata(L, (void *)&exit_key);
+    /* what a pcall catches: {reason = r} whose tostring shows the reason; raising it again
+     * (error(e)) still ends the actor with that reason */
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, idx);
+    lua_setfield(L, -2, "reason");
+    push_exit_mt(L);
+    lua_setmetatable(L, -2);
     return lua_error(L);
 }
 
-static int is_exit(lua_State *L, int idx) { return lua_touserdata(L, idx) == (void *)&exit_key; }
+static int is_exit(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx))
+        return 0;
+    lua_pushlightuserdata(L, (void *)&exit_mt_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same;
+}
 
 /* Pushes the value given to smarm.exit (nil if none). */
 static void push_exit_value(lua_State *L)
