@@ -104,14 +104,17 @@ void exit_set_error(actor *a, const char *msg, const char *traceback)
 /* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
  * signals, plus request = true for a shutdown asked of the receiver (exit_shutdown:
  * not a death, so a supervisor can tell it from a linked actor that ended so) */
-static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
+static msg *notice_ref(actor *a, uint64_t pid, int exit_signal, int request, uint64_t ref)
 {
     wire_buf b;
     wire_buf_init(&b);
-    unsigned n =
-        2 + (a->ex.err_msg != NULL) + (a->ex.err_tb != NULL) + (exit_signal != 0) + (request != 0);
+    unsigned n = 2 + (a->ex.err_msg != NULL) + (a->ex.err_tb != NULL) + (exit_signal != 0) +
+                 (request != 0) + (ref != 0);
     int bad = wire_put_table(&b, 0, n);
     bad |= wire_put_string(&b, "pid", 3) | wire_put_number(&b, (double)pid);
+    /* a monitor's notice names the monitor (mon.ref) */
+    if (ref)
+        bad |= wire_put_string(&b, "ref", 3) | wire_put_number(&b, (double)ref);
     if (exit_signal)
         bad |= wire_put_string(&b, "from", 4) | wire_put_number(&b, (double)pid);
     if (request)
@@ -130,6 +133,11 @@ static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
     msg *m = bad ? NULL : msg_new(b.data, b.len);
     wire_buf_free(&b);
     return m;
+}
+
+static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
+{
+    return notice_ref(a, pid, exit_signal, request, 0);
 }
 
 static msg *notice(actor *a, uint64_t pid, int exit_signal)
@@ -253,7 +261,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     /* monitors after links: whoever watches and is linked sees the link's
      * effect (a stop, or an exit signal queued) done by the time the notice comes */
     for (uint32_t i = 0; i < nmons; i++) {
-        send_last_or_drop(mons[i].c, notice(a, pid, 0));
+        send_last_or_drop(mons[i].c, notice_ref(a, pid, 0, 0, mons[i].id));
         chan_release(mons[i].c, CHAN_TX);
     }
     free(mons);
@@ -389,7 +397,11 @@ uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
         cold_unlock(t);
         return id;
     }
-    send_last_or_drop(c, simple_notice(pid, "noproc", 0, 0));
+    actor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    exit_set_reason(&tmp, "noproc", 1);
+    send_last_or_drop(c, notice_ref(&tmp, pid, 0, 0, id));
+    clear_reason(&tmp);
     chan_release(c, CHAN_TX);
     return id;
 }

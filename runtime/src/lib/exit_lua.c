@@ -66,6 +66,7 @@ static int l_monitor(lua_State *L)
     chan_lua_push(L, c, CHAN_RX);
     uint64_t id = exit_monitor(a->rt, pid, c); /* takes the tx reference */
     chan_set_monitor(c, pid, id);
+    chan_lua_monitor_ref(L, -1, id);
     return 1;
 }
 

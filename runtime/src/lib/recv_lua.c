@@ -3,6 +3,12 @@
  * so the next scan (or a plain recv) reuses it instead of decoding the bytes again. */
 #include "lib/recv_lua.h"
 
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -176,10 +182,31 @@ static const luaL_Reg raw_funcs[] = {
     {"deadline", l_deadline}, {"wait", l_wait},   {NULL, NULL},
 };
 
+/* The behaviours' protocol tag (smarm.gen): a key no user message carries by accident, the
+ * same in every actor of the process, different in every process. */
+static char proto_tag[40];
+static pthread_once_t proto_once = PTHREAD_ONCE_INIT;
+
+static void make_tag(void)
+{
+    uint64_t r[2] = {0, 0};
+    if (getentropy(r, sizeof r) != 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r[0] = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+        r[1] = (uint64_t)ts.tv_sec;
+    }
+    snprintf(proto_tag, sizeof proto_tag, "$gen:%016llx%08llx", (unsigned long long)r[0],
+             (unsigned long long)(r[1] & 0xffffffffu));
+}
+
 int recv_lua_open(lua_State *L)
 {
+    pthread_once(&proto_once, make_tag);
     lua_newtable(L);
     luaL_register(L, NULL, raw_funcs);
+    lua_pushstring(L, proto_tag);
+    lua_setfield(L, -2, "tag");
     return 1;
 }
 

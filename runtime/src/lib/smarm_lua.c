@@ -183,8 +183,10 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
             return luaL_error(L, "%s: the runtime is stopping", fname);
         return spawn_at_capacity(L, a, try_mode, fname);
     }
-    if (mc)
+    if (mc) {
         chan_set_monitor(mc, pid, o->monitor_id);
+        chan_lua_monitor_ref(L, -1, o->monitor_id);
+    }
     push_pid(L, pid);
     if (mc) {
         lua_pushvalue(L, -2);
