@@ -41,6 +41,7 @@ struct host;
 typedef struct monitor_ref {
     uint64_t id;
     struct chan *c; /* holds one tx reference */
+    int shared;     /* c is shared by several monitors: the notice does not close it */
 } monitor_ref;
 
 /* BOOT_HOST: a host actor's state (embedding): no body, the host thread drives it */

@@ -261,7 +261,11 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     /* monitors after links: whoever watches and is linked sees the link's
      * effect (a stop, or an exit signal queued) done by the time the notice comes */
     for (uint32_t i = 0; i < nmons; i++) {
-        send_last_or_drop(mons[i].c, notice_ref(a, pid, 0, 0, mons[i].id));
+        msg *m = notice_ref(a, pid, 0, 0, mons[i].id);
+        if (mons[i].shared)
+            send_or_drop(mons[i].c, m);
+        else
+            send_last_or_drop(mons[i].c, m);
         chan_release(mons[i].c, CHAN_TX);
     }
     free(mons);
@@ -375,7 +379,19 @@ static void prune_monitors(actor *t)
     t->ex.nmonitors = n;
 }
 
+static uint64_t add_monitor(smarm_runtime *rt, uint64_t pid, chan *c, int shared);
+
 uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
+{
+    return add_monitor(rt, pid, c, 0);
+}
+
+uint64_t exit_monitor_shared(smarm_runtime *rt, uint64_t pid, chan *c)
+{
+    return add_monitor(rt, pid, c, 1);
+}
+
+static uint64_t add_monitor(smarm_runtime *rt, uint64_t pid, chan *c, int shared)
 {
     uint64_t id = atomic_fetch_add_explicit(&rt->next_monitor, 1, memory_order_relaxed) + 1;
     actor *t = lock_live(rt, pid);
@@ -393,14 +409,18 @@ uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
             t->ex.monitors = m;
             t->ex.capmonitors = cap;
         }
-        t->ex.monitors[t->ex.nmonitors++] = (monitor_ref){id, c};
+        t->ex.monitors[t->ex.nmonitors++] = (monitor_ref){id, c, shared};
         cold_unlock(t);
         return id;
     }
     actor tmp;
     memset(&tmp, 0, sizeof tmp);
     exit_set_reason(&tmp, "noproc", 1);
-    send_last_or_drop(c, notice_ref(&tmp, pid, 0, 0, id));
+    msg *m = notice_ref(&tmp, pid, 0, 0, id);
+    if (shared)
+        send_or_drop(c, m);
+    else
+        send_last_or_drop(c, m);
     clear_reason(&tmp);
     chan_release(c, CHAN_TX);
     return id;

@@ -35,6 +35,9 @@ void exit_noproc(struct smarm_runtime *rt, struct actor *self, uint64_t pid);
 /* Registers channel c (one tx reference handed over) for pid's down notice;
  * returns the monitor id. If pid is not alive, c gets a noproc notice at once. */
 uint64_t exit_monitor(struct smarm_runtime *rt, uint64_t pid, struct chan *c);
+/* The same for a channel several monitors share (one tx reference handed over per call):
+ * the notice is an ordinary message, and the channel stays open after it. */
+uint64_t exit_monitor_shared(struct smarm_runtime *rt, uint64_t pid, struct chan *c);
 /* Removes monitor id from pid, releasing its reference; 1 if it was still there. */
 int exit_demonitor(struct smarm_runtime *rt, uint64_t pid, uint64_t id);
 /* trap_exit: installs c (one tx reference handed over) or clears it (c = NULL). */
