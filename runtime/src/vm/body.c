@@ -378,6 +378,43 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     }
 }
 
+/* When the root's body returns, the registry's "smarm.at_return" function (the supervisors
+ * it started put it there) runs first, as the body's continuation on a coroutine of its
+ * own: it may wait (stopping a supervision tree in order takes the children's graces)
+ * before the root ends and the root-exit sweep takes whatever is left. 1 if it is set up
+ * to run (a->vm.co is its coroutine now). */
+static int at_return_setup(lua_State *L)
+{
+    actor *a = lua_touserdata(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "smarm.at_return");
+    if (lua_type(L, -1) != LUA_TFUNCTION)
+        return 0;
+    lua_State *co = lua_newthread(L);
+    /* anchored for the actor's life, as the body's coroutine is */
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "smarm.at_return_co");
+    lua_pop(L, 1);
+    lua_xmove(L, co, 1);
+    a->vm.co = co;
+    return 0;
+}
+
+static int at_return(actor *a)
+{
+    lua_State *L = a->vm.L;
+    if (a->pid != a->rt->root_pid || !L)
+        return 0;
+    lua_State *before = a->vm.co;
+    int top = lua_gettop(L);
+    /* protected: out of memory here ends the root as a normal return would */
+    lua_cpcall(L, at_return_setup, a);
+    lua_settop(L, top);
+    /* once: the function is gone from the registry before it runs */
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "smarm.at_return");
+    return a->vm.co != before;
+}
+
 void body_entry(actor *a)
 {
     int nargs;
@@ -412,14 +449,20 @@ void body_entry(actor *a)
         nargs = cc.nres;
     }
     a->vm.cont = NULL;
-    int st = lua_resume(a->vm.co, nargs);
-    if (st == LUA_YIELD) {
-        if (a->vm.cont)
-            sched_leave(a, a->run.yield_leave);
-        /* a bare coroutine.yield() at the body's top level */
-        lua_settop(a->vm.co, 0);
-        lua_pushstring(a->vm.co, "attempt to yield from outside a coroutine");
-        st = LUA_ERRRUN;
+    int st;
+    for (;;) {
+        st = lua_resume(a->vm.co, nargs);
+        if (st == LUA_YIELD) {
+            if (a->vm.cont)
+                sched_leave(a, a->run.yield_leave);
+            /* a bare coroutine.yield() at the body's top level */
+            lua_settop(a->vm.co, 0);
+            lua_pushstring(a->vm.co, "attempt to yield from outside a coroutine");
+            st = LUA_ERRRUN;
+        }
+        if (st != 0 || !at_return(a))
+            break;
+        nargs = 0;
     }
     body_finish(a, st);
     luavm_close(a);
