@@ -15,6 +15,7 @@
 
 #include "core/actor.h"
 #include "core/chan.h"
+#include "core/linkset.h"
 #include "base/spin.h"
 #include "base/wire.h"
 #include "core/runtime.h"
@@ -181,6 +182,7 @@ void exit_reset(actor *a, uint64_t pid, uint64_t owner)
     a->ex.owner = owner;
     a->ex.exited = 0;
     a->ex.nlinks = 0;
+    linkset_drop_index(a);
     a->ex.nmonitors = 0;
     a->ex.trap = NULL;
     free(a->ex.exit_override);
@@ -216,6 +218,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     chan *trap = a->ex.trap;
     a->ex.links = NULL;
     a->ex.nlinks = a->ex.caplinks = 0;
+    linkset_drop_index(a);
     a->ex.monitors = NULL;
     a->ex.nmonitors = a->ex.capmonitors = 0;
     a->ex.trap = NULL;
@@ -235,12 +238,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
         if (!p)
             continue;
         /* the link is gone on both sides; a stale entry elsewhere is harmless */
-        for (uint32_t j = 0; j < p->ex.nlinks; j++) {
-            if (p->ex.links[j] == pid) {
-                p->ex.links[j] = p->ex.links[--p->ex.nlinks];
-                break;
-            }
-        }
+        linkset_remove(p, pid);
         /* an owned child (a supervisor's) dies with its owner even if it traps:
          * nothing of a killed owner runs again to stop it (the spec's drop guard) */
         chan *ptrap = p->ex.owner == pid ? NULL : p->ex.trap;
@@ -276,32 +274,9 @@ void exit_finalize(smarm_runtime *rt, actor *a)
 
 /* ---- links ---- */
 
-static int add_link(actor *a, uint64_t pid)
-{
-    for (uint32_t i = 0; i < a->ex.nlinks; i++)
-        if (a->ex.links[i] == pid)
-            return 0;
-    if (a->ex.nlinks == a->ex.caplinks) {
-        uint32_t cap = a->ex.caplinks ? a->ex.caplinks * 2 : 4;
-        uint64_t *l = realloc(a->ex.links, cap * sizeof *l);
-        if (!l)
-            return -1;
-        a->ex.links = l;
-        a->ex.caplinks = cap;
-    }
-    a->ex.links[a->ex.nlinks++] = pid;
-    return 0;
-}
+static int add_link(actor *a, uint64_t pid) { return linkset_add(a, pid); }
 
-static void remove_link(actor *a, uint64_t pid)
-{
-    for (uint32_t i = 0; i < a->ex.nlinks; i++) {
-        if (a->ex.links[i] == pid) {
-            a->ex.links[i] = a->ex.links[--a->ex.nlinks];
-            return;
-        }
-    }
-}
+static void remove_link(actor *a, uint64_t pid) { linkset_remove(a, pid); }
 
 int exit_link(smarm_runtime *rt, actor *self, uint64_t pid)
 {
@@ -544,6 +519,7 @@ void exit_free_records(smarm_runtime *rt)
         free(a->ex.terminal);
         free(a->ex.exit_override);
         free(a->ex.links);
+        linkset_drop_index(a);
         free(a->ex.monitors);
         a->ex.terminal = a->ex.exit_override = NULL;
         a->ex.links = NULL;
