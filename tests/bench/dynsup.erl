@@ -1,11 +1,11 @@
 %% dynsup: a simple_one_for_one supervisor grown to N children (N = 100000), each a
-%% process waiting for a message. Times start_child over the first and the last 1,000
+%% process that reports it is up and waits. Times start_child over the first and the last 1,000
 %% children, count_children at N children, and the restart of K children killed at N.
 %% BEAM twin of dynsup.lua. Logging is off (the kills would print reports).
 %% Usage: erl -noshell -pa build/bench -run dynsup main [N] [K]
 -module(dynsup).
 -behaviour(supervisor).
--export([main/0, main/1, init/1, start_worker/0]).
+-export([main/0, main/1, init/1, start_worker/1]).
 
 main() -> main([]).
 
@@ -13,19 +13,21 @@ main(Args) ->
     N = bench_args:arg(Args, 1, 100000),
     K = min(N, bench_args:arg(Args, 2, 1000)),
     logger:set_primary_config(level, none),
-    {ok, Sup} = supervisor:start_link(?MODULE, K + 1),
+    {ok, Sup} = supervisor:start_link(?MODULE, {K + 1, self()}),
     B = min(1000, N),
     T0 = now_ns(),
     {Pids, First, LastStart} = start_all(Sup, 1, N, B, T0, [], 0, T0),
     T1 = now_ns(),
+    collect(N),
     Calls = 1000,
     C0 = now_ns(),
     count_loop(Sup, N, Calls),
     C1 = now_ns(),
     R0 = now_ns(),
     [exit(P, kill) || P <- lists:sublist(Pids, K)],
-    wait_all(Sup, N),
+    collect(K),
     R1 = now_ns(),
+    N = proplists:get_value(active, supervisor:count_children(Sup)),
     io:format("RESULT us_start_first_1k=~.3f us_start_last_1k=~.3f us_per_start=~.3f "
               "us_count_children=~.3f us_per_restart=~.3f~n",
               [First / 1000 / B, (T1 - LastStart) / 1000 / B, (T1 - T0) / 1000 / N,
@@ -47,14 +49,13 @@ count_loop(Sup, N, Left) ->
     N = proplists:get_value(active, supervisor:count_children(Sup)),
     count_loop(Sup, N, Left - 1).
 
-wait_all(Sup, N) ->
-    case proplists:get_value(active, supervisor:count_children(Sup)) of
-        N -> ok;
-        _ -> timer:sleep(1), wait_all(Sup, N)
-    end.
+collect(0) -> ok;
+collect(Left) -> receive up -> collect(Left - 1) after 60000 -> exit(lost) end.
 
-init(Intensity) ->
+init({Intensity, Collector}) ->
     {ok, {#{strategy => simple_one_for_one, intensity => Intensity, period => 3600},
-          [#{id => w, start => {?MODULE, start_worker, []}, shutdown => brutal_kill}]}}.
+          [#{id => w, start => {?MODULE, start_worker, [Collector]},
+             shutdown => brutal_kill}]}}.
 
-start_worker() -> {ok, spawn_link(fun() -> receive stop -> ok end end)}.
+start_worker(Collector) ->
+    {ok, spawn_link(fun() -> Collector ! up, receive stop -> ok end end)}.

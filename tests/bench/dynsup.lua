@@ -1,5 +1,5 @@
 -- dynsup: a simple_one_for_one supervisor grown to N children (N = 100000), each an
--- actor that waits for a message. Times start_child over the first and the last 1,000
+-- actor that reports it is up and waits (dynsup_worker.lua). Times start_child over the first and the last 1,000
 -- children (the same if a start costs O(1)), count_children at N children, and the
 -- restart of K children killed at N (kill, down notice, restart with the same args).
 -- Usage: smarm-lua dynsup.lua [N=100000] [K=1000]
@@ -16,7 +16,8 @@ local sup = assert(supervisor.start_link({
    strategy = "simple_one_for_one",
    intensity = k + 1,
    period = 3600,
-   children = { { id = "w", start = { "smarm", "recv" }, shutdown = "brutal_kill" } },
+   children = { { id = "w", start = { "dynsup_worker", "run", smarm.self() },
+                  shutdown = "brutal_kill" } },
 }))
 
 local pids = {}
@@ -29,6 +30,7 @@ for i = 1, n do
 end
 local t1 = smarm.now()
 last = t1 - (last or t0)
+for _ = 1, n do assert(smarm.recv(60), "dynsup: a child did not report") end
 
 local calls = 1000
 local c0 = smarm.now()
@@ -37,13 +39,12 @@ for _ = 1, calls do
 end
 local c1 = smarm.now()
 
--- kill K children, then wait until the supervisor reports all N running again
+-- kill K children, then wait until each restarted child has reported
 local r0 = smarm.now()
 for i = 1, k do smarm.kill(pids[i]) end
-while supervisor.count_children(sup).active < n do
-   smarm.sleep(0.001)
-end
+for _ = 1, k do assert(smarm.recv(60), "dynsup: a child was not restarted") end
 local r1 = smarm.now()
+assert(supervisor.count_children(sup).active == n)
 
 print(string.format("RESULT us_start_first_1k=%.3f us_start_last_1k=%.3f us_per_start=%.3f "
    .. "us_count_children=%.3f us_per_restart=%.3f", first * 1e6 / math.min(1000, n),
