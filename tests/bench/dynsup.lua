@@ -1,7 +1,8 @@
 -- dynsup: a simple_one_for_one supervisor grown to N children (N = 100000), each an
--- actor that reports it is up and waits (dynsup_worker.lua). Times start_child over the first and the last 1,000
--- children (the same if a start costs O(1)), count_children at N children, and the
--- restart of K children killed at N (kill, down notice, restart with the same args).
+-- actor that reports it is up and waits (dynsup_worker.lua). Times start_child over the
+-- first and the last 1,000 children (the same if a start costs O(1)), count_children at
+-- N children, and the restart of K children killed at N (kill, down notice, restart with
+-- the same args, up to the restarted child's report).
 -- Usage: smarm-lua dynsup.lua [N=100000] [K=1000]
 --   prints RESULT us_start_first_1k=... us_start_last_1k=... us_per_start=...
 --   us_count_children=... us_per_restart=...
