@@ -175,6 +175,9 @@ local function is_tx(v)
    return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
 end
 
+--- Whether v is the tx of a channel (the supervisor's requests carry one as reply).
+M.is_tx = is_tx
+
 --- Whether v is a reply handle: a call's from ({pid, tx}), or the tx of a channel (rx and
 -- other values are not).
 function M.is_reply_handle(v)

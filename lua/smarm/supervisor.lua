@@ -498,7 +498,7 @@ local function on_request(st, msg)
    if type(op) ~= "string" or not handlers[op] then
       return warn(("a malformed request (unknown op %s)"):format(tostring(op)))
    end
-   if not gen.is_reply_handle(req.reply) then
+   if not gen.is_tx(req.reply) then
       return warn(("a malformed %s request (reply is not a channel tx)"):format(op))
    end
    local a, b, c = handlers[op](st, req)
@@ -591,7 +591,7 @@ function M.run(spec)
          allowed = allowed,
          is_abnormal = is_abnormal,
          warn = warn,
-         is_reply_handle = gen.is_reply_handle,
+         is_tx = gen.is_tx,
          started = proc.started,
       })
    end

@@ -9,7 +9,7 @@ local smarm = require "smarm"
 local M = {}
 
 -- h: the helpers of smarm.supervisor handed over by supervisor.run (child_main, allowed,
--- is_abnormal, warn, is_reply_handle, started).
+-- is_abnormal, warn, is_tx, started).
 local h
 
 -- The state: template (a checked child spec), kids (pid -> record {args, n, ref}),
@@ -187,7 +187,7 @@ local function on_request(st, msg)
    if not f then
       return h.warn(("a malformed request (unknown op %s)"):format(tostring(req.op)))
    end
-   if not h.is_reply_handle(req.reply) then
+   if not h.is_tx(req.reply) then
       return h.warn(("a malformed %s request (reply is not a channel tx)"):format(req.op))
    end
    local a, b, c = f(st, req)
