@@ -262,7 +262,12 @@ local function serve(module, args, opts)
       return gen.finish(why)
    end
    gen.started(true)
-   local reason, after, last = loop(state, after_state(why, "init", state))
+   -- init's second value after a state: a timeout, "hibernate" or {continue = x}; anything
+   -- else there is ignored, as it always was
+   local t = type(why)
+   local nxt = (t == "number" and why >= 0 or why == "hibernate"
+      or t == "table" and why.continue ~= nil) and why or nil
+   local reason, after, last = loop(state, nxt)
    local tok, terr = pcall(terminate, reason, last)
    if after then after() end
    if not tok then error(terr, 0) end

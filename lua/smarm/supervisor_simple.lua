@@ -1,7 +1,7 @@
 --- The simple_one_for_one supervisor (OTP's dynamic supervisor): one child template,
 -- children started on request with supervisor.start_child(sup, args...) (the args are
 -- appended to the template's start arguments), all alike. Every per-child operation
--- costs O(1) however many children run: children are found by pid in a table, their
+-- costs O(1) however many children run: children are kept by pid in a table, their
 -- down notices all arrive on one channel (smarm.monitor(pid, rx)), the counts are kept
 -- as they change, and the restart intensity is the supervisor's O(1) ring.
 local smarm = require "smarm"
