@@ -91,6 +91,35 @@ describe("smarm.exit(pid, reason)", function()
    end)
 end)
 
+describe("monitor refs", function()
+   it("mon.ref is in the down notice; monitor(pid, rx) shares one open channel", function()
+      local p = smarm.spawn(idler)
+      local mon = smarm.monitor(p)
+      assert.is_number(mon.ref)
+      local tx, rx = smarm.channel()
+      local pids, refs = {}, {}
+      for i = 1, 3 do
+         pids[i] = smarm.spawn(idler)
+         refs[i] = smarm.monitor(pids[i], rx)
+         assert.is_number(refs[i])
+      end
+      smarm.kill(p)
+      assert.are.equal(mon.ref, assert(mon:recv(5)).ref)
+      for i = 1, 3 do smarm.kill(pids[i]) end
+      local seen = {}
+      for _ = 1, 3 do
+         local d = assert(rx:recv(5))
+         seen[d.ref] = d.pid
+      end
+      for i = 1, 3 do assert.are.equal(pids[i], seen[refs[i]]) end
+      -- the channel stays open: a dead pid's noproc notice comes on it too
+      local r = smarm.monitor(p, rx)
+      local d = assert(rx:recv(5))
+      assert.are.same({ "noproc", r }, { d.reason, d.ref })
+      assert.matches("channel rx", select(2, pcall(smarm.monitor, p, tx)))
+   end)
+end)
+
 describe("the error smarm.exit(reason) raises", function()
    it("shows its reason and still ends the actor when raised again", function()
       local ok, e = pcall(smarm.exit, "bye")

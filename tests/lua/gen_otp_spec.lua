@@ -61,6 +61,16 @@ describe("gen_server with OTP habits", function()
       gen_server.stop(srv)
    end)
 
+   it("finds a call's reply without touching a long inbox, which stays in order", function()
+      local srv = start()
+      local me = smarm.self()
+      for i = 1, 20000 do smarm.send(me, i) end
+      assert.are.equal(me, gen_server.call(srv, { "whoami" }))
+      for i = 1, 20000 do assert.are.equal(i, smarm.recv(0)) end
+      assert.is_nil(smarm.recv(0))
+      gen_server.stop(srv)
+   end)
+
    it("gives handle_call the caller's pid as from.pid", function()
       local srv = start()
       assert.are.equal(smarm.self(), gen_server.call(srv, { "whoami" }))
