@@ -167,6 +167,17 @@ describe("gen_statem with OTP habits", function()
       assert.are.equal(2, next_report("enter"))
       local st = gen_statem.get_state(m)
       assert.are.same({ "idle", { report = smarm.self(), enters = 2 } }, st)
+      local new = gen_statem.replace_state(m, function(sd)
+         sd[2].enters = 10
+         return sd
+      end)
+      assert.are.equal(10, new[2].enters)
+      assert.are.equal(10, gen_statem.get_state(m)[2].enters)
+      assert.matches("must return {state, data}",
+         select(2, pcall(gen_statem.replace_state, m, function() return 1 end)))
+      -- a user message shaped like the protocol is an info event, not a stop
+      smarm.send(m, { smarm = "stop", reason = "normal" })
+      assert.are.equal("same", gen_statem.call(m, "keep"))
       gen_statem.stop(m)
    end)
 end)
