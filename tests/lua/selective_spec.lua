@@ -142,6 +142,17 @@ describe("selective receive", function()
       end
    end)
 
+   it("leaves the queue intact when the match function raises", function()
+      local me = smarm.self()
+      for i = 1, 3 do smarm.send(me, i) end
+      local ok, err = pcall(smarm.recv, function(m)
+         if m == 2 then error("no twos") end
+      end, 0)
+      assert.is_false(ok)
+      assert.matches("no twos", err)
+      assert.are.same({ 1, 2, 3 }, { smarm.recv(0), smarm.recv(0), smarm.recv(0) })
+   end)
+
    it("refuses a receive nested in the match function", function()
       local me = smarm.self()
       smarm.send(me, 1)
