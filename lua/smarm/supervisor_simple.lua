@@ -66,6 +66,9 @@ end
 
 -- Waits for child pid's down notice, holding the others back for the loop.
 local function await_down(st, pid, timeout)
+   for i, d in ipairs(st.pending) do
+      if d.pid == pid then return table.remove(st.pending, i) end
+   end
    while true do
       local d = st.downs_rx:recv(timeout)
       if d == nil then return nil end
@@ -111,6 +114,9 @@ end
 -- Stops every child at once, as OTP stops a simple_one_for_one's: all are asked, then
 -- those still running when the grace is over are killed.
 local function stop_all(st)
+   -- notices a single stop held back are deaths already: no other notice comes for them
+   for _, d in ipairs(st.pending) do forget(st, d) end
+   st.pending = {}
    local grace = st.template.shutdown
    for pid in pairs(st.kids) do
       if grace == "brutal_kill" then smarm.kill(pid) else smarm.shutdown(pid) end
@@ -207,11 +213,8 @@ function M.run(template, st, helpers)
    if st.parent_mon then arms[4] = st.parent_mon end
    h.started(true)
    while true do
-      local held = st.pending
-      if #held > 0 then
-         st.pending = {}
-         for _, d in ipairs(held) do on_down(st, d) end
-      end
+      -- one at a time off the list, so that a shutdown in the middle finds the rest there
+      while #st.pending > 0 do on_down(st, table.remove(st.pending, 1)) end
       local i, v = smarm.select(arms)
       if i == 1 then
          local what, reason = on_signal(st, v)
