@@ -91,6 +91,22 @@ describe("simple_one_for_one", function()
       assert.are.equal("shutdown", assert(mon:recv(5)).reason)
    end)
 
+   it("keeps count of a child that dies while another one is being stopped", function()
+      local sup = start_link({ strategy = "simple_one_for_one", children = {
+         { id = "d", start = { D, "slow_stop", me }, restart = "temporary", shutdown = 5 } } })
+      local a = assert(supervisor.start_child(sup, 0.2))
+      local b = assert(supervisor.start_child(sup, 0))
+      smarm.spawn(function(s, pid, parent)
+         local r = require("smarm.supervisor").terminate_child(s, pid, 10)
+         require("smarm").send(parent, { terminated = r })
+      end, sup, a, me)
+      smarm.sleep(0.05)
+      smarm.kill(b) -- its notice comes while the supervisor waits for a's
+      assert.is_true(report("terminated").terminated)
+      assert.are.equal(0, supervisor.count_children(sup).active)
+      stop_sup(sup)
+   end)
+
    it("gives up past its intensity", function()
       local sup = start_link({ strategy = "simple_one_for_one",
          intensity = 1, period = 5, children = { { id = "d", start = { D, "run", me } } } })
