@@ -192,8 +192,10 @@ end
 
 -- ---- the supervisor's state and its FFI table ----
 --
--- Deaths of children are learnt from a monitor per child: links alone would do for
--- abnormal exits, but a normal exit sends no exit signal, even to a trapping peer.
+-- Deaths of children are learnt from a monitor per child, all of whose notices come on
+-- one channel (downs_rx), so the loop selects over a fixed few arms however many
+-- children there are: links alone would do for abnormal exits, but a normal exit sends
+-- no exit signal, even to a trapping peer.
 -- The links are there so that a supervisor killed hard takes its children along.
 -- The trap channel then carries only requests to stop (smarm.shutdown) and the
 -- death of the parent; the exit signals of children that arrive there are ignored.
@@ -210,9 +212,9 @@ local function new_state(strategy, intensity, period)
       specs = {}, -- key -> child spec
       restarting = {}, -- key -> true while a failed restart waits for its retry
       keys = {}, -- id -> key
-      mons = {}, -- key -> monitor of the running child
-      arms = nil, -- select arms, rebuilt when children come or go
-      armkeys = nil, -- arm index -> key
+      refs = {}, -- key -> ref of the running child's monitor (its notice comes on downs_rx)
+      pidkey = {}, -- pid of a running child -> key
+      pending = {}, -- down notices a stop held back while it waited for another
       buf = ffi.new("int32_t[?]", 16),
       nbuf = 16,
    }
@@ -266,10 +268,27 @@ local function start(st, key)
       max_heap = c.max_heap }, st.start_timeout, child_main,
       smarm.self(), c.init_ack, s[1], s[2], unpack(s, 3, #s))
    if not pid then return nil, mon end
+   -- from now on its notice comes on the channel every child's does (one select arm
+   -- however many children); a death in between reads noproc there
+   smarm.demonitor(mon)
+   st.refs[key] = smarm.monitor(pid, st.downs_rx)
+   st.pidkey[pid] = key
    st.C.smarm_ffi_sup_set_pid(st.t, key, pid)
-   st.mons[key] = mon
-   st.arms = nil
    return pid
+end
+
+-- Waits for child pid's down notice (nil after timeout seconds), holding the others back
+-- for the loop.
+local function await_down(st, pid, timeout)
+   for i, d in ipairs(st.pending) do
+      if d.pid == pid then return table.remove(st.pending, i) end
+   end
+   while true do
+      local d = st.downs_rx:recv(timeout)
+      if d == nil then return nil end
+      if d.pid == pid then return d end
+      st.pending[#st.pending + 1] = d
+   end
 end
 
 -- Stops child key if it runs: brutal_kill kills; a grace asks politely and kills when
@@ -277,21 +296,20 @@ end
 local function stop(st, key)
    local pid = pid_of(st, key)
    if not pid then return end
-   local mon = st.mons[key]
    st.C.smarm_ffi_sup_set_pid(st.t, key, 0)
-   st.mons[key] = nil
-   st.arms = nil
+   st.refs[key] = nil
+   st.pidkey[pid] = nil
    local grace = st.specs[key].shutdown
    if grace == "brutal_kill" then
       smarm.kill(pid)
    else
       smarm.shutdown(pid)
       if grace ~= "infinity" then
-         if mon:recv(grace) then return end
+         if await_down(st, pid, grace) then return end
          smarm.kill(pid)
       end
    end
-   mon:recv()
+   await_down(st, pid)
 end
 
 local function stop_all(st)
@@ -363,8 +381,6 @@ end
 local function on_down(st, key, down)
    local C = st.C
    local spec = st.specs[key]
-   st.mons[key] = nil
-   st.arms = nil
    fit_buf(st, C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
    local n = C.smarm_ffi_sup_child_exited(st.t, down.pid, is_abnormal(down.reason) and 1 or 0,
       st.buf, st.nbuf)
@@ -398,17 +414,29 @@ local function on_signal(st, sig)
    end
 end
 
+-- A notice from downs_rx: a running child's death goes to on_down; others (a child
+-- already stopped or replaced) are stale.
+local function on_notice(st, d)
+   local key = st.pidkey[d.pid]
+   if not key or st.refs[key] ~= d.ref then return end
+   st.pidkey[d.pid] = nil
+   st.refs[key] = nil
+   if d.reason == "noproc" then
+      -- it died before its monitor was in place: its terminal record says how
+      local r = smarm.terminal_reason(d.pid)
+      if r ~= nil then d.reason = r end
+   end
+   on_down(st, key, d)
+end
+
 local function arms_of(st)
    if st.arms then return st.arms end
-   local arms, armkeys = { st.trap, smarm.inbox }, {}
+   local arms = { st.trap, smarm.inbox }
    if st.parent_mon then arms[3] = st.parent_mon end
-   for key, mon in pairs(st.mons) do
-      arms[#arms + 1] = mon
-      armkeys[#arms] = key
-   end
+   arms[#arms + 1] = st.downs_rx
    -- last: a child that keeps failing its restart delays nothing else
    arms[#arms + 1] = st.retry_rx
-   st.arms, st.armkeys = arms, armkeys
+   st.arms = arms
    return arms
 end
 
@@ -596,6 +624,7 @@ function M.run(spec)
       })
    end
    st.retry_tx, st.retry_rx = smarm.channel()
+   st.downs_tx, st.downs_rx = smarm.channel()
    local function fail(why)
       stop_all(st)
       if not waiter then
@@ -618,6 +647,8 @@ function M.run(spec)
    end
    proc.started(true)
    while true do
+      -- one at a time off the list, so that a shutdown in the middle finds the rest there
+      while #st.pending > 0 do on_notice(st, table.remove(st.pending, 1)) end
       local arms = arms_of(st)
       local i, v = smarm.select(arms)
       if i == 1 then
@@ -632,7 +663,7 @@ function M.run(spec)
       elseif arms[i] == st.retry_rx then
          retry(st)
       else
-         on_down(st, st.armkeys[i], v)
+         on_notice(st, v)
       end
    end
 end
