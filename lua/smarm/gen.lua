@@ -1,18 +1,24 @@
 --- gen: what gen_server and gen_statem share (Erlang/OTP's gen module): starting a
 -- server in a new actor, the client side of the call/cast/stop protocol, and the
--- per-actor plumbing of a running server (its name, start report, trap channel and
+-- per-actor plumbing of a running server (its name, start report, what it waits on and
 -- the actor that started it). Neither behaviour reaches into the other: both use this,
 -- and the supervisor its error helpers (blame, is_reply_handle).
 --
--- Wire protocol: a call is {smarm = "call", req = r, from = tx}, a cast
--- {smarm = "cast", msg = m}, a stop {smarm = "stop", reason = r}, a code change
--- {smarm = "code_change", req = {old_vsn = v, extra = e}, from = tx}; the reply travels
--- on the per-call channel as {value}. Anything else in the inbox, a message of this
--- shape with a field missing or of the wrong type included, is an info message.
+-- Wire protocol: every protocol message carries its tag under the key M.TAG, a string
+-- made once per process that no user message carries by accident, so a user message of
+-- any shape is an info message. A call is {[TAG] = "call", req = r, from = from}, a cast
+-- {[TAG] = "cast", msg = m}, a stop {[TAG] = "stop", reason = r}, a code change
+-- {[TAG] = "code_change", req = {old_vsn = v, extra = e}, from = from}, and the debugging
+-- requests {[TAG] = "get_state" | "replace_state", req = r, from = from}. from is
+-- {pid = caller, tx = reply channel}; the reply travels on that channel as {value}.
 local smarm = require "smarm"
 local proc = require "smarm.proc"
 
 local M = {}
+
+--- The key under which protocol messages carry their tag.
+local TAG = require("smarm.selective.raw").tag
+M.TAG = TAG
 
 --- Default seconds a call waits for its reply, and a start for init.
 M.DEFAULT_TIMEOUT = 5
@@ -62,7 +68,8 @@ function M.call(dest, request, timeout, fname, tag)
    if not pid then return nil, "noproc" end
    if pid == smarm.self() then error(fname .. ": a server cannot call itself", 2) end
    local tx, rx = smarm.channel()
-   local ok, sent = pcall(smarm.send, pid, { smarm = tag or "call", req = request, from = tx })
+   local ok, sent = pcall(smarm.send, pid,
+      { [TAG] = tag or "call", req = request, from = { pid = smarm.self(), tx = tx } })
    if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
    if not sent then return nil, "noproc" end
    -- From here on only the request's copy of tx keeps the channel open: when the server
@@ -90,7 +97,7 @@ end
 function M.cast(dest, msg, fname)
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
-   local ok, sent = pcall(smarm.send, pid, { smarm = "cast", msg = msg })
+   local ok, sent = pcall(smarm.send, pid, { [TAG] = "cast", msg = msg })
    if not ok then error(blame(fname, sent, "msg.msg", "msg"), 2) end
    if sent then return true end
    return nil, "noproc"
@@ -102,7 +109,8 @@ function M.reply(from, value, fname)
    if not M.is_reply_handle(from) then
       error(fname .. ": bad from (the reply handle expected, got " .. type(from) .. ")", 2)
    end
-   local ok, sent, why = pcall(from.send, from, { value })
+   local tx = type(from) == "table" and from.tx or from
+   local ok, sent, why = pcall(tx.send, tx, { value })
    if not ok then error(blame(fname, sent, "msg[1]", "value"), 2) end
    return sent, why
 end
@@ -116,7 +124,7 @@ function M.stop(dest, reason, timeout, fname)
    local ok, mon = pcall(smarm.monitor, pid)
    if not ok then error(blame(fname, mon), 2) end
    local sent
-   ok, sent = pcall(smarm.send, pid, { smarm = "stop", reason = reason == nil and "normal"
+   ok, sent = pcall(smarm.send, pid, { [TAG] = "stop", reason = reason == nil and "normal"
       or reason })
    if not ok or not sent then smarm.demonitor(mon) end
    if not ok then error(blame(fname, sent, "msg.reason", "reason"), 2) end
@@ -163,53 +171,174 @@ function M.start(behaviour, module, args, opts, link, fname)
    return pid
 end
 
---- Whether v is a reply handle: the tx of a channel (rx and other values are not).
-function M.is_reply_handle(v)
+local function is_tx(v)
    return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
 end
 
---- The protocol tag of an inbox message ("call", "cast", "stop" or "code_change") when
--- it is a well-formed protocol message, else nil: the message is an info message.
+--- Whether v is the tx of a channel (the supervisor's requests carry one as reply).
+M.is_tx = is_tx
+
+--- Whether v is a reply handle: a call's from ({pid, tx}), or the tx of a channel (rx and
+-- other values are not).
+function M.is_reply_handle(v)
+   if type(v) == "table" then return is_tx(rawget(v, "tx")) end
+   return is_tx(v)
+end
+
+local requests = { call = true, code_change = true, get_state = true, replace_state = true }
+
+--- The protocol tag of an inbox message ("call", "cast", "stop", "code_change",
+-- "get_state" or "replace_state") when it is a well-formed protocol message, else nil:
+-- the message is an info message.
 function M.protocol(m)
    if type(m) ~= "table" then return nil end
-   local tag = m.smarm
-   if tag == "call" then
+   local tag = rawget(m, TAG)
+   if tag == nil then return nil end
+   if requests[tag] then
       if M.is_reply_handle(m.from) then return tag end
    elseif tag == "cast" then
       return tag
    elseif tag == "stop" then
       if m.reason ~= nil then return tag end
-   elseif tag == "code_change" then
-      if M.is_reply_handle(m.from) and type(m.req) == "table" then return tag end
    end
    return nil
+end
+
+--- Asks a server for its state (sys:get_state).
+function M.get_state(dest, timeout, fname)
+   return M.call(dest, nil, timeout, fname, "get_state")
+end
+
+--- Has a server replace its state with fn(state) (sys:replace_state); fn has no upvalues
+-- (it is sent as bytecode, as a spawned function is).
+function M.replace_state(dest, fn, timeout, fname)
+   if type(fn) ~= "function" then
+      error(fname .. ": bad fn (a function expected, got " .. type(fn) .. ")", 3)
+   end
+   if debug.getupvalue(fn, 1) ~= nil then
+      error(fname .. ": fn must have no upvalues (it runs in the server)", 3)
+   end
+   local ok, code = pcall(string.dump, fn)
+   if not ok then error(fname .. ": fn cannot be sent: " .. tostring(code), 3) end
+   return M.call(dest, code, timeout, fname, "replace_state")
+end
+
+--- Runs a replace_state request's function on state in the server: the new state, or
+-- the state unchanged and the error (the caller gets {error = e}).
+function M.run_replace(code, state)
+   local fn, lerr = loadstring(code, "=replace_state")
+   if not fn then return state, lerr end
+   local ok, new = pcall(fn, state)
+   if not ok then return state, tostring(new) end
+   return new
 end
 
 -- ---------------------------------------------------------------------------------------
 -- Server side: the server running in this actor (each actor is its own Lua state, so
 -- this module's state is per server).
 
-local trap_rx, arms -- once trapping: the trap channel rx, and { trap_rx, inbox }
+-- What the server waits on besides its inbox: the trap channel once it traps, and the
+-- monitors its callbacks made (their down notices go to handle_info, as in OTP). arms is
+-- the select array {trap_rx?, mon..., inbox}, rebuilt when either changes; nil while there
+-- is only the inbox (a plain recv then).
+local trap_rx, arms
+local mons, nmons = {}, 0 -- mon -> true
+
+local function rebuild()
+   if not trap_rx and nmons == 0 then
+      arms = nil
+      return
+   end
+   arms = {}
+   if trap_rx then arms[1] = trap_rx end
+   for mon in pairs(mons) do arms[#arms + 1] = mon end
+   arms[#arms + 1] = smarm.inbox
+end
+
+local function watch(mon)
+   if mon and not mons[mon] then
+      mons[mon] = true
+      nmons = nmons + 1
+      rebuild()
+   end
+   return mon
+end
+
+local function unwatch(mon)
+   if mons[mon] then
+      mons[mon] = nil
+      nmons = nmons - 1
+      rebuild()
+   end
+end
 
 --- Makes the running server trap exits (call it from init).
 -- @return the trap channel rx
 function M.trap_exit()
-   if not trap_rx then
-      trap_rx = smarm.trap_exit(true)
-      arms = { trap_rx, smarm.inbox }
-   end
+   if not trap_rx then smarm.trap_exit(true) end
    return trap_rx
+end
+
+--- Routes what this actor's callbacks start to the server loop: from now on monitors made
+-- with smarm.monitor, spawn_monitor or spawn_opt{monitor = true} are watched by the loop
+-- (their notices reach handle_info; demonitor stops that), and smarm.trap_exit makes the
+-- loop take exit signals. Called once, when the server starts, before its module loads.
+function M.route()
+   local raw_monitor, raw_demonitor = smarm.monitor, smarm.demonitor
+   local raw_spawn_monitor, raw_spawn_opt = smarm.spawn_monitor, smarm.spawn_opt
+   local raw_trap = smarm.trap_exit
+   smarm.monitor = function(pid) return watch(raw_monitor(pid)) end
+   smarm.demonitor = function(mon)
+      unwatch(mon)
+      return raw_demonitor(mon)
+   end
+   smarm.spawn_monitor = function(...)
+      local pid, mon = raw_spawn_monitor(...)
+      watch(mon)
+      return pid, mon
+   end
+   smarm.spawn_opt = function(opts, ...)
+      local pid, mon = raw_spawn_opt(opts, ...)
+      if type(opts) == "table" and opts.monitor and pid then watch(mon) end
+      return pid, mon
+   end
+   smarm.trap_exit = function(on)
+      local rx = raw_trap(on)
+      if on == nil or on then trap_rx = rx else trap_rx = nil end
+      rebuild()
+      return rx
+   end
 end
 
 local recv, select = smarm.recv, smarm.select
 
 --- Waits for the running server's next message: an exit signal from the trap channel
--- once trapping, else (or first, when both are ready) an inbox message.
--- @return true, the exit signal | false, the inbox message
-function M.receive()
-   if not arms then return false, recv() end
-   local i, m = select(arms)
-   return i == 1, m
+-- once trapping, else (or first, when several are ready) a watched monitor's down notice,
+-- else an inbox message.
+-- @param timeout seconds, nil = forever
+-- @return true, the exit signal | false, the message or notice | nil (timeout)
+function M.receive(timeout)
+   while true do
+      if not arms then
+         local m, err = recv(timeout)
+         if m == nil and err == "timeout" then return nil end
+         return false, m
+      end
+      local i, m = select(arms, timeout)
+      if i == nil then return nil end
+      local arm = arms[i]
+      if arm == trap_rx then
+         if m ~= nil then return true, m end
+         trap_rx = nil -- closed (trap_exit(false) elsewhere)
+         rebuild()
+      elseif arm == smarm.inbox then
+         return false, m
+      else
+         -- a monitor says one thing, its notice, and is closed after it
+         unwatch(arm)
+         if m ~= nil then return false, m end
+      end
+   end
 end
 
 --- Whether an exit signal comes from the actor that started this server (whose exit

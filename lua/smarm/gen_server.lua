@@ -60,6 +60,23 @@ function M.code_change(dest, old_vsn, extra, timeout)
       "code_change")
 end
 
+--- The state of a running server (OTP's sys:get_state), for debugging.
+-- @return the state | nil, "timeout" | "server_down" | "noproc"
+function M.get_state(dest, timeout)
+   return gen.get_state(dest, timeout, "gen_server.get_state")
+end
+
+--- Replaces a running server's state with fn(state) (OTP's sys:replace_state). fn runs in
+-- the server and so has no upvalues (as a spawned function); an error in it leaves the
+-- state as it was and is raised here.
+-- @return the new state | nil, "timeout" | "server_down" | "noproc"
+function M.replace_state(dest, fn, timeout)
+   local r, err = gen.replace_state(dest, fn, timeout, "gen_server.replace_state")
+   if r == nil then return nil, err end
+   if r.error then error("gen_server.replace_state: " .. r.error, 2) end
+   return r.state
+end
+
 --- Starts a server in a new actor and waits until its init has returned.
 -- @param module the callback module's name (required in the new actor)
 -- @param args passed to init (copied)
@@ -98,15 +115,35 @@ local function crash(err, state)
    error(err, 0)
 end
 
--- Calls callback cb; maps its "noreply"/"stop" result to state | nil, reason, nil, state.
+-- What a callback may add after the state: a timeout in seconds, "hibernate", or
+-- {continue = x}. Returns the loop's "then" for it (nil: none); anything else is an error
+-- that names the callback and the value.
+local function after_state(extra, cb, state)
+   if extra == nil or extra == "infinity" then return nil end
+   local t = type(extra)
+   if t == "number" and extra >= 0 then return extra end
+   if extra == "hibernate" then return extra end
+   if t == "table" and extra.continue ~= nil then return extra end
+   crash(string.format("gen_server: bad return from %s.%s: timeout, \"hibernate\" or "
+      .. "{continue = x} expected after the state, got %s", mod_name, cb, tostring(extra)),
+      state)
+end
+
+local function bad_return(cb, r, state)
+   crash(string.format("gen_server: bad return from %s.%s: %s", mod_name, cb, tostring(r)),
+      state)
+end
+
+-- Calls callback cb(msg, state); maps its result to state, then | nil, reason, nil, state
+-- (a stop).
 local function handle(cb, msg, state)
    local h = mod[cb]
    if not h then crash("gen_server: " .. mod_name .. " has no " .. cb, state) end
    local ok, r, a, b = pcall(h, msg, state)
    if not ok then crash(r, state) end
-   if r == "noreply" then return a end
+   if r == "noreply" then return a, after_state(b, cb, a) end
    if r == "stop" then return nil, a, nil, b end
-   crash(string.format("gen_server: bad return from %s.%s: %s", mod_name, cb, tostring(r)), state)
+   bad_return(cb, r, state)
 end
 
 -- Reloads the callback module and converts the state (a code_change request).
@@ -116,7 +153,7 @@ local function upgrade(m, state)
    local ok, new = pcall(require, mod_name)
    if not ok or type(new) ~= "table" then
       package.loaded[mod_name] = mod
-      m.from:send({ nil })
+      gen.reply(m.from, nil, "gen_server")
       return state
    end
    mod = new
@@ -125,12 +162,13 @@ local function upgrade(m, state)
       if not cok then crash(st, state) end
       state = st
    end
-   m.from:send({ true })
+   gen.reply(m.from, true, "gen_server")
    return state
 end
 
--- Handles one inbox message: returns the new state, or nil, reason, reply-after-terminate,
--- last state to stop. A malformed protocol message is an info message.
+-- Handles one inbox message: returns the new state and what comes next (a timeout,
+-- "hibernate" or {continue = x}), or nil, reason, reply-after-terminate, last state to
+-- stop. A malformed protocol message is an info message.
 local function dispatch(m, state)
    local tag = gen.protocol(m)
    if tag == "call" then
@@ -140,21 +178,27 @@ local function dispatch(m, state)
       local ok, r, a, b, c = pcall(h, m.req, from, state)
       if not ok then crash(r, state) end
       if r == "reply" then
-         from:send({ a })
-         return b
+         gen.reply(from, a, "gen_server")
+         return b, after_state(c, "handle_call", b)
       elseif r == "noreply" then
-         return a
+         return a, after_state(b, "handle_call", a)
       elseif r == "stop" then
-         return nil, a, function() from:send({ b }) end, c
+         return nil, a, function() gen.reply(from, b, "gen_server") end, c
       end
-      crash(string.format("gen_server: bad return from %s.handle_call: %s", mod_name,
-         tostring(r)), state)
+      bad_return("handle_call", r, state)
    elseif tag == "cast" then
       return handle("handle_cast", m.msg, state)
    elseif tag == "stop" then
       return nil, m.reason, nil, state
    elseif tag == "code_change" then
       return upgrade(m, state)
+   elseif tag == "get_state" then
+      gen.reply(m.from, state, "gen_server")
+      return state
+   elseif tag == "replace_state" then
+      local new, err = gen.run_replace(m.req, state)
+      gen.reply(m.from, err and { error = err } or { state = new }, "gen_server")
+      return new
    end
    if not mod.handle_info then return state end
    return handle("handle_info", m, state)
@@ -166,10 +210,9 @@ local function exit_signal(sig, state)
       if not mod.handle_shutdown then return nil, "shutdown", nil, state end
       local ok, r, a, b = pcall(mod.handle_shutdown, state)
       if not ok then crash(r, state) end
-      if r == "noreply" then return a end
+      if r == "noreply" then return a, after_state(b, "handle_shutdown", a) end
       if r == "stop" then return nil, a, nil, b end
-      crash(string.format("gen_server: bad return from %s.handle_shutdown: %s", mod_name,
-         tostring(r)), state)
+      bad_return("handle_shutdown", r, state)
    end
    -- the starter's exit (a supervisor going down) ends the server, as in OTP
    if gen.from_parent(sig) then return nil, sig.reason, nil, state end
@@ -177,26 +220,37 @@ local function exit_signal(sig, state)
 end
 
 -- The receive loop: returns the stop reason, the deferred stop reply and the last state.
-local function loop(state)
+-- nxt is what the last callback asked for: a timeout (handle_info("timeout", s) when
+-- nothing arrives in time), "hibernate" (a full collection, then wait) or
+-- {continue = x} (handle_continue(x, s) before the next message).
+local function loop(state, nxt)
    local receive = gen.receive
    local changes = reload.changes
    while true do
-      local new, reason, after, last
-      local signal, m = receive()
-      -- the callback module was reloaded: convert the state before m (still in hand)
-      if changes[mod_name] then state = reload.convert(mod, mod_name, state) end
-      if signal then
-         new, reason, after, last = exit_signal(m, state)
+      local new, reason, after, last, signal, m
+      if type(nxt) == "table" then
+         new, reason, after, last = handle("handle_continue", nxt.continue, state)
       else
-         new, reason, after, last = dispatch(m, state)
+         if nxt == "hibernate" then collectgarbage("collect") end
+         signal, m = receive(type(nxt) == "number" and nxt or nil)
+         -- the callback module was reloaded: convert the state before m (still in hand)
+         if changes[mod_name] then state = reload.convert(mod, mod_name, state) end
+         if signal == nil then
+            new, reason, after, last = handle("handle_info", "timeout", state)
+         elseif signal then
+            new, reason, after, last = exit_signal(m, state)
+         else
+            new, reason, after, last = dispatch(m, state)
+         end
       end
       if new == nil and reason ~= nil then return reason, after, last end
-      state = new
+      state, nxt = new, reason
    end
 end
 
 -- The server body behind run (and so start).
 local function serve(module, args, opts)
+   gen.route()
    mod, mod_name = gen.load_module("gen_server", module), module
    local named, err = gen.begin(opts.name)
    if not named then return smarm.exit(err) end
@@ -212,7 +266,12 @@ local function serve(module, args, opts)
       return gen.finish(why)
    end
    gen.started(true)
-   local reason, after, last = loop(state)
+   -- init's second value after a state: a timeout, "hibernate" or {continue = x}; anything
+   -- else there is ignored, as it always was
+   local t = type(why)
+   local nxt = (t == "number" and why >= 0 or why == "hibernate"
+      or t == "table" and why.continue ~= nil) and why or nil
+   local reason, after, last = loop(state, nxt)
    local tok, terr = pcall(terminate, reason, last)
    if after then after() end
    if not tok then error(terr, 0) end

@@ -41,6 +41,22 @@ function M.stop(dest, reason, timeout)
    return gen.stop(dest, reason, timeout, "gen_statem.stop")
 end
 
+--- The state and data of a running machine, as {state, data} (OTP's sys:get_state).
+-- @return {state, data} | nil, "timeout" | "server_down" | "noproc"
+function M.get_state(dest, timeout)
+   return gen.get_state(dest, timeout, "gen_statem.get_state")
+end
+
+--- Replaces a running machine's state and data with fn({state, data}) -> {state, data}
+-- (OTP's sys:replace_state); fn has no upvalues. An error in it is raised here.
+-- @return {state, data} | nil, "timeout" | "server_down" | "noproc"
+function M.replace_state(dest, fn, timeout)
+   local r, err = gen.replace_state(dest, fn, timeout, "gen_statem.replace_state")
+   if r == nil then return nil, err end
+   if r.error then error("gen_statem.replace_state: " .. r.error, 2) end
+   return r.state
+end
+
 --- Starts a machine in a new actor and waits until its init has returned.
 -- @param module the callback module's name
 -- @param args passed to init
@@ -89,7 +105,7 @@ local function arm(key, etype, s, msg, name)
    if type(s) ~= "number" or s < 0 then fail("bad timeout " .. tostring(s)) end
    next_ref = next_ref + 1
    local timer = smarm.send_after(s, smarm.self(),
-      { smarm = "statem_timeout", key = key, ref = next_ref, etype = etype, msg = msg,
+      { [gen.TAG] = "statem_timeout", key = key, ref = next_ref, etype = etype, msg = msg,
         name = name })
    timers[key] = { timer = timer, ref = next_ref }
 end
@@ -147,9 +163,11 @@ end
 -- The enter call after a state change (old: the previous state). Returns nil or a stop.
 local function enter(old)
    local r, a, b, c = call_handler("enter", old, nil)
-   if r == "keep_state" then
+   if r == "keep_state" or r == "repeat_state" then
       data = a
       apply_actions(b, true)
+   elseif r == "keep_state_and_data" or r == "repeat_state_and_data" then
+      apply_actions(a, true)
    elseif r == "next_state" then
       if a ~= state then fail("an enter call cannot change the state") end
       data = b
@@ -166,10 +184,17 @@ local function handle_event(etype, content, from)
    cancel("event") -- any event cancels the event timeout
    local r, a, b, c = call_handler(etype, content, from)
    local new, actions
+   local repeat_enter = false
    if r == "next_state" then
       new, data, actions = a, b, c
    elseif r == "keep_state" then
       new, data, actions = state, a, b
+   elseif r == "keep_state_and_data" then
+      new, actions = state, a
+   elseif r == "repeat_state" then
+      new, data, actions, repeat_enter = state, a, b, true
+   elseif r == "repeat_state_and_data" then
+      new, actions, repeat_enter = state, a, true
    elseif r == "stop" then
       return a, b
    else
@@ -186,7 +211,8 @@ local function handle_event(etype, content, from)
       postponed = {}
    end
    if inserted then push_front(inserted) end
-   if changed and mod.state_enter then
+   -- repeat_state: the enter call runs again for the same state
+   if (changed or repeat_enter) and mod.state_enter then
       local reason, d = enter(old)
       if reason ~= nil then return reason, d end
    end
@@ -204,7 +230,18 @@ local function classify(m)
    if tag == "call" then return "call", m.req, m.from end
    if tag == "cast" then return "cast", m.msg end
    if tag == "stop" then return "stop", m.reason end
-   if type(m) == "table" and m.smarm == "statem_timeout" and type(m.key) == "string"
+   if tag == "get_state" then
+      gen.reply(m.from, { state, data }, "gen_statem")
+      return nil
+   end
+   if tag == "replace_state" then
+      local new, err = gen.run_replace(m.req, { state, data })
+      if not err and type(new) ~= "table" then err = "fn must return {state, data}" end
+      if not err then state, data = new[1], new[2] end
+      gen.reply(m.from, err and { error = err } or { state = { state, data } }, "gen_statem")
+      return nil
+   end
+   if type(m) == "table" and rawget(m, gen.TAG) == "statem_timeout" and type(m.key) == "string"
       and type(m.ref) == "number" and type(m.etype) == "string" then
       local t = timers[m.key]
       if not t or t.ref ~= m.ref then return nil end
@@ -275,6 +312,7 @@ end
 
 -- The machine body behind run (and so start).
 local function serve(module, args, opts)
+   gen.route()
    mod, mod_name = gen.load_module("gen_statem", module), module
    if mod.callback_mode == "handle_event_function" then
       handler = mod.handle_event

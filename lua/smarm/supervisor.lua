@@ -18,7 +18,10 @@ local STRATEGY = {
    one_for_one = "SMARM_SUP_ONE_FOR_ONE",
    one_for_all = "SMARM_SUP_ONE_FOR_ALL",
    rest_for_one = "SMARM_SUP_REST_FOR_ONE",
+   -- its own loop (smarm.supervisor_simple); the C table is used for the intensity only
+   simple_one_for_one = "SMARM_SUP_ONE_FOR_ONE",
 }
+local AUTO_SHUTDOWN = { never = true, any_significant = true, all_significant = true }
 local RESTART = {
    permanent = "SMARM_SUP_PERMANENT",
    transient = "SMARM_SUP_TRANSIENT",
@@ -95,6 +98,18 @@ local function child_problem(c)
    if c.init_ack ~= nil and type(c.init_ack) ~= "boolean" then
       return child .. "init_ack must be a boolean, got " .. type(c.init_ack)
    end
+   for _, k in ipairs({ "stack", "max_heap" }) do
+      local v = c[k]
+      if v ~= nil and not (type(v) == "number" and v >= 0 and v % 1 == 0) then
+         return child .. k .. " must be a whole number of bytes >= 0, got " .. show(v)
+      end
+   end
+   if c.significant ~= nil and type(c.significant) ~= "boolean" then
+      return child .. "significant must be a boolean, got " .. type(c.significant)
+   end
+   if c.significant and (c.restart or "permanent") == "permanent" then
+      return child .. "a significant child must be transient or temporary"
+   end
 end
 
 -- A checked child spec with its defaults filled in, as a fresh table.
@@ -109,6 +124,9 @@ local function child_spec(c)
       shutdown = shutdown,
       type = kind,
       init_ack = c.init_ack or false,
+      stack = c.stack,
+      max_heap = c.max_heap,
+      significant = c.significant or false,
    }
 end
 
@@ -122,8 +140,20 @@ end
 local function spec_problem(spec)
    if type(spec) ~= "table" then return "spec must be a table, got " .. type(spec) end
    if spec.strategy ~= nil and not STRATEGY[spec.strategy] then
-      return "strategy must be \"one_for_one\", \"one_for_all\" or \"rest_for_one\", got "
-         .. show(spec.strategy)
+      return "strategy must be \"one_for_one\", \"one_for_all\", \"rest_for_one\" or "
+         .. "\"simple_one_for_one\", got " .. show(spec.strategy)
+   end
+   local auto = spec.auto_shutdown
+   if auto ~= nil and not AUTO_SHUTDOWN[auto] then
+      return "auto_shutdown must be \"never\", \"any_significant\" or \"all_significant\", "
+         .. "got " .. show(auto)
+   end
+   local simple = spec.strategy == "simple_one_for_one"
+   if simple and auto ~= nil and auto ~= "never" then
+      return "auto_shutdown must be \"never\" for simple_one_for_one"
+   end
+   if simple and (type(spec.children) ~= "table" or #spec.children ~= 1) then
+      return "simple_one_for_one needs children = { template } (exactly one child spec)"
    end
    if not non_negative(spec.intensity, true) then
       return "intensity must be a number >= 0, got " .. show(spec.intensity)
@@ -153,13 +183,19 @@ local function spec_problem(spec)
       local id = kids[i].id
       if seen[id] then return ("children[%d]: duplicate child id %s"):format(i, show(id)) end
       seen[id] = true
+      if kids[i].significant and (auto == nil or auto == "never") then
+         return ("children[%d]: significant needs auto_shutdown \"any_significant\" or "
+            .. "\"all_significant\""):format(i)
+      end
    end
 end
 
 -- ---- the supervisor's state and its FFI table ----
 --
--- Deaths of children are learnt from a monitor per child: links alone would do for
--- abnormal exits, but a normal exit sends no exit signal, even to a trapping peer.
+-- Deaths of children are learnt from a monitor per child, all of whose notices come on
+-- one channel (downs_rx), so the loop selects over a fixed few arms however many
+-- children there are: links alone would do for abnormal exits, but a normal exit sends
+-- no exit signal, even to a trapping peer.
 -- The links are there so that a supervisor killed hard takes its children along.
 -- The trap channel then carries only requests to stop (smarm.shutdown) and the
 -- death of the parent; the exit signals of children that arrive there are ignored.
@@ -176,9 +212,9 @@ local function new_state(strategy, intensity, period)
       specs = {}, -- key -> child spec
       restarting = {}, -- key -> true while a failed restart waits for its retry
       keys = {}, -- id -> key
-      mons = {}, -- key -> monitor of the running child
-      arms = nil, -- select arms, rebuilt when children come or go
-      armkeys = nil, -- arm index -> key
+      refs = {}, -- key -> ref of the running child's monitor (its notice comes on downs_rx)
+      pidkey = {}, -- pid of a running child -> key
+      pending = {}, -- down notices a stop held back while it waited for another
       buf = ffi.new("int32_t[?]", 16),
       nbuf = 16,
    }
@@ -228,13 +264,31 @@ end
 local function start(st, key)
    local c = st.specs[key]
    local s = c.start
-   local pid, mon = proc.start({ link = true, owned = true }, st.start_timeout, child_main,
+   local pid, mon = proc.start({ link = true, owned = true, stack = c.stack,
+      max_heap = c.max_heap }, st.start_timeout, child_main,
       smarm.self(), c.init_ack, s[1], s[2], unpack(s, 3, #s))
    if not pid then return nil, mon end
+   -- from now on its notice comes on the channel every child's does (one select arm
+   -- however many children); a death in between reads noproc there
+   smarm.demonitor(mon)
+   st.refs[key] = smarm.monitor(pid, st.downs_rx)
+   st.pidkey[pid] = key
    st.C.smarm_ffi_sup_set_pid(st.t, key, pid)
-   st.mons[key] = mon
-   st.arms = nil
    return pid
+end
+
+-- Waits for child pid's down notice (nil after timeout seconds), holding the others back
+-- for the loop.
+local function await_down(st, pid, timeout)
+   for i, d in ipairs(st.pending) do
+      if d.pid == pid then return table.remove(st.pending, i) end
+   end
+   while true do
+      local d = st.downs_rx:recv(timeout)
+      if d == nil then return nil end
+      if d.pid == pid then return d end
+      st.pending[#st.pending + 1] = d
+   end
 end
 
 -- Stops child key if it runs: brutal_kill kills; a grace asks politely and kills when
@@ -242,21 +296,20 @@ end
 local function stop(st, key)
    local pid = pid_of(st, key)
    if not pid then return end
-   local mon = st.mons[key]
    st.C.smarm_ffi_sup_set_pid(st.t, key, 0)
-   st.mons[key] = nil
-   st.arms = nil
+   st.refs[key] = nil
+   st.pidkey[pid] = nil
    local grace = st.specs[key].shutdown
    if grace == "brutal_kill" then
       smarm.kill(pid)
    else
       smarm.shutdown(pid)
       if grace ~= "infinity" then
-         if mon:recv(grace) then return end
+         if await_down(st, pid, grace) then return end
          smarm.kill(pid)
       end
    end
-   mon:recv()
+   await_down(st, pid)
 end
 
 local function stop_all(st)
@@ -322,11 +375,21 @@ local function is_abnormal(reason)
 end
 
 -- Child key's down notice (from the monitor set at its spawn, so never noproc).
+-- auto_shutdown: a significant child ended by itself and was not restarted. True when
+-- the supervisor is to shut down (any_significant, or all_significant with no other
+-- significant child running).
+local function auto_shutdown(st, key)
+   if st.auto_shutdown == "any_significant" then return true end
+   for k, c in pairs(st.specs) do
+      if k ~= key and c.significant and pid_of(st, k) then return false end
+   end
+   return true
+end
+
 local function on_down(st, key, down)
    local C = st.C
-   local id = st.specs[key] and st.specs[key].id
-   st.mons[key] = nil
-   st.arms = nil
+   local spec = st.specs[key]
+   local id = spec and spec.id
    fit_buf(st, C.smarm_ffi_sup_children(st.t, st.buf, 0, 0))
    local n = C.smarm_ffi_sup_child_exited(st.t, down.pid, is_abnormal(down.reason) and 1 or 0,
       st.buf, st.nbuf)
@@ -336,6 +399,9 @@ local function on_down(st, key, down)
    end
    if is_abnormal(down.reason) then
       report(st, "child_terminated", down.reason, down.pid, id)
+   end
+   if n == 0 and spec and spec.significant and auto_shutdown(st, key) then
+      terminate(st, "shutdown")
    end
    if n <= 0 then return end
    local keys = {}
@@ -365,17 +431,29 @@ local function on_signal(st, sig)
    end
 end
 
+-- A notice from downs_rx: a running child's death goes to on_down; others (a child
+-- already stopped or replaced) are stale.
+local function on_notice(st, d)
+   local key = st.pidkey[d.pid]
+   if not key or st.refs[key] ~= d.ref then return end
+   st.pidkey[d.pid] = nil
+   st.refs[key] = nil
+   if d.reason == "noproc" then
+      -- it died before its monitor was in place: its terminal record says how
+      local r = smarm.terminal_reason(d.pid)
+      if r ~= nil then d.reason = r end
+   end
+   on_down(st, key, d)
+end
+
 local function arms_of(st)
    if st.arms then return st.arms end
-   local arms, armkeys = { st.trap, smarm.inbox }, {}
+   local arms = { st.trap, smarm.inbox }
    if st.parent_mon then arms[3] = st.parent_mon end
-   for key, mon in pairs(st.mons) do
-      arms[#arms + 1] = mon
-      armkeys[#arms] = key
-   end
+   arms[#arms + 1] = st.downs_rx
    -- last: a child that keeps failing its restart delays nothing else
    arms[#arms + 1] = st.retry_rx
-   st.arms, st.armkeys = arms, armkeys
+   st.arms = arms
    return arms
 end
 
@@ -384,6 +462,12 @@ end
 local handlers = {}
 
 function handlers.start_child(st, req)
+   if req.args then
+      -- start_child(sup, x) where x does not look like a child spec: the caller's error
+      local bad = child_problem(req.args[1])
+      if bad then return nil, bad, "bad_child_spec" end
+      req.child = req.args[1]
+   end
    local bad = child_problem(req.child)
    if bad then return nil, bad end
    local c = child_spec(req.child)
@@ -459,7 +543,7 @@ local function on_request(st, msg)
    if type(op) ~= "string" or not handlers[op] then
       return warn(("a malformed request (unknown op %s)"):format(tostring(op)))
    end
-   if not gen.is_reply_handle(req.reply) then
+   if not gen.is_tx(req.reply) then
       return warn(("a malformed %s request (reply is not a channel tx)"):format(op))
    end
    local a, b, c = handlers[op](st, req)
@@ -540,7 +624,24 @@ function M.run(spec)
    st.parent_mon = st.parent and smarm.monitor(st.parent)
    st.trap = trap
    st.start_timeout = spec.start_timeout
+   st.auto_shutdown = spec.auto_shutdown or "never"
+   if spec.strategy == "simple_one_for_one" then
+      if spec.name ~= nil and not smarm.register(spec.name) then
+         if not waiter then error("supervisor.run: already_started", 0) end
+         proc.started(false, "already_started")
+         return nil, "already_started"
+      end
+      return require("smarm.supervisor_simple").run(kids[1], st, {
+         child_main = child_main,
+         allowed = allowed,
+         is_abnormal = is_abnormal,
+         warn = warn,
+         is_tx = gen.is_tx,
+         started = proc.started,
+      })
+   end
    st.retry_tx, st.retry_rx = smarm.channel()
+   st.downs_tx, st.downs_rx = smarm.channel()
    local function fail(why)
       stop_all(st)
       if not waiter then
@@ -563,6 +664,8 @@ function M.run(spec)
    end
    proc.started(true)
    while true do
+      -- one at a time off the list, so that a shutdown in the middle finds the rest there
+      while #st.pending > 0 do on_notice(st, table.remove(st.pending, 1)) end
       local arms = arms_of(st)
       local i, v = smarm.select(arms)
       if i == 1 then
@@ -577,7 +680,7 @@ function M.run(spec)
       elseif arms[i] == st.retry_rx then
          retry(st)
       else
-         on_down(st, st.armkeys[i], v)
+         on_notice(st, v)
       end
    end
 end
@@ -599,16 +702,55 @@ function M.start_link(spec, timeout)
    end
    if not pid then return nil, why end
    smarm.demonitor(why)
+   M.stop_at_return(pid)
    return pid
 end
 
---- Adds a child spec to a running supervisor and starts it.
+-- The supervisors this actor started with start_link, in start order.
+local linked = {}
+
+-- Stops the supervisors in linked, the last started first, each as an application's top
+-- supervisor is stopped: asked to shut down (its children stop in order, each with its
+-- shutdown grace) and waited for.
+local function stop_linked()
+   for i = #linked, 1, -1 do
+      local pid = linked[i]
+      local mon = smarm.monitor(pid)
+      smarm.shutdown(pid)
+      mon:recv()
+   end
+   linked = {}
+end
+
+--- Has sup stopped in order when the root actor's body returns (before the root-exit
+-- sweep, which stops whatever is left uncatchably). start_link calls it; only the root
+-- runs it (other actors that return leave their supervisors running, as in OTP).
+function M.stop_at_return(sup)
+   linked[#linked + 1] = sup
+   debug.getregistry()["smarm.at_return"] = stop_linked
+end
+
+--- Adds a child spec to a running supervisor and starts it; for a simple_one_for_one
+-- supervisor, starts a child from its template with args appended to the template's
+-- start arguments. A first argument that is a table with id and start fields is a
+-- child spec (then a second is the timeout).
 -- @return pid | nil, "already_started" | "already_present" | reason
-function M.start_child(sup, child, timeout)
-   local why, wait = request_problem(sup, timeout)
-   why = why or child_problem(child)
+function M.start_child(sup, ...)
+   local n = select("#", ...)
+   local child = ...
+   if type(child) == "table" and child.start ~= nil and child.id ~= nil then
+      local timeout = select(2, ...)
+      local why, wait = request_problem(sup, timeout)
+      why = why or child_problem(child)
+      if why then error("supervisor.start_child: " .. why, 2) end
+      return call("supervisor.start_child", sup, "start_child", { child = child }, wait)
+   end
+   local why = request_problem(sup)
    if why then error("supervisor.start_child: " .. why, 2) end
-   return call("supervisor.start_child", sup, "start_child", { child = child }, wait)
+   local pid, err, kind = call("supervisor.start_child", sup, "start_child",
+      { args = { ... }, n = n }, 5)
+   if kind == "bad_child_spec" then error("supervisor.start_child: " .. err, 2) end
+   return pid, err, kind
 end
 
 --- Stops a child (as its shutdown says); its spec stays unless it is temporary.

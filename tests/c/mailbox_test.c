@@ -206,6 +206,66 @@ static void two_producers_one_consumer_deliver_each_once_in_order(void **state)
     mailbox_close(&q.mb);
 }
 
+/* Selective receive's cursor: a scan leaves what it passes queued in order, takes one from
+ * the middle, sees messages pushed while it scans, and a mark skips what came before it. */
+static void scan_takes_from_the_middle_and_mark_skips_older(void **state)
+{
+    (void)state;
+    mailbox mb = {0};
+    mailbox_open(&mb, 1);
+    for (uint64_t i = 1; i <= 4; i++)
+        assert_int_equal(mailbox_push(&mb, 1, msg_u64(i)), 0);
+    mailbox_scan_begin(&mb, 0);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 1);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 2);
+    msg *two = mailbox_scan_take(&mb);
+    assert_int_equal(msg_val(two), 2);
+    msg_free(two);
+    assert_null(mailbox_scan_take(&mb)); /* one take per next */
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 3);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 4);
+    assert_null(mailbox_scan_next(&mb));
+    assert_false(mailbox_scan_ready(&mb));
+    /* a push while the scan waits is found after the last one it saw */
+    assert_int_equal(mailbox_push(&mb, 1, msg_u64(5)), 0);
+    assert_true(mailbox_scan_ready(&mb));
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 5);
+    msg *five = mailbox_scan_take(&mb);
+    msg_free(five);
+    assert_false(mailbox_scan_stale(&mb));
+
+    /* a mark: the scan starts after 4 (the tail when it was made) */
+    uint32_t mark = mailbox_mark(&mb);
+    assert_int_equal(mailbox_push(&mb, 1, msg_u64(6)), 0);
+    mailbox_scan_begin(&mb, mark);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 6);
+    msg_free(mailbox_scan_take(&mb));
+    /* the mark's own message taken: the mark moves back, still skipping older ones */
+    mailbox_scan_begin(&mb, 0);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 1);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 3);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 4);
+    msg_free(mailbox_scan_take(&mb));
+    assert_int_equal(mailbox_push(&mb, 1, msg_u64(7)), 0);
+    mailbox_scan_begin(&mb, mark);
+    assert_int_equal(msg_val(mailbox_scan_next(&mb)), 7);
+    /* a plain pop makes the scan stale */
+    msg *one = mailbox_pop(&mb);
+    assert_int_equal(msg_val(one), 1);
+    msg_free(one);
+    assert_true(mailbox_scan_stale(&mb));
+    /* what is left, in order */
+    msg *m = mailbox_pop(&mb);
+    assert_int_equal(msg_val(m), 3);
+    msg_free(m);
+    m = mailbox_pop(&mb);
+    assert_int_equal(msg_val(m), 7);
+    msg_free(m);
+    assert_null(mailbox_pop(&mb));
+    assert_int_equal(atomic_load(&mb.depth), 0);
+    mailbox_close(&mb);
+}
+
 int main(void)
 {
     alarm(240);
@@ -215,6 +275,7 @@ int main(void)
         cmocka_unit_test(close_frees_queued_messages),
         cmocka_unit_test(reopen_with_new_generation_starts_empty),
         cmocka_unit_test(two_producers_one_consumer_deliver_each_once_in_order),
+        cmocka_unit_test(scan_takes_from_the_middle_and_mark_skips_older),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

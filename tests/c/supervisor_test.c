@@ -177,6 +177,26 @@ static void order_queries_delete_and_count(void **state)
     assert_int_equal(n[1], 4);
     assert_int_equal(n[2], 1);
     assert_int_equal(n[3], 4);
+    /* the counts are kept as children exit, restart and go (count_children is O(1)) */
+    assert_int_equal(smarm_ffi_sup_child_exited(s, 200, 1, out, 16), 1);
+    smarm_ffi_sup_count(s, n);
+    assert_int_equal(n[1], 3);
+    smarm_ffi_sup_set_pid(s, k[0], 300);
+    smarm_ffi_sup_set_pid(s, k[0], 301); /* a pid replaced counts once */
+    smarm_ffi_sup_count(s, n);
+    assert_int_equal(n[1], 4);
+    int32_t t = smarm_ffi_sup_add_child(s, SMARM_SUP_TEMPORARY, 5, 1);
+    smarm_ffi_sup_set_pid(s, t, 400);
+    smarm_ffi_sup_count(s, n);
+    assert_int_equal(n[0], 6);
+    assert_int_equal(n[1], 5);
+    assert_int_equal(n[2], 2);
+    assert_int_equal(smarm_ffi_sup_child_exited(s, 400, 0, out, 16), 0); /* removed */
+    smarm_ffi_sup_count(s, n);
+    assert_int_equal(n[0], 5);
+    assert_int_equal(n[1], 4);
+    assert_int_equal(n[2], 1);
+    assert_int_equal(n[3], 4);
     assert_true(smarm_ffi_sup_shutdown(s, k[0]) == 5.0);
     assert_int_equal(smarm_ffi_sup_is_sup(s, k[4]), 1);
     smarm_ffi_sup_free(s);

@@ -519,8 +519,8 @@ print("answered " .. #assert(supervisor.which_children(sup, 5)))
               raised(function() supervisor.start_link() end) },
             { "supervisor.start_link: cannot send a function (at spec.children[1].start[3])",
               raised(function() S.start_link({ children = { sends_f } }) end) },
-            { "supervisor.run: strategy must be \"one_for_one\", \"one_for_all\" or "
-                 .. "\"rest_for_one\", got \"one_for_none\"",
+            { "supervisor.run: strategy must be \"one_for_one\", \"one_for_all\", "
+                 .. "\"rest_for_one\" or \"simple_one_for_one\", got \"one_for_none\"",
               raised(function() supervisor.run({ strategy = "one_for_none" }) end) },
             { "supervisor.which_children: bad sup (1.5 is not a pid)",
               raised(function() supervisor.which_children(1.5) end) },

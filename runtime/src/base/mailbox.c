@@ -32,6 +32,7 @@ static inline msg *msg_make(const void *data, size_t len, const void *extra, siz
     m->next = NULL;
     m->len = (uint32_t)len;
     m->extra = (uint32_t)extralen;
+    m->cache = 0;
     memcpy(m->data, data, len);
     if (extralen)
         memcpy(m->data + len, extra, extralen);
@@ -47,8 +48,10 @@ msg *msg_new(const void *data, size_t len) { return msg_make(data, len, NULL, 0)
 
 void msg_free(msg *m)
 {
-    /* undelivered messages still hold the channel references they carry */
-    wire_release(m->data, m->len);
+    /* undelivered messages still hold the channel references they carry (unless decoded:
+     * then the receiver's value holds them) */
+    if (!m->cache)
+        wire_release(m->data, m->len);
     free(m);
 }
 
@@ -64,6 +67,9 @@ void mailbox_open(mailbox *mb, uint32_t gen)
     mb->tail = NULL;
     mb->priv = mb->priv_tail = NULL;
     atomic_store_explicit(&mb->depth, 0, memory_order_relaxed);
+    mb->scan_at = mb->scan_before = mb->mark = NULL;
+    mb->scan_can_take = 0;
+    mb->mark_id = 0;
     mb_unlock(mb);
 }
 
@@ -115,6 +121,75 @@ msg *mailbox_pop(mailbox *mb)
     mb->priv = m->next;
     if (!mb->priv)
         mb->priv_tail = NULL;
+    /* the mark's message gone from the head: everything left came after the mark */
+    if (mb->mark == m)
+        mb->mark = NULL;
+    mb->epoch++;
+    atomic_fetch_sub_explicit(&mb->depth, 1, memory_order_relaxed);
+    return m;
+}
+
+uint32_t mailbox_mark(mailbox *mb)
+{
+    mb_refill(mb);
+    mb->mark = mb->priv_tail;
+    if (++mb->mark_id == 0)
+        mb->mark_id = 1;
+    return mb->mark_id;
+}
+
+void mailbox_scan_begin(mailbox *mb, uint32_t mark)
+{
+    mb->scan_at = mark && mark == mb->mark_id ? mb->mark : NULL;
+    mb->scan_before = NULL;
+    mb->scan_can_take = 0;
+    mb->scan_epoch = mb->epoch;
+}
+
+int mailbox_scan_stale(mailbox *mb) { return mb->scan_epoch != mb->epoch; }
+
+/* The message after the scan's position, refilling from the shared list at the end. */
+static msg *scan_ahead(mailbox *mb)
+{
+    msg *c = mb->scan_at ? mb->scan_at->next : mb->priv;
+    if (!c) {
+        mb_refill(mb);
+        c = mb->scan_at ? mb->scan_at->next : mb->priv;
+    }
+    return c;
+}
+
+msg *mailbox_scan_next(mailbox *mb)
+{
+    msg *c = scan_ahead(mb);
+    if (!c)
+        return NULL;
+    mb->scan_before = mb->scan_at;
+    mb->scan_at = c;
+    mb->scan_can_take = 1;
+    return c;
+}
+
+int mailbox_scan_ready(mailbox *mb) { return scan_ahead(mb) != NULL; }
+
+msg *mailbox_scan_take(mailbox *mb)
+{
+    if (!mb->scan_can_take)
+        return NULL;
+    msg *m = mb->scan_at, *before = mb->scan_before;
+    if (before)
+        before->next = m->next;
+    else
+        mb->priv = m->next;
+    if (mb->priv_tail == m)
+        mb->priv_tail = before;
+    /* a mark on the taken message moves back to the one before (NULL: from the head) */
+    if (mb->mark == m)
+        mb->mark = before;
+    m->next = NULL;
+    mb->scan_at = before;
+    mb->scan_can_take = 0;
+    mb->scan_epoch = ++mb->epoch;
     atomic_fetch_sub_explicit(&mb->depth, 1, memory_order_relaxed);
     return m;
 }
@@ -136,6 +211,10 @@ void mailbox_close(mailbox *mb)
     mb_unlock(mb);
     msg *lists[2] = {mb->priv, h};
     mb->priv = mb->priv_tail = NULL;
+    mb->scan_at = mb->scan_before = mb->mark = NULL;
+    mb->scan_can_take = 0;
+    mb->mark_id = 0;
+    mb->epoch++;
     for (int i = 0; i < 2; i++) {
         for (msg *m = lists[i]; m;) {
             msg *next = m->next;

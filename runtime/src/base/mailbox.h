@@ -10,6 +10,8 @@ typedef struct msg {
     struct msg *next;
     uint32_t len;   /* codec bytes */
     uint32_t extra; /* bytes after them that are not the message (a send_after's name) */
+    int32_t cache;  /* the receiver's handle of its decoded value (selective receive); 0 = none.
+                     * A decoded message's channel references belong to that value. */
     char data[];
 } msg;
 
@@ -23,6 +25,14 @@ typedef struct mailbox {
     msg *head, *tail;       /* shared list, under lock */
     msg *priv, *priv_tail;  /* owner-only */
     _Atomic uint32_t depth; /* queued messages (approximate, for introspection) */
+    /* owner-only, for selective receive: a scan walks the private list from its start or
+     * from a mark; at is the message it returned last, before the one ahead of it */
+    msg *scan_at, *scan_before;
+    int scan_can_take;
+    uint32_t epoch;      /* bumped by every removal: a scan of an older epoch is stale */
+    uint32_t scan_epoch; /* the epoch the scan saw */
+    msg *mark;           /* the newest message queued when the mark was made (NULL: none) */
+    uint32_t mark_id;    /* which mark is current; 0 = none */
 } mailbox;
 
 msg *msg_new(const void *data, size_t len);
@@ -40,6 +50,19 @@ int mailbox_push(mailbox *mb, uint32_t gen, msg *m);
 msg *mailbox_pop(mailbox *mb);
 /* Owner only: whether a pop would find something. */
 int mailbox_nonempty(mailbox *mb);
+/* Owner only, selective receive. A mark records the end of the queue (mailbox_mark returns
+ * its id): a scan begun from that id skips what was queued before it (a call's reply comes
+ * after its request). scan_begin starts a scan (mark 0 or a stale id: from the oldest);
+ * scan_next returns the next message, leaving it queued, or NULL if no more are visible;
+ * scan_take removes the message scan_next returned last and returns it; scan_ready tells
+ * whether scan_next would find one. scan_stale: the queue lost a message since the scan
+ * began by other means than scan_take (a receive nested in the scan). */
+uint32_t mailbox_mark(mailbox *mb);
+void mailbox_scan_begin(mailbox *mb, uint32_t mark);
+int mailbox_scan_stale(mailbox *mb);
+msg *mailbox_scan_next(mailbox *mb);
+msg *mailbox_scan_take(mailbox *mb);
+int mailbox_scan_ready(mailbox *mb);
 /* Closes the mailbox and frees every queued message. */
 void mailbox_close(mailbox *mb);
 

@@ -41,6 +41,7 @@ struct host;
 typedef struct monitor_ref {
     uint64_t id;
     struct chan *c; /* holds one tx reference */
+    int shared;     /* c is shared by several monitors: the notice does not close it */
 } monitor_ref;
 
 /* BOOT_HOST: a host actor's state (embedding): no body, the host thread drives it */
@@ -121,6 +122,8 @@ typedef struct actor_exit {
     uint64_t owner; /* spawned owned: dies with this actor even if it traps */
     uint64_t *links;
     uint32_t nlinks, caplinks;
+    uint32_t *link_index; /* positions in links, once they are many (core/linkset.c) */
+    uint32_t link_index_cap;
     monitor_ref *monitors;
     uint32_t nmonitors, capmonitors;
     struct chan *trap;   /* trap_exit channel (one tx reference), or NULL */

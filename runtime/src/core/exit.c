@@ -15,6 +15,7 @@
 
 #include "core/actor.h"
 #include "core/chan.h"
+#include "core/linkset.h"
 #include "base/spin.h"
 #include "base/wire.h"
 #include "core/runtime.h"
@@ -104,14 +105,17 @@ void exit_set_error(actor *a, const char *msg, const char *traceback)
 /* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
  * signals, plus request = true for a shutdown asked of the receiver (exit_shutdown:
  * not a death, so a supervisor can tell it from a linked actor that ended so) */
-static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
+static msg *notice_ref(actor *a, uint64_t pid, int exit_signal, int request, uint64_t ref)
 {
     wire_buf b;
     wire_buf_init(&b);
-    unsigned n =
-        2 + (a->ex.err_msg != NULL) + (a->ex.err_tb != NULL) + (exit_signal != 0) + (request != 0);
+    unsigned n = 2 + (a->ex.err_msg != NULL) + (a->ex.err_tb != NULL) + (exit_signal != 0) +
+                 (request != 0) + (ref != 0);
     int bad = wire_put_table(&b, 0, n);
     bad |= wire_put_string(&b, "pid", 3) | wire_put_number(&b, (double)pid);
+    /* a monitor's notice names the monitor (mon.ref) */
+    if (ref)
+        bad |= wire_put_string(&b, "ref", 3) | wire_put_number(&b, (double)ref);
     if (exit_signal)
         bad |= wire_put_string(&b, "from", 4) | wire_put_number(&b, (double)pid);
     if (request)
@@ -130,6 +134,11 @@ static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
     msg *m = bad ? NULL : msg_new(b.data, b.len);
     wire_buf_free(&b);
     return m;
+}
+
+static msg *notice_req(actor *a, uint64_t pid, int exit_signal, int request)
+{
+    return notice_ref(a, pid, exit_signal, request, 0);
 }
 
 static msg *notice(actor *a, uint64_t pid, int exit_signal)
@@ -173,6 +182,7 @@ void exit_reset(actor *a, uint64_t pid, uint64_t owner)
     a->ex.owner = owner;
     a->ex.exited = 0;
     a->ex.nlinks = 0;
+    linkset_drop_index(a);
     a->ex.nmonitors = 0;
     a->ex.trap = NULL;
     free(a->ex.exit_override);
@@ -208,6 +218,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     chan *trap = a->ex.trap;
     a->ex.links = NULL;
     a->ex.nlinks = a->ex.caplinks = 0;
+    linkset_drop_index(a);
     a->ex.monitors = NULL;
     a->ex.nmonitors = a->ex.capmonitors = 0;
     a->ex.trap = NULL;
@@ -227,12 +238,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
         if (!p)
             continue;
         /* the link is gone on both sides; a stale entry elsewhere is harmless */
-        for (uint32_t j = 0; j < p->ex.nlinks; j++) {
-            if (p->ex.links[j] == pid) {
-                p->ex.links[j] = p->ex.links[--p->ex.nlinks];
-                break;
-            }
-        }
+        linkset_remove(p, pid);
         /* an owned child (a supervisor's) dies with its owner even if it traps:
          * nothing of a killed owner runs again to stop it (the spec's drop guard) */
         chan *ptrap = p->ex.owner == pid ? NULL : p->ex.trap;
@@ -253,7 +259,11 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     /* monitors after links: whoever watches and is linked sees the link's
      * effect (a stop, or an exit signal queued) done by the time the notice comes */
     for (uint32_t i = 0; i < nmons; i++) {
-        send_last_or_drop(mons[i].c, notice(a, pid, 0));
+        msg *m = notice_ref(a, pid, 0, 0, mons[i].id);
+        if (mons[i].shared)
+            send_or_drop(mons[i].c, m);
+        else
+            send_last_or_drop(mons[i].c, m);
         chan_release(mons[i].c, CHAN_TX);
     }
     free(mons);
@@ -264,32 +274,9 @@ void exit_finalize(smarm_runtime *rt, actor *a)
 
 /* ---- links ---- */
 
-static int add_link(actor *a, uint64_t pid)
-{
-    for (uint32_t i = 0; i < a->ex.nlinks; i++)
-        if (a->ex.links[i] == pid)
-            return 0;
-    if (a->ex.nlinks == a->ex.caplinks) {
-        uint32_t cap = a->ex.caplinks ? a->ex.caplinks * 2 : 4;
-        uint64_t *l = realloc(a->ex.links, cap * sizeof *l);
-        if (!l)
-            return -1;
-        a->ex.links = l;
-        a->ex.caplinks = cap;
-    }
-    a->ex.links[a->ex.nlinks++] = pid;
-    return 0;
-}
+static int add_link(actor *a, uint64_t pid) { return linkset_add(a, pid); }
 
-static void remove_link(actor *a, uint64_t pid)
-{
-    for (uint32_t i = 0; i < a->ex.nlinks; i++) {
-        if (a->ex.links[i] == pid) {
-            a->ex.links[i] = a->ex.links[--a->ex.nlinks];
-            return;
-        }
-    }
-}
+static void remove_link(actor *a, uint64_t pid) { linkset_remove(a, pid); }
 
 int exit_link(smarm_runtime *rt, actor *self, uint64_t pid)
 {
@@ -367,7 +354,19 @@ static void prune_monitors(actor *t)
     t->ex.nmonitors = n;
 }
 
+static uint64_t add_monitor(smarm_runtime *rt, uint64_t pid, chan *c, int shared);
+
 uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
+{
+    return add_monitor(rt, pid, c, 0);
+}
+
+uint64_t exit_monitor_shared(smarm_runtime *rt, uint64_t pid, chan *c)
+{
+    return add_monitor(rt, pid, c, 1);
+}
+
+static uint64_t add_monitor(smarm_runtime *rt, uint64_t pid, chan *c, int shared)
 {
     uint64_t id = atomic_fetch_add_explicit(&rt->next_monitor, 1, memory_order_relaxed) + 1;
     actor *t = lock_live(rt, pid);
@@ -385,11 +384,19 @@ uint64_t exit_monitor(smarm_runtime *rt, uint64_t pid, chan *c)
             t->ex.monitors = m;
             t->ex.capmonitors = cap;
         }
-        t->ex.monitors[t->ex.nmonitors++] = (monitor_ref){id, c};
+        t->ex.monitors[t->ex.nmonitors++] = (monitor_ref){id, c, shared};
         cold_unlock(t);
         return id;
     }
-    send_last_or_drop(c, simple_notice(pid, "noproc", 0, 0));
+    actor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    exit_set_reason(&tmp, "noproc", 1);
+    msg *m = notice_ref(&tmp, pid, 0, 0, id);
+    if (shared)
+        send_or_drop(c, m);
+    else
+        send_last_or_drop(c, m);
+    clear_reason(&tmp);
     chan_release(c, CHAN_TX);
     return id;
 }
@@ -443,6 +450,43 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
     cold_unlock(t);
 }
 
+int exit_signal(smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reason, size_t len,
+                enum exit_kind kind)
+{
+    actor *t = lock_live(rt, pid);
+    if (!t)
+        return -1;
+    if (kind == EXIT_KILL) {
+        cold_unlock(t);
+        sched_stop(rt, pid, STOP_KILL);
+        return 0;
+    }
+    chan *trap = t->ex.trap;
+    if (trap) {
+        /* trap_exit is read under the target's lock, so a signal racing it is either a
+         * message (trapping) or a stop (not), never both nor neither */
+        actor tmp;
+        memset(&tmp, 0, sizeof tmp);
+        char *copy = dup_bytes(reason, len);
+        exit_set_reason_bytes(&tmp, copy, copy ? len : 0, 1);
+        send_or_drop(trap, notice_req(&tmp, from, 1, 0));
+        clear_reason(&tmp);
+        cold_unlock(t);
+        return 0;
+    }
+    if (kind == EXIT_NORMAL) {
+        cold_unlock(t);
+        return 0;
+    }
+    if (!t->ex.exit_override) {
+        t->ex.exit_override = dup_bytes(reason, len);
+        t->ex.exit_override_len = t->ex.exit_override ? len : 0;
+    }
+    cold_unlock(t);
+    sched_stop(rt, pid, STOP_LINKED);
+    return 0;
+}
+
 int exit_terminal(smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len)
 {
     actor *a = sched_actor(rt, pid);
@@ -475,6 +519,7 @@ void exit_free_records(smarm_runtime *rt)
         free(a->ex.terminal);
         free(a->ex.exit_override);
         free(a->ex.links);
+        linkset_drop_index(a);
         free(a->ex.monitors);
         a->ex.terminal = a->ex.exit_override = NULL;
         a->ex.links = NULL;

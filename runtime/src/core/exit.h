@@ -35,12 +35,22 @@ void exit_noproc(struct smarm_runtime *rt, struct actor *self, uint64_t pid);
 /* Registers channel c (one tx reference handed over) for pid's down notice;
  * returns the monitor id. If pid is not alive, c gets a noproc notice at once. */
 uint64_t exit_monitor(struct smarm_runtime *rt, uint64_t pid, struct chan *c);
+/* The same for a channel several monitors share (one tx reference handed over per call):
+ * the notice is an ordinary message, and the channel stays open after it. */
+uint64_t exit_monitor_shared(struct smarm_runtime *rt, uint64_t pid, struct chan *c);
 /* Removes monitor id from pid, releasing its reference; 1 if it was still there. */
 int exit_demonitor(struct smarm_runtime *rt, uint64_t pid, uint64_t id);
 /* trap_exit: installs c (one tx reference handed over) or clears it (c = NULL). */
 void exit_set_trap(struct actor *a, struct chan *c);
 /* Polite stop: a trapping target gets {from, reason = "shutdown"}; others stop. */
 void exit_shutdown(struct smarm_runtime *rt, uint64_t from, uint64_t pid);
+/* Erlang's exit/2: an exit signal from `from` to pid with reason (codec bytes). EXIT_KILL stops
+ * it with "killed" whether it traps or not; otherwise a trapping target gets {pid = from,
+ * from = from, reason = reason} on its trap channel, and a target that does not trap ignores
+ * EXIT_NORMAL and ends with the reason for EXIT_OTHER. 0, or -1 if pid is not alive. */
+enum exit_kind { EXIT_KILL, EXIT_NORMAL, EXIT_OTHER };
+int exit_signal(struct smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reason,
+                size_t len, enum exit_kind kind);
 /* The reason bytes of pid's death if its slot has not died again since;
  * copies them into a malloc'd buffer. 0 = found, -1 = alive or unknown. */
 int exit_terminal(struct smarm_runtime *rt, uint64_t pid, char **bytes, size_t *len);

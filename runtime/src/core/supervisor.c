@@ -20,6 +20,7 @@ struct smarm_sup {
     int32_t next_key;
     sup_child *kids; /* in start order */
     int32_t nkids, capkids;
+    int32_t active, sups; /* running children, supervisor children: count_children in O(1) */
     /* The times of the last min(restarts, intensity) restarts, oldest at head.
      * Grown on demand up to intensity entries, so a huge intensity costs only
      * what is used. */
@@ -84,11 +85,21 @@ int32_t smarm_ffi_sup_add_child(smarm_sup *s, int32_t restart, double shutdown, 
     c->is_sup = is_sup != 0;
     c->shutdown = shutdown;
     c->pid = 0;
+    s->sups += c->is_sup;
     return c->key;
+}
+
+/* Sets child i's pid, keeping the count of running children. */
+static void set_pid_at(smarm_sup *s, int32_t i, uint64_t pid)
+{
+    s->active += (pid != 0) - (s->kids[i].pid != 0);
+    s->kids[i].pid = pid;
 }
 
 static void remove_at(smarm_sup *s, int32_t i)
 {
+    set_pid_at(s, i, 0);
+    s->sups -= s->kids[i].is_sup;
     memmove(&s->kids[i], &s->kids[i + 1], (size_t)(s->nkids - i - 1) * sizeof *s->kids);
     s->nkids--;
 }
@@ -109,7 +120,7 @@ int32_t smarm_ffi_sup_set_pid(smarm_sup *s, int32_t key, uint64_t pid)
     int32_t i = find_key(s, key);
     if (i < 0)
         return -1;
-    s->kids[i].pid = pid;
+    set_pid_at(s, i, pid);
     return 0;
 }
 
@@ -150,7 +161,7 @@ int32_t smarm_ffi_sup_child_exited(smarm_sup *s, uint64_t pid, int32_t abnormal,
     if (i < 0)
         return -1;
     sup_child *c = &s->kids[i];
-    c->pid = 0;
+    set_pid_at(s, i, 0);
     int restart =
         c->restart == SMARM_SUP_PERMANENT || (c->restart == SMARM_SUP_TRANSIENT && abnormal);
     if (c->restart == SMARM_SUP_TEMPORARY) {
@@ -212,13 +223,8 @@ int32_t smarm_ffi_sup_children(smarm_sup *s, int32_t *out, int32_t max, int32_t 
 
 void smarm_ffi_sup_count(smarm_sup *s, int32_t *out)
 {
-    int32_t active = 0, sups = 0;
-    for (int32_t j = 0; j < s->nkids; j++) {
-        active += s->kids[j].pid != 0;
-        sups += s->kids[j].is_sup;
-    }
     out[0] = s->nkids;
-    out[1] = active;
-    out[2] = sups;
-    out[3] = s->nkids - sups;
+    out[1] = s->active;
+    out[2] = s->sups;
+    out[3] = s->nkids - s->sups;
 }

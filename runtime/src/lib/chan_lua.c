@@ -11,6 +11,7 @@
 #include "vm/codec.h"
 #include "lib/args.h"
 #include "lib/net_lua.h"
+#include "lib/recv_lua.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
@@ -25,9 +26,11 @@ typedef struct chan_ep {
     uint64_t magic;
     chan *c;
     int kind;
+    uint64_t ref; /* a monitor's id (mon.ref), else 0 */
 } chan_ep;
 
-static const char tx_mt_key = 't', rx_mt_key = 'r', wait_key = 'w', inbox_key = 'i';
+static const char tx_mt_key = 't', rx_mt_key = 'r', mon_mt_key = 'm', wait_key = 'w',
+                  inbox_key = 'i';
 
 static uint64_t ep_magic(void)
 {
@@ -131,6 +134,50 @@ static void push_mt(lua_State *L, int kind)
     lib_object_mt(L, l_ep_gc, l_ep_tostring, "smarm channel", key);
 }
 
+/* A monitor's __index: mon.ref, else the rx methods (upvalue 1). */
+static int l_mon_index(lua_State *L)
+{
+    const char *k = lua_tostring(L, 2);
+    if (k && k[0] == 'r' && k[1] == 'e' && k[2] == 'f' && k[3] == 0) {
+        chan_ep *ep = to_ep(L, 1);
+        if (ep && ep->ref) {
+            lua_pushnumber(L, (lua_Number)ep->ref);
+            return 1;
+        }
+        return 0;
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    return 1;
+}
+
+/* The metatable of monitors: an rx's, with mon.ref. */
+static void push_mon_mt(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&mon_mt_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    push_mt(L, CHAN_RX);
+    lua_getfield(L, -1, "__index");
+    lua_replace(L, -2);
+    lua_pushcclosure(L, l_mon_index, 1);
+    lib_object_mt(L, l_ep_gc, l_ep_tostring, "smarm channel", &mon_mt_key);
+}
+
+void chan_lua_monitor_ref(lua_State *L, int idx, uint64_t ref)
+{
+    idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+    chan_ep *ep = to_ep(L, idx);
+    if (!ep)
+        return;
+    ep->ref = ref;
+    push_mon_mt(L);
+    lua_setmetatable(L, idx);
+}
+
 void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
 {
     if (!lua_checkstack(L, 4))
@@ -139,6 +186,7 @@ void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
     ep->magic = ep_magic();
     ep->c = NULL; /* until the metatable (and so __gc) is in place */
     ep->kind = kind;
+    ep->ref = 0;
     push_mt(L, kind);
     lua_setmetatable(L, -2);
     ep->c = c;
@@ -184,7 +232,7 @@ static int try_inbox(actor *a, lua_State *L)
         return -1;
     a->stats.msgs_in++;
     lib_took(a);
-    luavm_take(L, m, "smarm.select");
+    recv_lua_take(a, L, m, "smarm.select");
     return 1;
 }
 

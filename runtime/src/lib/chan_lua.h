@@ -21,6 +21,8 @@ void *chan_lua_take_rx(void *ud);
 /* Pushes a new endpoint object of L's state that takes over one reference to c; an rx
  * makes L's actor the channel's receiver. May raise a memory error. */
 void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind);
+/* Makes the rx at idx (a monitor's) answer mon.ref with ref. May raise out of memory. */
+void chan_lua_monitor_ref(lua_State *L, int idx, uint64_t ref);
 /* The same, as the codec's endpoint hook (codec_endpoints.push). */
 void chan_lua_push_ref(lua_State *L, void *c, int kind);
 

@@ -55,10 +55,31 @@ static int l_unlink(lua_State *L)
 
 /* ---- monitors: a monitor is the rx end of a channel its down notice arrives on ---- */
 
+/* smarm.monitor(pid, rx): the notice goes to the caller's channel rx, which several
+ * monitors may share (a supervisor of many children waits on one arm); returns the ref. */
+static int monitor_into(lua_State *L, actor *a, uint64_t pid)
+{
+    void *ref = NULL;
+    void *ud = lua_touserdata(L, 2);
+    int kind = ud ? chan_lua_endpoint(ud, lua_objlen(L, 2), &ref) : 0;
+    if (kind != CHAN_RX || !ref)
+        return luaL_error(L, "smarm.monitor: argument 2 must be a channel rx, got %s",
+                          luaL_typename(L, 2));
+    chan *c = ref;
+    chan_retain(c, CHAN_TX);
+    uint64_t id = exit_monitor_shared(a->rt, pid, c); /* takes that tx reference */
+    if (!id)
+        return luaL_error(L, "smarm.monitor: out of memory");
+    lua_pushnumber(L, (lua_Number)id);
+    return 1;
+}
+
 static int l_monitor(lua_State *L)
 {
     actor *a = luavm_actor(L);
     uint64_t pid = lib_check_pid(L, 1, "smarm.monitor");
+    if (!lua_isnoneornil(L, 2))
+        return monitor_into(L, a, pid);
     chan *c = chan_new(a->rt, a->pid);
     if (!c)
         return luaL_error(L, "smarm.monitor: out of memory");
@@ -66,6 +87,7 @@ static int l_monitor(lua_State *L)
     chan_lua_push(L, c, CHAN_RX);
     uint64_t id = exit_monitor(a->rt, pid, c); /* takes the tx reference */
     chan_set_monitor(c, pid, id);
+    chan_lua_monitor_ref(L, -1, id);
     return 1;
 }
 

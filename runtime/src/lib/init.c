@@ -15,6 +15,7 @@
 #include "lib/chan_lua.h"
 #include "lib/exit_lua.h"
 #include "lib/net_lua.h"
+#include "lib/recv_lua.h"
 #include "lib/reload_lua.h"
 #include "lib/smarm_lua.h"
 #include "lib/table_lua.h"
@@ -140,6 +141,7 @@ static const luaL_Reg preloads[] = {
     {"smarm.net.raw", net_lua_open},
     {"smarm.table", table_lua_open},
     {"smarm.reload.raw", reload_lua_open_raw},
+    {"smarm.selective.raw", recv_lua_open},
     {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;

@@ -15,11 +15,14 @@
 #include "lib/args.h"
 #include "lib/blocking_lua.h"
 #include "lib/chan_lua.h"
+#include "lib/recv_lua.h"
 #include "vm/codec.h"
 #include "vm/body.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "core/chan.h"
+#include "core/exit.h"
+#include "base/wire.h"
 #include "core/preempt.h"
 #include "core/registry.h"
 #include "base/sanitize.h"
@@ -180,8 +183,10 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
             return luaL_error(L, "%s: the runtime is stopping", fname);
         return spawn_at_capacity(L, a, try_mode, fname);
     }
-    if (mc)
+    if (mc) {
         chan_set_monitor(mc, pid, o->monitor_id);
+        chan_lua_monitor_ref(L, -1, o->monitor_id);
+    }
     push_pid(L, pid);
     if (mc) {
         lua_pushvalue(L, -2);
@@ -308,7 +313,7 @@ static inline __attribute__((always_inline)) int take_msg(actor *a, lua_State *L
         return 0;
     a->stats.msgs_in++;
     lib_took(a);
-    luavm_take(L, m, "smarm.recv");
+    recv_lua_take(a, L, m, "smarm.recv");
     return 1;
 }
 
@@ -328,6 +333,18 @@ static int recv_cont(actor *a, lua_State *L)
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
+    if (lua_type(L, 1) == LUA_TFUNCTION) {
+        /* recv(match [, timeout]): selective, driven by lua/smarm/selective.lua */
+        int n = lua_gettop(L);
+        lua_getfield(L, LUA_GLOBALSINDEX, "require");
+        lua_pushliteral(L, "smarm.selective");
+        lua_call(L, 1, 1);
+        lua_getfield(L, -1, "recv");
+        lua_replace(L, -2);
+        lua_insert(L, 1);
+        lua_call(L, n, LUA_MULTRET);
+        return lua_gettop(L);
+    }
     luavm_gc_catch_up(L);
     if (take_msg(a, L)) {
         luavm_safe_point(a, L);
@@ -364,8 +381,49 @@ static int l_yield(lua_State *L)
 
 /* ---- exit ---- */
 
+/* smarm.exit(pid, reason): Erlang's exit/2, a signal to pid (core/exit.h: exit_signal). */
+static int exit_to(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    uint64_t pid = lib_check_pid_in(L, 1, "smarm.exit", a->rt);
+    const char *r = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
+    enum exit_kind kind = r && strcmp(r, "kill") == 0                          ? EXIT_KILL
+                          : lua_isnil(L, 2) || (r && strcmp(r, "normal") == 0) ? EXIT_NORMAL
+                                                                               : EXIT_OTHER;
+    int self = pid == a->pid;
+    /* exit(self(), "normal") of an actor that does not trap ends it, as in Erlang */
+    if (self && kind == EXIT_NORMAL && !a->ex.trap &&
+        !atomic_load_explicit(&a->run.host, memory_order_relaxed)) {
+        lua_settop(L, 2);
+        return body_raise_exit(L, 2);
+    }
+    wire_buf b;
+    wire_buf_init(&b);
+    char err[200];
+    if (lua_isnil(L, 2) ? wire_put_string(&b, "normal", 6) != 0
+                        : codec_encode(L, 2, &b, "reason", err, sizeof err) != 0) {
+        wire_buf_free(&b);
+        return luaL_error(L, "smarm.exit: %s", lua_isnil(L, 2) ? "out of memory" : err);
+    }
+    if (wire_has_refs(b.data, b.len)) {
+        wire_release(b.data, b.len);
+        wire_buf_free(&b);
+        return luaL_error(L, "smarm.exit: a reason cannot carry channel endpoints");
+    }
+    int rc = exit_signal(a->rt, a->pid, pid, b.data, b.len, kind);
+    wire_buf_free(&b);
+    /* a signal that stops the caller itself takes effect now */
+    if (self && atomic_load_explicit(&a->run.stop, memory_order_acquire) &&
+        !atomic_load_explicit(&a->run.host, memory_order_relaxed))
+        sched_yield_actor(a);
+    lua_pushboolean(L, rc == 0);
+    return 1;
+}
+
 static int l_exit(lua_State *L)
 {
+    if (lua_gettop(L) >= 2)
+        return exit_to(L);
     if (atomic_load_explicit(&luavm_actor(L)->run.host, memory_order_relaxed))
         return luaL_error(L, "smarm.exit: a host thread ends its actor with smarm_host_close");
     lua_settop(L, 1);

@@ -26,7 +26,36 @@ LUA_UNWOUND_BEGIN
 
 /* ---- smarm.exit: a marker error the body recognises ---- */
 
-static const char exit_key = 'e';
+static const char exit_key = 'e', exit_mt_key = 'm';
+
+static const char *describe_value(lua_State *L, int idx, char *buf, size_t n);
+
+static int exit_tostring(lua_State *L)
+{
+    char text[256];
+    lua_getfield(L, 1, "reason");
+    lua_pushfstring(L, "exit: %s",
+                    lua_isnil(L, -1) ? "normal" : describe_value(L, -1, text, sizeof text));
+    return 1;
+}
+
+/* Pushes the metatable of the error objects smarm.exit raises (made once per state). */
+static void push_exit_mt(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&exit_mt_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, exit_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "smarm exit");
+    lua_setfield(L, -2, "__metatable");
+    lua_pushlightuserdata(L, (void *)&exit_mt_key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
 
 int body_raise_exit(lua_State *L, int idx)
 {
@@ -57,11 +86,26 @@ int body_raise_exit(lua_State *L, int idx)
     lua_pushlightuserdata(L, (void *)&exit_key);
     lua_pushvalue(L, idx);
     lua_rawset(L, LUA_REGISTRYINDEX);
-    lua_pushlightuserdata(L, (void *)&exit_key);
+    /* what a pcall catches: {reason = r} whose tostring shows the reason; raising it again
+     * (error(e)) still ends the actor with that reason */
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, idx);
+    lua_setfield(L, -2, "reason");
+    push_exit_mt(L);
+    lua_setmetatable(L, -2);
     return lua_error(L);
 }
 
-static int is_exit(lua_State *L, int idx) { return lua_touserdata(L, idx) == (void *)&exit_key; }
+static int is_exit(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx))
+        return 0;
+    lua_pushlightuserdata(L, (void *)&exit_mt_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same;
+}
 
 /* Pushes the value given to smarm.exit (nil if none). */
 static void push_exit_value(lua_State *L)
@@ -340,6 +384,43 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     }
 }
 
+/* When the root's body returns, the registry's "smarm.at_return" function (the supervisors
+ * it started put it there) runs first, as the body's continuation on a coroutine of its
+ * own: it may wait (stopping a supervision tree in order takes the children's graces)
+ * before the root ends and the root-exit sweep takes whatever is left. 1 if it is set up
+ * to run (a->vm.co is its coroutine now). */
+static int at_return_setup(lua_State *L)
+{
+    actor *a = lua_touserdata(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "smarm.at_return");
+    if (lua_type(L, -1) != LUA_TFUNCTION)
+        return 0;
+    lua_State *co = lua_newthread(L);
+    /* anchored for the actor's life, as the body's coroutine is */
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "smarm.at_return_co");
+    lua_pop(L, 1);
+    lua_xmove(L, co, 1);
+    a->vm.co = co;
+    return 0;
+}
+
+static int at_return(actor *a)
+{
+    lua_State *L = a->vm.L;
+    if (a->pid != a->rt->root_pid || !L)
+        return 0;
+    lua_State *before = a->vm.co;
+    int top = lua_gettop(L);
+    /* protected: out of memory here ends the root as a normal return would */
+    lua_cpcall(L, at_return_setup, a);
+    lua_settop(L, top);
+    /* once: the function is gone from the registry before it runs */
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "smarm.at_return");
+    return a->vm.co != before;
+}
+
 void body_entry(actor *a)
 {
     int nargs;
@@ -378,14 +459,20 @@ void body_entry(actor *a)
             luavm_safe_point(a, a->vm.L);
     }
     a->vm.cont = NULL;
-    int st = lua_resume(a->vm.co, nargs);
-    if (st == LUA_YIELD) {
-        if (a->vm.cont)
-            sched_leave(a, a->run.yield_leave);
-        /* a bare coroutine.yield() at the body's top level */
-        lua_settop(a->vm.co, 0);
-        lua_pushstring(a->vm.co, "attempt to yield from outside a coroutine");
-        st = LUA_ERRRUN;
+    int st;
+    for (;;) {
+        st = lua_resume(a->vm.co, nargs);
+        if (st == LUA_YIELD) {
+            if (a->vm.cont)
+                sched_leave(a, a->run.yield_leave);
+            /* a bare coroutine.yield() at the body's top level */
+            lua_settop(a->vm.co, 0);
+            lua_pushstring(a->vm.co, "attempt to yield from outside a coroutine");
+            st = LUA_ERRRUN;
+        }
+        if (st != 0 || !at_return(a))
+            break;
+        nargs = 0;
     }
     body_finish(a, st);
     luavm_close(a);

@@ -658,11 +658,10 @@ static void decode_protected(lua_State *L, void *ud)
  * receiver's own). Protected, so the caller frees the message before it raises. */
 void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
 
-void luavm_take(lua_State *L, msg *m, const char *fname)
+int luavm_decode(lua_State *L, msg *m, char *err, size_t errlen)
 {
     actor *a = luavm_actor(L);
-    char err[256];
-    struct decode_call dc = {m, err, sizeof err, 0};
+    struct decode_call dc = {m, err, errlen, 0};
     int st = 0;
     if (a->vm.in_cont) {
         /* a continuation is protected and holds the GC already (body_entry): a memory error
@@ -675,10 +674,19 @@ void luavm_take(lua_State *L, msg *m, const char *fname)
         st = ljx_cpcall(L, decode_protected, &dc);
         ljx_gc_resume(L, held);
     }
-    msg_free(m);
     if (st)
+        return 1;
+    return dc.rc < 0 ? -1 : 0;
+}
+
+void luavm_take(lua_State *L, msg *m, const char *fname)
+{
+    char err[256];
+    int rc = luavm_decode(L, m, err, sizeof err);
+    msg_free(m);
+    if (rc > 0)
         lua_error(L); /* out of memory */
-    if (dc.rc < 0)
+    if (rc < 0)
         luaL_error(L, "%s: cannot decode a message: %s", fname, err);
 }
 
