@@ -35,6 +35,20 @@ typedef struct actor_hooks {
     int (*preempt)(actor *a, uintptr_t pc, uintptr_t sp, int may_switch);
 } actor_hooks;
 
+/* How actors ended, for metrics: the reasons the runtime gives, then any other. */
+enum exit_class {
+    EXIT_NORMAL = 0,
+    EXIT_ERROR,
+    EXIT_KILLED,
+    EXIT_SHUTDOWN,
+    EXIT_MEMORY,
+    EXIT_NOPROC,
+    EXIT_STACK_OVERFLOW,
+    EXIT_NO_STACK,
+    EXIT_OTHER,
+    EXIT_CLASSES
+};
+
 struct smarm_runtime {
     smarm_config cfg;
     slot_table slots;
@@ -86,6 +100,9 @@ struct smarm_runtime {
     struct smarm_host *hosts;
     struct embed_preload *preloads;
     _Atomic int embed_running; /* smarm_start ran and smarm_stop has not */
+    /* runtime-wide counters for metrics (relaxed; a spawn or a death is rare enough) */
+    _Atomic uint64_t spawned;
+    _Atomic uint64_t exits[EXIT_CLASSES]; /* by enum exit_class */
 };
 
 #endif

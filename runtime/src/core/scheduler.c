@@ -22,6 +22,7 @@
 #include "base/sanitize.h"
 #include "base/spin.h"
 #include "core/signals.h"
+#include "core/stackwatch.h"
 
 #if defined(SMARM_ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -426,6 +427,7 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
     actor_vm_reset(&a->vm, boot_kind, payload, len,
                    opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap);
     memset(&a->stats, 0, sizeof a->stats);
+    atomic_fetch_add_explicit(&rt->spawned, 1, memory_order_relaxed);
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
     if (opts && opts->name) {
@@ -536,8 +538,33 @@ void sched_yield_actor(actor *a)
 
 /* ---- the scheduler side ---- */
 
+/* Which of the runtime's reasons an actor ended with (its reason's wire bytes). */
+static enum exit_class exit_class_of(const actor *a)
+{
+    static const char *const names[] = {
+        [EXIT_KILLED] = "killed",
+        [EXIT_SHUTDOWN] = "shutdown",
+        [EXIT_MEMORY] = "memory",
+        [EXIT_NOPROC] = "noproc",
+        [EXIT_STACK_OVERFLOW] = "stack_overflow",
+        [EXIT_NO_STACK] = "no_stack",
+    };
+    if (!a->ex.reason_abnormal)
+        return EXIT_NORMAL;
+    if (a->ex.err_msg)
+        return EXIT_ERROR;
+    const char *r = a->ex.reason;
+    if (r && a->ex.reason_len > 1 && (unsigned char)r[0] == WIRE_SSTR + a->ex.reason_len - 1)
+        for (int c = EXIT_KILLED; c < EXIT_OTHER; c++)
+            if (strlen(names[c]) == a->ex.reason_len - 1 &&
+                memcmp(r + 1, names[c], a->ex.reason_len - 1) == 0)
+                return c;
+    return EXIT_OTHER;
+}
+
 static void finalize(smarm_runtime *rt, actor *a)
 {
+    atomic_fetch_add_explicit(&rt->exits[exit_class_of(a)], 1, memory_order_relaxed);
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
     /* the order matters to whoever a notice wakes: by the time a monitor or a
@@ -661,6 +688,7 @@ static void run_actor(sched *s, uint32_t idx)
         atomic_store_explicit(&s->cur, a, memory_order_relaxed);
         switch_in(s, a);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+        stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
         if (a->run.leave != LEAVE_DONE &&
             atomic_load_explicit(&a->run.stop, memory_order_acquire)) {
@@ -686,10 +714,13 @@ static void run_actor(sched *s, uint32_t idx)
             requeue(rt, a, idx);
             return;
         case LEAVE_PARK_CO:
+            stackwatch_parked(a, 0);
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
             /* fall through */
         case LEAVE_PARK_STACK:
+            if (a->run.stk)
+                stackwatch_parked(a, (size_t)((char *)stack_top(a->run.stk) - (char *)a->run.sp));
             /* the park is settled only now that the actor is off its stack,
              * so a waker can never run it on two threads at once */
             if (slot_park(sl, gen))

@@ -63,5 +63,13 @@ static inline void lib_took(actor *a)
     if (h)
         host_after_take(h);
 }
+/* A message went out: the sender's count and its scheduler's (metrics). */
+static inline void lib_count_send(actor *a)
+{
+    a->stats.msgs_out++;
+    sched *s = sched_current();
+    if (s)
+        s->msgs_sent++;
+}
 
 #endif

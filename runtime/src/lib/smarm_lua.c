@@ -294,6 +294,7 @@ int smarm_lua_send(lua_State *L)
         lua_pushliteral(L, "dead");
         return 2;
     }
+    lib_count_send(a);
     preempt_safe_point(a);
     lua_pushboolean(L, 1);
     return 1;
