@@ -21,6 +21,9 @@ static void usage(FILE *f)
           "  --blocking-threads N\n"
           "                    threads for smarm.blocking calls (default: the larger of\n"
           "                    8 and twice the schedulers; started as needed)\n"
+          "  --observer [HOST:]PORT\n"
+          "                    serve the observer page (live actors, supervision tree,\n"
+          "                    scheduler load, /metrics) on HOST (default 127.0.0.1)\n"
           "  -e CODE           run CODE as the root actor\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
@@ -89,6 +92,12 @@ int main(int argc, char **argv)
                 0)
                 return 2;
             cfg.blocking_threads = (int)v;
+        } else if (strcmp(a, "--observer") == 0) {
+            if (i + 1 >= argc) {
+                fputs("smarm-lua: --observer needs [HOST:]PORT\n", stderr);
+                return 2;
+            }
+            cfg.observer = argv[++i];
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);

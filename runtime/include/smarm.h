@@ -48,6 +48,10 @@ typedef struct smarm_config {
     const char *app_dir;  /* put first on every actor's package.path; NULL = none */
     int blocking_threads; /* threads for smarm.blocking, started on demand; 0 = the larger of
                              8 and twice the schedulers */
+    const char *observer; /* "[HOST:]PORT": a run also serves the observer page there (an actor
+                             of its own, beside the root); NULL = none */
+    const char *trace;    /* a file the run writes a trace of scheduling events to, in the
+                             Chrome trace-event format; NULL = none */
 } smarm_config;
 
 /* Signals. Whatever the configuration, a run installs (once per process) a
