@@ -24,6 +24,8 @@ static void usage(FILE *f)
           "  --observer [HOST:]PORT\n"
           "                    serve the observer page (live actors, supervision tree,\n"
           "                    scheduler load, /metrics) on HOST (default 127.0.0.1)\n"
+          "  --trace FILE      write a trace of the run (Chrome trace-event JSON, for\n"
+          "                    Perfetto) to FILE at the end and on SIGUSR1\n"
           "  -e CODE           run CODE as the root actor\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
@@ -98,6 +100,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             cfg.observer = argv[++i];
+        } else if (strcmp(a, "--trace") == 0) {
+            if (i + 1 >= argc) {
+                fputs("smarm-lua: --trace needs a file\n", stderr);
+                return 2;
+            }
+            cfg.trace = argv[++i];
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);

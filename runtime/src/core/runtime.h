@@ -103,6 +103,7 @@ struct smarm_runtime {
     /* runtime-wide counters for metrics (relaxed; a spawn or a death is rare enough) */
     _Atomic uint64_t spawned;
     _Atomic uint64_t exits[EXIT_CLASSES]; /* by enum exit_class */
+    struct trace *trace;                  /* trace.c: --trace, NULL when off */
 };
 
 #endif

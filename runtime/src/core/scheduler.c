@@ -23,6 +23,7 @@
 #include "base/spin.h"
 #include "core/signals.h"
 #include "core/stackwatch.h"
+#include "core/trace.h"
 
 #if defined(SMARM_ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -287,12 +288,22 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
     enqueue(rt, idx);
 }
 
+/* Out of line: the wake path stays as short as it was while tracing is off. */
+static __attribute__((noinline)) void trace_wake(smarm_runtime *rt, uint64_t pid)
+{
+    sched *s = sched_current();
+    actor *by = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
+    trace_rec(s, TRACE_WAKE, pid, by ? by->pid : 0, 0, 0);
+}
+
 void sched_wake(smarm_runtime *rt, uint64_t pid)
 {
     slot *sl = slot_of(&rt->slots, pid);
     if (!sl)
         return;
     if (slot_unpark(sl, pid_gen(pid))) {
+        if (TRACE_ON(rt))
+            trace_wake(rt, pid);
         make_runnable(rt, pid_index(pid));
         return;
     }
@@ -428,6 +439,8 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
                    opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap);
     memset(&a->stats, 0, sizeof a->stats);
     atomic_fetch_add_explicit(&rt->spawned, 1, memory_order_relaxed);
+    if (TRACE_ON(rt))
+        trace_rec(sched_current(), TRACE_SPAWN, pid_make((uint32_t)idx, gen), parent, 0, 0);
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
     if (opts && opts->name) {
@@ -564,7 +577,13 @@ static enum exit_class exit_class_of(const actor *a)
 
 static void finalize(smarm_runtime *rt, actor *a)
 {
-    atomic_fetch_add_explicit(&rt->exits[exit_class_of(a)], 1, memory_order_relaxed);
+    enum exit_class why = exit_class_of(a);
+    atomic_fetch_add_explicit(&rt->exits[why], 1, memory_order_relaxed);
+    if (TRACE_ON(rt)) {
+        trace_rec(sched_current(), TRACE_EXIT, a->pid, 0, 0, why);
+        if (a->names.name)
+            trace_keep_name(rt, a->pid, a->names.name);
+    }
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
     /* the order matters to whoever a notice wakes: by the time a monitor or a
@@ -686,7 +705,11 @@ static void run_actor(sched *s, uint32_t idx)
         /* relaxed: the watchdog only needs to see the counter move */
         atomic_store_explicit(&s->switches, s->switches + 1, memory_order_relaxed);
         atomic_store_explicit(&s->cur, a, memory_order_relaxed);
+        if (TRACE_ON(rt))
+            trace_rec(s, TRACE_BEGIN, a->pid, 0, 0, 0);
         switch_in(s, a);
+        if (TRACE_ON(rt))
+            trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
@@ -1195,6 +1218,8 @@ int sched_start(smarm_runtime *rt)
         s->id = i;
         wire_buf_init(&s->enc);
     }
+    if (rt->cfg.trace && !rt->trace)
+        trace_start(rt, rt->cfg.trace);
     int started = 0, err = 0;
     preempt_install();
     signal_diag_install();
@@ -1237,8 +1262,11 @@ int sched_join(smarm_runtime *rt)
         signal_shutdown_stop(rt, &rt->sig_saved);
     rt->sigs_on = 0;
     rt->abandoned += blocking_pool_stop(rt);
-    if (rt->abandoned)
-        return 0; /* the threads left inside C calls still use their scheds */
+    if (rt->abandoned) {
+        trace_flush(rt); /* the rings stay: threads left inside C calls may still write */
+        return 0;        /* the threads left inside C calls still use their scheds */
+    }
+    trace_stop(rt);
     for (int i = 0; i < total; i++)
         wire_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);
