@@ -11,7 +11,7 @@ local PAGE = [=[<!DOCTYPE html>
 body{font:13px/1.4 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#222}
 header{background:#243447;color:#fff;padding:6px 12px;display:flex;gap:18px;align-items:baseline}
 header h1{font-size:16px;margin:0}
-main{display:grid;grid-template-columns:minmax(260px,1fr) 2.2fr;gap:10px;padding:10px}
+main{display:grid;grid-template-columns:minmax(240px,1fr) 2.8fr;gap:10px;padding:10px}
 section{background:#fff;border:1px solid #dde;border-radius:4px;padding:8px;overflow:auto}
 h2{font-size:13px;margin:0 0 6px;color:#456}
 #tree ul{list-style:none;margin:0;padding-left:14px}#tree>ul{padding-left:0}
@@ -19,7 +19,7 @@ h2{font-size:13px;margin:0 0 6px;color:#456}
 .badge{font-size:10px;border-radius:3px;padding:0 4px;margin-left:4px;color:#fff;background:#789}
 .b-supervisor{background:#2a7}.b-worker{background:#37b}.b-observer{background:#b73}
 .obs{color:#a60}.pid{color:#888;font-family:monospace}
-table{border-collapse:collapse;width:100%}th,td{padding:2px 6px;text-align:left;white-space:nowrap}
+table{border-collapse:collapse;width:100%;font-size:12px}th,td{padding:2px 5px;text-align:left;white-space:nowrap}
 th{cursor:pointer;background:#eef;position:sticky;top:0}th.sorted{background:#dde}
 tr:nth-child(even){background:#fafafd}tr.sel{background:#ffe9a8}tbody tr{cursor:pointer}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
