@@ -70,7 +70,8 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     out->run_queue =
         runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
     out->timers = timers_pending(&rt->tm);
-    uint32_t hwm = __atomic_load_n(&rt->slots.hwm, __ATOMIC_RELAXED);
+    /* a plain read (spawns write it under the free-list lock): its value at some instant */
+    uint32_t hwm = *(volatile uint32_t *)&rt->slots.hwm;
     for (uint32_t i = 0; i < hwm; i++) {
         uint64_t w = atomic_load_explicit(&slot_at(&rt->slots, i)->word, memory_order_acquire);
         enum slot_state st = slot_word_state(w);
