@@ -48,10 +48,12 @@ typedef struct smarm_config {
     const char *app_dir;  /* put first on every actor's package.path; NULL = none */
     int blocking_threads; /* threads for smarm.blocking, started on demand; 0 = the larger of
                              8 and twice the schedulers */
-    const char *observer; /* "[HOST:]PORT": a run also serves the observer page there (an actor
-                             of its own, beside the root); NULL = none */
+    const char *observer; /* "[HOST:]PORT": smarm_run_file/smarm_run_string also serve the
+                             observer page there (an actor of its own, beside the root);
+                             NULL = none. Kept, not copied: it must outlive the runtime */
     const char *trace;    /* a file the run writes a trace of scheduling events to, in the
-                             Chrome trace-event format; NULL = none */
+                             Chrome trace-event format, at its end and on SIGUSR1; NULL =
+                             none. Kept, not copied, like observer */
 } smarm_config;
 
 /* Signals. Whatever the configuration, a run installs (once per process) a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # smarm-lua --trace FILE: a small ring writes a Chrome trace-event file that parses and
 # holds every kind of event (slices per scheduler with the actor's pid, spawns, exits,
-# sends as flows, each finish after its start, wakes); SIGUSR1 writes the file while the
+# sends as flows, each finish after its start, parks and wakes); SIGUSR1 writes the file while the
 # run goes on; a long run keeps at most a ring's worth of events per scheduler; a file
 # that cannot be written is reported and the run goes on.
 set -euo pipefail
@@ -25,7 +25,7 @@ set +e
 py=$(check "$TMP/ring.json" '
 assert kinds[("X", "actor")] >= 30, kinds
 assert kinds[("i", "spawn")] >= 9 and kinds[("i", "exit")] >= 10, kinds
-assert kinds[("i", "wake")] >= 1, kinds
+assert kinds[("i", "wake")] >= 1 and kinds[("i", "park")] >= 10, kinds
 assert kinds[("s", "message")] >= 30 and kinds[("f", "message")] >= 30, kinds
 names = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
 assert any(e["args"]["name"] == "scheduler 0" for e in names), names

@@ -171,6 +171,11 @@ RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, i
                     "\"ts\":" US_FMT ",\"dur\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
                     ",\"left\":\"%s\"}}",
                     title, tid, US(open_ts - t->t0), US(e.ts - open_ts), e.pid, leave_name(e.aux));
+            if (e.aux == LEAVE_PARK_STACK || e.aux == LEAVE_PARK_CO)
+                fprintf(f,
+                        ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"park\",\"name\":\"park %s\","
+                        "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64 "}}",
+                        title, tid, US(e.ts - t->t0), e.pid);
             open_pid = 0;
             break;
         case TRACE_SPAWN:
