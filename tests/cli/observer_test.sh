@@ -4,7 +4,8 @@
 # text, the kill endpoint refuses a request without the token printed on stderr and kills
 # with it (the supervisor restarts the child, and the tree shows the new pid), and headless
 # Chromium renders the page: the tree and the actor table appear, the page refreshes
-# itself, and a second load after a restart shows the new child.
+# itself, and a second load after a restart shows the new child. A taken port or a bad
+# address is reported and the app runs without its observer.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
@@ -153,7 +154,26 @@ else
    fail "chromium is not installed (scripts/setup installs it)"
 fi
 
+# the port is taken now: the second observer says so, and its app runs anyway
+# (its own output files: the app in the background still writes to those of run_bg)
+set +e
+timeout -k 5 60 "$SMARM_LUA" --observer "127.0.0.1:$port" \
+   -e 'require("smarm").sleep(0.5) print("ran")' >"$TMP/out2" 2>"$TMP/err2" </dev/null
+status=$?
+set -e
+out=$(cat "$TMP/out2")
+err=$(cat "$TMP/err2")
+expect_status 0 "an observer that cannot listen does not stop the app"
+expect_out "ran" "the app runs without its observer"
+expect_err "smarm observer: cannot listen on 127.0.0.1:$port" "the taken port is reported"
+
 signal_bg TERM
 wait_bg
 expect_status 143 "the app with its observer ends on SIGTERM"
+
+run --observer "no-port" -e 'require("smarm").sleep(0.5) print("ran")'
+expect_status 0 "a bad observer address does not stop the app"
+expect_err "bad observer address no-port ([HOST:]PORT expected)" "a bad address is named"
+run --observer
+expect_status 2 "--observer without an address is a usage error"
 finish
