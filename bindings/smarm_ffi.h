@@ -30,7 +30,34 @@ typedef struct smarm_actor_info {
     uint32_t monitors;      /* monitors watching it */
     int32_t trapping;       /* 1 if it traps exits */
     char name[64];          /* its registered name, "" if none (truncated) */
+    uint64_t messages_out;  /* messages it sent */
+    uint64_t stack_high_water; /* deepest its C stack was seen (sampled), bytes */
+    uint64_t stack_shrinks;    /* times pages of its stack were given back after a spike */
+    uint64_t stack_released;   /* bytes given back so */
+    char current[64];       /* "file:line" of its last wait or preemption in Lua, "" if none */
+    char child_id[40];      /* its id in its supervisor's children, "" if none */
+    int32_t kind;           /* 0 not supervised, 1 worker, 2 supervisor */
 } smarm_actor_info;
+
+/* Marks pid as a supervised child: id as in its child spec (NULL keeps the one it has: a
+ * supervisor marks itself so), kind 1 worker, 2 supervisor. 0, or -1 if pid is not alive. */
+int smarm_ffi_set_child(uint64_t pid, const char *id, int32_t kind);
+
+/* Runtime-wide figures for metrics. */
+typedef struct smarm_runtime_stats {
+    int64_t alive;          /* live actors */
+    uint64_t spawned;       /* actors spawned so far */
+    uint64_t exits[9];      /* by reason: normal, error, killed, shutdown, memory, noproc,
+                               stack_overflow, no_stack, other */
+    uint64_t messages_sent; /* smarm.send and tx:send that delivered */
+    int64_t run_queue;      /* actors queued to run */
+    int64_t timers;         /* entries in the timer heap */
+    uint64_t heap_bytes;    /* bytes the actors' Lua states hold */
+    int32_t schedulers;     /* scheduler threads */
+} smarm_runtime_stats;
+void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
+/* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */
+int64_t smarm_ffi_sched_busy_ns(int32_t i);
 
 /* Fills out for a live pid of the caller's runtime; 0, or -1 if pid is not alive. */
 int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out);

@@ -2,13 +2,15 @@
 -- flaky worker that crashes on every third job and is restarted each time. The
 -- root actor watches a few restarts, then shuts the tree down politely (each child
 -- in reverse start order, with its grace) and ends.
--- Usage: smarm-lua examples/supervision.lua [restarts=3]
+-- Usage: smarm-lua examples/supervision.lua [restarts=3] [interval=0.02]
+--   (interval: seconds between the flaky worker's jobs; it crashes every third job)
 -- An application whose root is the supervisor would instead end its script with
 --   require("smarm.supervisor").run(spec)
 local smarm = require "smarm"
 local supervisor = require "smarm.supervisor"
 
 local restarts = math.floor(tonumber(arg[1]) or 3)
+local interval = tonumber(arg[2]) or 0.02
 smarm.register("watcher")
 
 local sup = assert(supervisor.start_link({
@@ -17,14 +19,14 @@ local sup = assert(supervisor.start_link({
    period = 10,
    children = {
       { id = "ticker", start = { "lib.supervision_worker", "ticker", "ticker", 0.05 } },
-      { id = "flaky", start = { "lib.supervision_worker", "flaky", "flaky", 0.02 },
+      { id = "flaky", start = { "lib.supervision_worker", "flaky", "flaky", interval },
         restart = "permanent", shutdown = 1 },
    },
 }))
 
 local seen, ticks = -1, 0 -- the first start is not a restart
 while seen < restarts do
-   local m = assert(smarm.recv(5), "supervision: no news from the workers")
+   local m = assert(smarm.recv(5 + 3 * interval), "supervision: no news from the workers")
    if m.tick then
       ticks = ticks + 1
    elseif m.started then

@@ -3,6 +3,7 @@
 local M = {}
 
 local STATES = { "queued", "running", "running", "parked", "blocking" }
+local KINDS = { [1] = "worker", [2] = "supervisor" }
 
 --- Facts about a live actor.
 -- @param pid the actor
@@ -27,8 +28,19 @@ function M.info(pid)
       parks = tonumber(out.parks),
       yields = tonumber(out.yields),
       messages_in = tonumber(out.messages_in),
-      stack = { reserve = tonumber(out.stack_reserve), guard = tonumber(out.stack_guard) },
+      messages_out = tonumber(out.messages_out),
+      stack = {
+         reserve = tonumber(out.stack_reserve),
+         guard = tonumber(out.stack_guard),
+         high_water = tonumber(out.stack_high_water),
+         shrinks = tonumber(out.stack_shrinks),
+         released = tonumber(out.stack_released),
+      },
+      current = out.current[0] ~= 0 and ffi.string(out.current) or nil,
+      id = out.child_id[0] ~= 0 and ffi.string(out.child_id) or nil,
+      type = KINDS[out.kind],
       timeslices = tonumber(out.timeslices),
+      slices = tonumber(out.timeslices),
       migrations = tonumber(out.migrations),
       preemptions = {
          hook = tonumber(out.preempt_hook),
@@ -60,6 +72,48 @@ function M.snapshot()
       end
    end
    return out
+end
+
+--- Folds a snapshot into the forest of who started whom: supervisors with their children
+-- (each child's id and type as in its supervisor's spec), and every other actor under the
+-- actor that spawned it, or at the top when that one is gone.
+-- @param snap a snapshot (default: a fresh one)
+-- @return array of root nodes {pid, id, name, type, state, children = {...}}; within each
+-- level, supervisors first, then by id and pid
+function M.tree(snap)
+   snap = snap or M.snapshot()
+   local nodes = {}
+   for _, info in ipairs(snap) do
+      nodes[info.pid] = {
+         pid = info.pid, id = info.id, name = info.name, type = info.type or "actor",
+         state = info.state, children = {},
+      }
+   end
+   local roots = {}
+   for _, info in ipairs(snap) do
+      local up = info.parent and nodes[info.parent]
+      local list = up and up.children or roots
+      list[#list + 1] = nodes[info.pid]
+   end
+   local rank = { supervisor = 0, worker = 1, actor = 2 }
+   local function before(a, b)
+      if rank[a.type] ~= rank[b.type] then return rank[a.type] < rank[b.type] end
+      if (a.id or "") ~= (b.id or "") then return (a.id or "") < (b.id or "") end
+      return a.pid < b.pid
+   end
+   local function order(list)
+      table.sort(list, before)
+      for _, n in ipairs(list) do order(n.children) end
+   end
+   order(roots)
+   return roots
+end
+
+--- A supervisor's hook: pid is its child with this id and type ("worker" or "supervisor"),
+-- or with id nil, the supervisor itself.
+function M.supervised(pid, id, kind)
+   local C = require "smarm.ffi"
+   C.smarm_ffi_set_child(pid, id, kind == "supervisor" and 2 or 1)
 end
 
 -- smarm.task, smarm.table, smarm.logger: their modules load on the first use of a field.

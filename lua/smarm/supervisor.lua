@@ -5,6 +5,7 @@
 local smarm = require "smarm"
 local gen = require "smarm.gen"
 local proc = require "smarm.proc"
+local introspection = require "smarm.introspection"
 
 local M = {}
 
@@ -274,6 +275,7 @@ local function start(st, key)
    st.refs[key] = smarm.monitor(pid, st.downs_rx)
    st.pidkey[pid] = key
    st.C.smarm_ffi_sup_set_pid(st.t, key, pid)
+   introspection.supervised(pid, tostring(c.id), c.type)
    return pid
 end
 
@@ -620,6 +622,7 @@ function M.run(spec)
    local waiter = proc.ack_to
    local trap = smarm.trap_exit(true)
    local st = new_state(spec.strategy or "one_for_one", spec.intensity or 3, spec.period or 5)
+   introspection.supervised(smarm.self(), nil, "supervisor")
    st.parent = proc.parent
    st.parent_mon = st.parent and smarm.monitor(st.parent)
    st.trap = trap

@@ -30,6 +30,11 @@ static void usage(FILE *f)
           "  --blocking-threads N\n"
           "                    threads for smarm.blocking calls (default: the larger of\n"
           "                    8 and twice the schedulers; started as needed)\n"
+          "  --observer [HOST:]PORT\n"
+          "                    serve the observer page (live actors, supervision tree,\n"
+          "                    scheduler load, /metrics) on HOST (default 127.0.0.1)\n"
+          "  --trace FILE      write a trace of the run (Chrome trace-event JSON, for\n"
+          "                    Perfetto) to FILE at the end and on SIGUSR1\n"
           "  -e CODE           run CODE as the root actor\n"
           "  -i                a shell (after app.lua, if given); also the default with no\n"
           "                    app.lua when standard input is a terminal\n"
@@ -169,6 +174,18 @@ int main(int argc, char **argv)
             cfg.blocking_threads = (int)v;
         } else if (strcmp(a, "--watch") == 0) {
             watch = 1;
+        } else if (strcmp(a, "--observer") == 0) {
+            if (i + 1 >= argc) {
+                fputs("smarm-lua: --observer needs [HOST:]PORT\n", stderr);
+                return 2;
+            }
+            cfg.observer = argv[++i];
+        } else if (strcmp(a, "--trace") == 0) {
+            if (i + 1 >= argc) {
+                fputs("smarm-lua: --trace needs a file\n", stderr);
+                return 2;
+            }
+            cfg.trace = argv[++i];
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);

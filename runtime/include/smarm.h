@@ -50,6 +50,12 @@ typedef struct smarm_config {
                              8 and twice the schedulers */
     int keep_sigint;      /* with handle_signals: SIGINT is left to the host (an interactive
                              shell reads Ctrl-C), the runtime takes the other three */
+    const char *observer; /* "[HOST:]PORT": smarm_run_file/smarm_run_string also serve the
+                             observer page there (an actor of its own, beside the root);
+                             NULL = none. Kept, not copied: it must outlive the runtime */
+    const char *trace;    /* a file the run writes a trace of scheduling events to, in the
+                             Chrome trace-event format, at its end and on SIGUSR1; NULL =
+                             none. Kept, not copied, like observer */
 } smarm_config;
 
 /* Signals. Whatever the configuration, a run installs (once per process) a

@@ -234,6 +234,20 @@ char *runtime_chunk_payload(const char *text, int argc, char **argv, size_t *len
     return p;
 }
 
+/* The observer page's actor (lua/smarm/observer.lua), spawned beside the root: a top-level
+ * actor that the root-exit sweep stops like any other. A failure is reported, not fatal. */
+static void start_observer(smarm_runtime *rt)
+{
+    char *argv[] = {(char *)rt->cfg.observer};
+    size_t len;
+    char *payload = runtime_chunk_payload("require('smarm.observer').main(arg[1])", 1, argv, &len);
+    uint64_t pid;
+    if (!payload || sched_spawn(rt, BOOT_STRING, payload, len, NULL, 0, &pid) != 0) {
+        free(payload);
+        fputs("smarm: the observer could not be started\n", stderr);
+    }
+}
+
 static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, char **argv,
                     int *exit_status)
 {
@@ -255,6 +269,8 @@ static int run_root(smarm_runtime *rt, int kind, const char *text, int argc, cha
         return rc;
     }
     rt->root_pid = pid;
+    if (rt->cfg.observer)
+        start_observer(rt);
     rc = sched_run(rt);
     if (exit_status)
         *exit_status = rt->root_status;

@@ -328,6 +328,32 @@ static void pool_is_thread_safe(void **state)
     stack_pool_free(p);
 }
 
+/* stack_release gives back the whole pages between depth and keep below the top: they read
+ * as zeros again, the pages above keep stays intact, and the stack stays usable */
+static void release_gives_back_whole_pages_below_keep(void **state)
+{
+    stack_pool *p = pool_new(state, 256 * 1024, 0);
+    stack *s = stack_get(p, 0, 0);
+    assert_non_null(s);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *top = stack_top(s);
+    memset(top - 200 * 1024, 0x5a, 200 * 1024);
+    /* keep 16 KiB + 100 bytes: the page holding that byte stays */
+    size_t n = stack_release(s, 200 * 1024, 16 * 1024 + 100);
+    assert_int_equal(n, 200 * 1024 - 16 * 1024 - page);
+    for (size_t off = 16 * 1024 + page + 1; off <= 200 * 1024; off += 512)
+        assert_int_equal(top[-(ptrdiff_t)off], 0);
+    for (size_t off = 1; off <= 16 * 1024 + page; off += 512)
+        assert_int_equal((unsigned char)top[-(ptrdiff_t)off], 0x5a);
+    /* nothing to give back: keep at or below depth, or a depth past the stack's size */
+    assert_int_equal(stack_release(s, 8 * 1024, 8 * 1024), 0);
+    assert_int_equal(stack_release(s, 8 * 1024, 64 * 1024), 0);
+    assert_int_equal(stack_release(s, (size_t)1 << 40, 0), 256 * 1024);
+    memset(s->base, 1, s->size); /* still ours, writable */
+    stack_put(p, s);
+    stack_pool_free(p);
+}
+
 /* the test under each scheme, named after it */
 #define BOTH(f) \
     {#f " (chunks)", f, NULL, NULL, &chunks}, { #f " (mprotect)", f, NULL, NULL, &mprotect_scheme }
@@ -346,6 +372,7 @@ int main(void)
         BOTH(impossible_sizes_fail_with_errno),
         BOTH(running_out_fails_cleanly),
         BOTH(pool_is_thread_safe),
+        BOTH(release_gives_back_whole_pages_below_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

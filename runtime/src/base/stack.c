@@ -358,6 +358,25 @@ void stack_put(stack_pool *p, stack *s)
     mutex_unlock(&p->lock);
 }
 
+size_t stack_release(stack *s, size_t depth, size_t keep)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t top = (uintptr_t)stack_top(s);
+    if (depth > s->size)
+        depth = s->size;
+    if (keep >= depth)
+        return 0;
+    uintptr_t lo = (top - depth) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = (top - keep) & ~(uintptr_t)(page - 1);
+    if (lo < (uintptr_t)s->base)
+        lo = (uintptr_t)s->base;
+    if (hi <= lo)
+        return 0;
+    if (madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
+        return 0;
+    return hi - lo;
+}
+
 int stack_pool_reserve(stack_pool *p, unsigned n)
 {
     for (;;) {

@@ -69,6 +69,10 @@ size_t stack_pool_default_guard(const stack_pool *p);
 size_t stack_pool_count(stack_pool *p);  /* stacks waiting in the pool */
 size_t stack_pool_chunks(stack_pool *p); /* chunks mapped so far (0 under mprotect) */
 static inline void *stack_top(const stack *s) { return (char *)s->base + s->size; }
+/* Gives back to the kernel the whole pages of s lying between depth bytes below its top and
+ * keep bytes below it (depth > keep), which must hold nothing live: they read as zeros when
+ * touched again. Returns the bytes released. */
+size_t stack_release(stack *s, size_t depth, size_t keep);
 /* True if addr lies in the guard of s. */
 int stack_in_guard(const stack *s, const void *addr);
 /* True if addr lies in the usable part of s. */

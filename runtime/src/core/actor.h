@@ -113,6 +113,19 @@ typedef struct actor_stats {
     uint64_t migrations; /* times it resumed on another scheduler than before */
     uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
     uint64_t preempt_cret; /* switched out as a C function returned to Lua */
+    uint64_t msgs_out;     /* messages it sent (smarm.send, tx:send) */
+    /* its C stack, sampled at waits, switches and preemption signals (core/stackwatch.h) */
+    size_t stack_hw;             /* the deepest it was seen */
+    size_t stack_recent;         /* the deepest since its last shrink */
+    uint32_t parks_since_shrink; /* the cooldown before dirty pages below are released */
+    uint64_t stack_shrinks;      /* times pages of its stack were given back */
+    uint64_t stack_released;     /* bytes given back */
+    /* for introspection only, written by the actor or its supervisor, read racily */
+    char where[56]; /* the chunk of its last wait or preemption in Lua code */
+    int32_t where_line;
+    const void *where_chunk; /* what where names (vm/ljx.c) */
+    char child_id[40];       /* its id in its supervisor's child specs ("" = none) */
+    uint8_t kind;            /* 0 not supervised, 1 worker, 2 supervisor */
 } actor_stats;
 
 /* exit.c: links, monitors, trap and reasons, under the cold lock (one actor at a time). */

@@ -223,6 +223,7 @@ static void *watchdog_main(void *arg)
     /* while short slices (run_actor) run, the watchdog ticks at their pace */
     uint64_t probation = rt->probation_ns;
     uint64_t sleep_ns = tick;
+    uint64_t last_tick = 0; /* 0 after a sleep: idle time is nobody's busy time */
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
         if ((idle & main_mask) == main_mask) {
@@ -237,12 +238,15 @@ static void *watchdog_main(void *arg)
                 futex_wait(&rt->wd_sleeping, 1, &ts);
             }
             atomic_store(&rt->wd_sleeping, 0);
+            last_tick = 0;
             continue;
         }
         struct timespec ts = {0, (long)sleep_ns};
         nanosleep(&ts, NULL);
         sleep_ns = tick;
         uint64_t now = park_now_ns();
+        uint64_t since = last_tick ? now - last_tick : 0;
+        last_tick = now;
         /* while no scheduler sleeps in the network poller's set, busy ones look at it only
          * every POLL_PICKS picks, which with actors that use whole slices is many slices:
          * fds found ready here join the woken queue instead */
@@ -272,6 +276,8 @@ static void *watchdog_main(void *arg)
             actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
             uint64_t sw = atomic_load_explicit(&s->switches, memory_order_relaxed);
             uint64_t p = atomic_load_explicit(&s->probation_until, memory_order_relaxed);
+            if (a) /* sampled: busy at this tick counts as busy since the last one */
+                atomic_store_explicit(&s->busy_ns, s->busy_ns + since, memory_order_relaxed);
             if (p && a) {
                 if (now < p) {
                     if (p - now < sleep_ns)

@@ -38,6 +38,20 @@ typedef struct actor_hooks {
     void (*retune)(actor *a);
 } actor_hooks;
 
+/* How actors ended, for metrics: the reasons the runtime gives, then any other. */
+enum exit_class {
+    EXIT_NORMAL = 0,
+    EXIT_ERROR,
+    EXIT_KILLED,
+    EXIT_SHUTDOWN,
+    EXIT_MEMORY,
+    EXIT_NOPROC,
+    EXIT_STACK_OVERFLOW,
+    EXIT_NO_STACK,
+    EXIT_OTHER,
+    EXIT_CLASSES
+};
+
 struct smarm_runtime {
     smarm_config cfg;
     slot_table slots;
@@ -93,6 +107,10 @@ struct smarm_runtime {
     struct embed_preload *preloads;
     _Atomic int embed_running; /* smarm_start ran and smarm_stop has not */
     struct watch *watch;       /* smarm_watch's thread (watch.c), or NULL */
+    /* runtime-wide counters for metrics (relaxed; a spawn or a death is rare enough) */
+    _Atomic uint64_t spawned;
+    _Atomic uint64_t exits[EXIT_CLASSES]; /* by enum exit_class */
+    struct trace *trace;                  /* trace.c: --trace, NULL when off */
 };
 
 #endif

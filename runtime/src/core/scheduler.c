@@ -24,6 +24,8 @@
 #include "base/sanitize.h"
 #include "base/spin.h"
 #include "core/signals.h"
+#include "core/stackwatch.h"
+#include "core/trace.h"
 
 #if defined(SMARM_ASAN)
 #include <sanitizer/common_interface_defs.h>
@@ -308,12 +310,22 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
     enqueue(rt, idx);
 }
 
+/* Out of line: the wake path stays as short as it was while tracing is off. */
+static __attribute__((noinline)) void trace_wake(smarm_runtime *rt, uint64_t pid)
+{
+    sched *s = sched_current();
+    actor *by = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
+    trace_rec(s, TRACE_WAKE, pid, by ? by->pid : 0, 0, 0);
+}
+
 void sched_wake(smarm_runtime *rt, uint64_t pid)
 {
     slot *sl = slot_of(&rt->slots, pid);
     if (!sl)
         return;
     if (slot_unpark(sl, pid_gen(pid))) {
+        if (TRACE_ON(rt))
+            trace_wake(rt, pid);
         make_runnable(rt, pid_index(pid));
         return;
     }
@@ -448,6 +460,9 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
     actor_vm_reset(&a->vm, boot_kind, payload, len,
                    opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap);
     memset(&a->stats, 0, sizeof a->stats);
+    atomic_fetch_add_explicit(&rt->spawned, 1, memory_order_relaxed);
+    if (TRACE_ON(rt))
+        trace_rec(sched_current(), TRACE_SPAWN, pid_make((uint32_t)idx, gen), parent, 0, 0);
     mailbox_open(&a->inbox, gen);
     sl->actor = a;
     if (opts && opts->name) {
@@ -568,8 +583,39 @@ void sched_yield_actor(actor *a)
 
 /* ---- the scheduler side ---- */
 
+/* Which of the runtime's reasons an actor ended with (its reason's wire bytes). */
+static enum exit_class exit_class_of(const actor *a)
+{
+    static const char *const names[] = {
+        [EXIT_KILLED] = "killed",
+        [EXIT_SHUTDOWN] = "shutdown",
+        [EXIT_MEMORY] = "memory",
+        [EXIT_NOPROC] = "noproc",
+        [EXIT_STACK_OVERFLOW] = "stack_overflow",
+        [EXIT_NO_STACK] = "no_stack",
+    };
+    if (!a->ex.reason_abnormal)
+        return EXIT_NORMAL;
+    if (a->ex.err_msg)
+        return EXIT_ERROR;
+    const char *r = a->ex.reason;
+    if (r && a->ex.reason_len > 1 && (unsigned char)r[0] == WIRE_SSTR + a->ex.reason_len - 1)
+        for (int c = EXIT_KILLED; c < EXIT_OTHER; c++)
+            if (strlen(names[c]) == a->ex.reason_len - 1 &&
+                memcmp(r + 1, names[c], a->ex.reason_len - 1) == 0)
+                return c;
+    return EXIT_OTHER;
+}
+
 static void finalize(smarm_runtime *rt, actor *a)
 {
+    enum exit_class why = exit_class_of(a);
+    atomic_fetch_add_explicit(&rt->exits[why], 1, memory_order_relaxed);
+    if (TRACE_ON(rt)) {
+        trace_rec(sched_current(), TRACE_EXIT, a->pid, 0, 0, why);
+        if (a->names.name)
+            trace_keep_name(rt, a->pid, a->names.name);
+    }
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
     /* the order matters to whoever a notice wakes: by the time a monitor or a
@@ -692,8 +738,13 @@ static void run_actor(sched *s, uint32_t idx)
         /* relaxed: the watchdog only needs to see the counter move */
         atomic_store_explicit(&s->switches, s->switches + 1, memory_order_relaxed);
         atomic_store_explicit(&s->cur, a, memory_order_relaxed);
+        if (TRACE_ON(rt))
+            trace_rec(s, TRACE_BEGIN, a->pid, 0, 0, 0);
         switch_in(s, a);
+        if (TRACE_ON(rt))
+            trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+        stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
         if (a->run.leave != LEAVE_DONE &&
             atomic_load_explicit(&a->run.stop, memory_order_acquire)) {
@@ -719,10 +770,13 @@ static void run_actor(sched *s, uint32_t idx)
             requeue(rt, a, idx);
             return;
         case LEAVE_PARK_CO:
+            stackwatch_parked(a, 0);
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
             /* fall through */
         case LEAVE_PARK_STACK:
+            if (a->run.stk)
+                stackwatch_parked(a, (size_t)((char *)stack_top(a->run.stk) - (char *)a->run.sp));
             /* the park is settled only now that the actor is off its stack,
              * so a waker can never run it on two threads at once */
             if (slot_park(sl, gen))
@@ -1201,6 +1255,8 @@ int sched_start(smarm_runtime *rt)
         s->id = i;
         wire_buf_init(&s->enc);
     }
+    if (rt->cfg.trace && !rt->trace)
+        trace_start(rt, rt->cfg.trace);
     int started = 0, err = 0;
     preempt_install();
     signal_diag_install();
@@ -1243,8 +1299,11 @@ int sched_join(smarm_runtime *rt)
         signal_shutdown_stop(rt, &rt->sig_saved);
     rt->sigs_on = 0;
     rt->abandoned += blocking_pool_stop(rt);
-    if (rt->abandoned)
-        return 0; /* the threads left inside C calls still use their scheds */
+    if (rt->abandoned) {
+        trace_flush(rt); /* the rings stay: threads left inside C calls may still write */
+        return 0;        /* the threads left inside C calls still use their scheds */
+    }
+    trace_stop(rt);
     for (int i = 0; i < total; i++)
         wire_buf_free(&rt->scheds[i].enc);
     free(rt->scheds);

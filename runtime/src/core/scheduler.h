@@ -46,6 +46,10 @@ typedef struct sched {
     _Atomic uint32_t spare_state; /* SPARE_OFF (no thread yet), SPARE_IDLE, SPARE_ACTIVE */
     int cover;                    /* the scheduler it stands in for */
     uint64_t cover_switches;      /* that one's switch counter when it was found stuck */
+    /* for metrics: ns this scheduler ran an actor, sampled by the watchdog at its ticks */
+    _Atomic uint64_t busy_ns;
+    uint64_t msgs_sent;       /* messages actors sent while running here (read racily) */
+    struct trace_ring *trace; /* trace.c: this scheduler's events, NULL when off */
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };

@@ -29,6 +29,7 @@
 #include "core/registry.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
+#include "core/trace.h"
 
 #define ALTSTACK_SIZE (64 * 1024)
 
@@ -439,9 +440,10 @@ static void *signal_waiter(void *arg)
         /* a tick to notice the stop, and a finer one to watch a hard stop */
         struct timespec tick = {0, (hard_at ? 10 : 50) * 1000 * 1000};
         int sig = sigtimedwait(&set, NULL, &tick);
-        if (sig == SIGUSR1)
+        if (sig == SIGUSR1) {
             snapshot(rt);
-        else if (sig > 0)
+            trace_flush(rt); /* --trace: what the rings hold so far */
+        } else if (sig > 0)
             stop_signal(rt, sig, &stops, &hard_at);
         if (hard_at)
             hard_stop_check(rt, hard_at);

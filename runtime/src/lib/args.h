@@ -66,5 +66,13 @@ static inline void lib_took(actor *a)
     if (__builtin_expect(h != NULL, 0))
         host_after_take(h);
 }
+/* A message went out: the sender's count and its scheduler's (metrics). */
+static inline void lib_count_send(actor *a)
+{
+    a->stats.msgs_out++;
+    sched *s = sched_current();
+    if (s)
+        s->msgs_sent++;
+}
 
 #endif

@@ -303,6 +303,7 @@ static int l_tx_send(lua_State *L)
         lua_pushliteral(L, "closed");
         return 2;
     }
+    lib_count_send(luavm_actor(L));
     lua_pushboolean(L, 1);
     return 1;
 }

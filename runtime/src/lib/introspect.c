@@ -2,6 +2,7 @@
  * surface of bindings/smarm_ffi.h). Reads are racy by design, like ps: each
  * field is what the actor had at some instant, checked against its generation. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "smarm_ffi.h"
@@ -17,6 +18,78 @@ static smarm_runtime *current_runtime(void)
 {
     sched *s = sched_current();
     return s ? s->rt : host_thread_runtime();
+}
+
+/* A text another thread may be rewriting: copied byte by byte, always terminated. */
+RACY_READS static void copy_text(char *dst, const volatile char *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 1 < n && src[i]; i++)
+        dst[i] = src[i];
+    dst[i] = 0;
+}
+
+/* The live actor of pid in the caller's runtime, or NULL. */
+static actor *live_actor(smarm_runtime *rt, uint64_t pid)
+{
+    slot *sl = rt ? slot_of(&rt->slots, pid) : NULL;
+    if (!sl)
+        return NULL;
+    uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+    enum slot_state st = slot_word_state(w);
+    if (slot_word_gen(w) != pid_gen(pid) || st == SLOT_VACANT || st == SLOT_DONE)
+        return NULL;
+    return &rt->actors[pid_index(pid)];
+}
+
+RACY_READS int smarm_ffi_set_child(uint64_t pid, const char *id, int32_t kind)
+{
+    actor *a = live_actor(current_runtime(), pid);
+    if (!a)
+        return -1;
+    if (id) {
+        volatile char *dst = a->stats.child_id;
+        size_t i = 0;
+        for (; i + 1 < sizeof a->stats.child_id && id[i]; i++)
+            dst[i] = id[i];
+        dst[i] = 0;
+    }
+    a->stats.kind = (uint8_t)kind;
+    return 0;
+}
+
+RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    smarm_runtime *rt = current_runtime();
+    if (!rt)
+        return;
+    out->alive = atomic_load_explicit(&rt->live, memory_order_relaxed);
+    out->spawned = atomic_load_explicit(&rt->spawned, memory_order_relaxed);
+    for (int c = 0; c < EXIT_CLASSES && c < 9; c++)
+        out->exits[c] = atomic_load_explicit(&rt->exits[c], memory_order_relaxed);
+    for (int i = 0; i < sched_total(rt); i++)
+        out->messages_sent += rt->scheds[i].msgs_sent;
+    out->run_queue =
+        runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
+    out->timers = timers_pending(&rt->tm);
+    /* a plain read (spawns write it under the free-list lock): its value at some instant */
+    uint32_t hwm = *(volatile uint32_t *)&rt->slots.hwm;
+    for (uint32_t i = 0; i < hwm; i++) {
+        uint64_t w = atomic_load_explicit(&slot_at(&rt->slots, i)->word, memory_order_acquire);
+        enum slot_state st = slot_word_state(w);
+        if (st != SLOT_VACANT && st != SLOT_DONE)
+            out->heap_bytes += rt->actors[i].vm.mem;
+    }
+    out->schedulers = rt->nsched;
+}
+
+int64_t smarm_ffi_sched_busy_ns(int32_t i)
+{
+    smarm_runtime *rt = current_runtime();
+    if (!rt || i < 0 || i >= rt->nsched)
+        return -1;
+    return (int64_t)atomic_load_explicit(&rt->scheds[i].busy_ns, memory_order_relaxed);
 }
 
 RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
@@ -57,6 +130,17 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->monitors = a->ex.nmonitors;
     out->trapping = a->ex.trap != NULL;
     registry_name_of(rt, a, out->name, sizeof out->name);
+    out->messages_out = a->stats.msgs_out;
+    out->stack_high_water = a->stats.stack_hw;
+    out->stack_shrinks = a->stats.stack_shrinks;
+    out->stack_released = a->stats.stack_released;
+    copy_text(out->current, a->stats.where, sizeof out->current - 12);
+    if (out->current[0]) {
+        size_t len = strlen(out->current);
+        snprintf(out->current + len, sizeof out->current - len, ":%d", (int)a->stats.where_line);
+    }
+    copy_text(out->child_id, a->stats.child_id, sizeof out->child_id);
+    out->kind = a->stats.kind;
     /* the tenancy may have ended while we read */
     w = atomic_load_explicit(&sl->word, memory_order_acquire);
     return slot_word_gen(w) == pid_gen(pid) ? 0 : -1;

@@ -11,6 +11,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "core/trace.h"
 #include "core/actor.h"
 #include "lib/args.h"
 #include "lib/blocking_lua.h"
@@ -294,11 +295,16 @@ int smarm_lua_send(lua_State *L)
     if (lua_gettop(L) < 2)
         return luaL_error(L, "smarm.send: a message expected (argument 2)");
     msg *m = lib_encode(L, 2, "smarm.send");
+    /* before the push: once pushed, the message may be taken and freed, and its address,
+     * the flow's id, reused */
+    if (TRACE_ON(a->rt))
+        trace_rec(sched_current(), TRACE_SEND, a->pid, (uintptr_t)m, pid, 0);
     if (sched_send(a->rt, pid, m) != 0) {
         lua_pushnil(L);
         lua_pushliteral(L, "dead");
         return 2;
     }
+    lib_count_send(a);
     preempt_safe_point(a);
     lua_pushboolean(L, 1);
     return 1;
@@ -312,6 +318,8 @@ static inline __attribute__((always_inline)) int take_msg(actor *a, lua_State *L
     if (!m)
         return 0;
     a->stats.msgs_in++;
+    if (TRACE_ON(a->rt))
+        trace_rec(sched_current(), TRACE_TAKE, a->pid, (uintptr_t)m, 0, 0);
     lib_took(a);
     recv_lua_take(a, L, m, "smarm.recv");
     return 1;

@@ -17,6 +17,7 @@
 #include "core/host.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
+#include "core/stackwatch.h"
 #include "vm/codec.h"
 #include "vm/ljx.h"
 #include "vm/luavm.h"
@@ -350,6 +351,9 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     if (a->run.blocking)
         return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
     a->stats.parks++;
+    stackwatch_sample(a, __builtin_frame_address(0));
+    ljx_caller_where(L, &a->stats.where_chunk, a->stats.where, sizeof a->stats.where,
+                     &a->stats.where_line);
     host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
     if (__builtin_expect(h != NULL, 0)) {
         /* a host thread (embedding) is its own body: it sleeps on its parker, by the
@@ -526,6 +530,8 @@ static void hook_yield(lua_State *L, lua_Debug *ar)
         return;
     a->run.preempt_pending = 0;
     a->stats.preempt_hook++;
+    luavm_where(L, a->stats.where, sizeof a->stats.where, &a->stats.where_line,
+                &a->stats.where_chunk);
     if (L == a->vm.co && ljx_can_yield(L)) {
         /* a yield from a hook unwinds the hook dispatcher's C frames: the
          * actor then holds no stack and may resume on any thread */
@@ -639,6 +645,7 @@ void body_cret_switch(uintptr_t *slot)
 
 int body_preempt(actor *a, uintptr_t pc, uintptr_t sp, int may_switch)
 {
+    stackwatch_sample(a, (const void *)sp);
     if (may_switch && ljx_pc_in_mcode(a->vm.L, pc)) {
         /* compiled code called from a hook: the hook dispatcher below keeps errno's address */
         if (ljx_in_hook(a->vm.L))

@@ -19,6 +19,7 @@
 #include "lj_trace.h"    /* GCtrace: mcode, szmcode, spadjust */
 #include "lj_vm.h"       /* lj_vm_exit_handler, lj_vm_exit_interp, lj_vm_cpcall */
 #include "lj_gc.h"       /* lj_gc_step_jit */
+#include "lj_debug.h"    /* lj_debug_line */
 
 /* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
 LUALIB_API int luaopen_ffi(lua_State *L);
@@ -394,4 +395,38 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
     if (st)
         hook_restore(g, oldh);
     return st;
+}
+
+/* From inside a C function called from Lua: the calling Lua function's chunk and line,
+ * straight from the frame (lua_getstack and lua_getinfo cost a thousand instructions more,
+ * most of it formatting a name that rarely changes). The name is formatted only when the
+ * chunk is another than *chunk. */
+void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line)
+{
+    cTValue *f = L->base - 1;
+    if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
+        return;
+    const BCIns *pc = frame_pc(f);
+    GCfunc *fn = frame_func(frame_prevl(f));
+    if (!isluafunc(fn))
+        return;
+    GCproto *pt = funcproto(fn);
+    BCPos pos = proto_bcpos(pt, pc) - 1;
+    *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;
+    GCstr *name = proto_chunkname(pt);
+    if ((const void *)name == *chunk)
+        return;
+    *chunk = name;
+    const char *s = strdata(name);
+    size_t len = name->len;
+    if (*s == '@' || *s == '=') {
+        s++;
+        len--;
+    }
+    if (len >= n) { /* the tail of a long path says more than its head */
+        s += len - (n - 1);
+        len = n - 1;
+    }
+    memcpy(file, s, len);
+    file[len] = 0;
 }

@@ -97,4 +97,9 @@ void ljx_gc_check(lua_State *L);
  * the LUA_ERR* status of an error fn raised, with the error value pushed on L. */
 int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 
+/* Inside a C function called from Lua: writes its Lua caller's line to *line and, if the
+ * chunk is not *chunk (then updated), the chunk's name to file (n bytes). Leaves all alone
+ * when no Lua function called it. */
+void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line);
+
 #endif

@@ -757,3 +757,16 @@ void luavm_shared_free(luavm_shared *vm)
 }
 
 LUA_UNWOUND_END
+
+void luavm_where(lua_State *L, char *file, size_t n, int32_t *line, const void **chunk)
+{
+    lua_Debug ar;
+    for (int level = 0; level < 4 && lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
+            continue;
+        snprintf(file, n, "%s", ar.short_src);
+        *line = ar.currentline;
+        *chunk = NULL; /* the next wait formats its chunk's name again */
+        return;
+    }
+}

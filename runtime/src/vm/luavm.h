@@ -101,6 +101,9 @@ void luavm_close(struct actor *a);
  * again. Its memory stays allocated, and what its objects held (channel ends, monitors'
  * channels) is never released: the receiver of such a channel is simply gone. */
 void luavm_abandon(struct actor *a);
+/* Writes the chunk and line of the innermost Lua function running in L (introspection's
+ * `current`; from a hook: costs a lua_getinfo); leaves them alone if no Lua function runs. */
+void luavm_where(lua_State *L, char *file, size_t n, int32_t *line, const void **chunk);
 struct smarm_runtime *luavm_runtime(lua_State *L);
 /* A safe point between messages (a wait returned, or recv found a message at once): if a
  * module was reloaded since this actor last looked, its new versions are taken (the
