@@ -40,16 +40,16 @@ typedef struct actor_hooks {
 
 /* How actors ended, for metrics: the reasons the runtime gives, then any other. */
 enum exit_class {
-    EXIT_NORMAL = 0,
-    EXIT_ERROR,
-    EXIT_KILLED,
-    EXIT_SHUTDOWN,
-    EXIT_MEMORY,
-    EXIT_NOPROC,
-    EXIT_STACK_OVERFLOW,
-    EXIT_NO_STACK,
-    EXIT_OTHER,
-    EXIT_CLASSES
+    ENDED_NORMAL = 0,
+    ENDED_ERROR,
+    ENDED_KILLED,
+    ENDED_SHUTDOWN,
+    ENDED_MEMORY,
+    ENDED_NOPROC,
+    ENDED_STACK_OVERFLOW,
+    ENDED_NO_STACK,
+    ENDED_OTHER,
+    ENDED_CLASSES
 };
 
 struct smarm_runtime {
@@ -109,8 +109,8 @@ struct smarm_runtime {
     struct watch *watch;       /* smarm_watch's thread (watch.c), or NULL */
     /* runtime-wide counters for metrics (relaxed; a spawn or a death is rare enough) */
     _Atomic uint64_t spawned;
-    _Atomic uint64_t exits[EXIT_CLASSES]; /* by enum exit_class */
-    struct trace *trace;                  /* trace.c: --trace, NULL when off */
+    _Atomic uint64_t exits[ENDED_CLASSES]; /* by enum exit_class */
+    struct trace *trace;                   /* trace.c: --trace, NULL when off */
 };
 
 #endif

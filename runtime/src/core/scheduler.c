@@ -587,24 +587,24 @@ void sched_yield_actor(actor *a)
 static enum exit_class exit_class_of(const actor *a)
 {
     static const char *const names[] = {
-        [EXIT_KILLED] = "killed",
-        [EXIT_SHUTDOWN] = "shutdown",
-        [EXIT_MEMORY] = "memory",
-        [EXIT_NOPROC] = "noproc",
-        [EXIT_STACK_OVERFLOW] = "stack_overflow",
-        [EXIT_NO_STACK] = "no_stack",
+        [ENDED_KILLED] = "killed",
+        [ENDED_SHUTDOWN] = "shutdown",
+        [ENDED_MEMORY] = "memory",
+        [ENDED_NOPROC] = "noproc",
+        [ENDED_STACK_OVERFLOW] = "stack_overflow",
+        [ENDED_NO_STACK] = "no_stack",
     };
     if (!a->ex.reason_abnormal)
-        return EXIT_NORMAL;
+        return ENDED_NORMAL;
     if (a->ex.err_msg)
-        return EXIT_ERROR;
+        return ENDED_ERROR;
     const char *r = a->ex.reason;
     if (r && a->ex.reason_len > 1 && (unsigned char)r[0] == WIRE_SSTR + a->ex.reason_len - 1)
-        for (int c = EXIT_KILLED; c < EXIT_OTHER; c++)
+        for (int c = ENDED_KILLED; c < ENDED_OTHER; c++)
             if (strlen(names[c]) == a->ex.reason_len - 1 &&
                 memcmp(r + 1, names[c], a->ex.reason_len - 1) == 0)
                 return c;
-    return EXIT_OTHER;
+    return ENDED_OTHER;
 }
 
 static void finalize(smarm_runtime *rt, actor *a)

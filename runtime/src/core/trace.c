@@ -124,15 +124,15 @@ static const char *leave_name(uint32_t leave)
 }
 
 static const char *const exit_names[] = {
-    [EXIT_NORMAL] = "normal",
-    [EXIT_ERROR] = "error",
-    [EXIT_KILLED] = "killed",
-    [EXIT_SHUTDOWN] = "shutdown",
-    [EXIT_MEMORY] = "memory",
-    [EXIT_NOPROC] = "noproc",
-    [EXIT_STACK_OVERFLOW] = "stack_overflow",
-    [EXIT_NO_STACK] = "no_stack",
-    [EXIT_OTHER] = "other",
+    [ENDED_NORMAL] = "normal",
+    [ENDED_ERROR] = "error",
+    [ENDED_KILLED] = "killed",
+    [ENDED_SHUTDOWN] = "shutdown",
+    [ENDED_MEMORY] = "memory",
+    [ENDED_NOPROC] = "noproc",
+    [ENDED_STACK_OVERFLOW] = "stack_overflow",
+    [ENDED_NO_STACK] = "no_stack",
+    [ENDED_OTHER] = "other",
 };
 
 /* ns as microseconds with three decimals, in integers (printf's %f costs far more) */
@@ -193,7 +193,7 @@ RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, i
                     "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
                     ",\"reason\":\"%s\"}}",
                     title, tid, US(e.ts - t->t0), e.pid,
-                    e.aux < EXIT_CLASSES ? exit_names[e.aux] : "other");
+                    e.aux < ENDED_CLASSES ? exit_names[e.aux] : "other");
             break;
         case TRACE_SEND:
             fprintf(f,

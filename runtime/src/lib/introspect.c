@@ -66,7 +66,7 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
         return;
     out->alive = atomic_load_explicit(&rt->live, memory_order_relaxed);
     out->spawned = atomic_load_explicit(&rt->spawned, memory_order_relaxed);
-    for (int c = 0; c < EXIT_CLASSES && c < 9; c++)
+    for (int c = 0; c < ENDED_CLASSES && c < 9; c++)
         out->exits[c] = atomic_load_explicit(&rt->exits[c], memory_order_relaxed);
     for (int i = 0; i < sched_total(rt); i++)
         out->messages_sent += rt->scheds[i].msgs_sent;
