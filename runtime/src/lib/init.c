@@ -13,6 +13,7 @@
 
 #include "base/sanitize.h"
 #include "lib/chan_lua.h"
+#include "lib/dist_lua.h"
 #include "lib/exit_lua.h"
 #include "lib/net_lua.h"
 #include "lib/smarm_lua.h"
@@ -35,6 +36,7 @@ static const lib_group groups[] = {
     {chan_lua_funcs, chan_fields, chan_lua_fields}, /* channel, select, inbox */
     {timer_lua_funcs, no_fields, NULL},             /* send_after, cancel_timer */
     {exit_lua_funcs, exit_fields, exit_lua_fields}, /* links, monitors, exits, names, pg */
+    {dist_lua_funcs, no_fields, NULL},              /* atoms, tuples, nodes */
 };
 #define NGROUPS (sizeof groups / sizeof groups[0])
 
@@ -135,6 +137,7 @@ static int smarm_index(lua_State *L)
 
 static const luaL_Reg preloads[] = {
     {"smarm.net.raw", net_lua_open},
+    {"smarm.dist.raw", dist_lua_open},
     {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;

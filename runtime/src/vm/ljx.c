@@ -89,6 +89,13 @@ void ljx_jit_set_sizemcode(lua_State *L, int kb) { L2J(L)->param[JIT_P_sizemcode
 
 void ljx_jit_set_maxmcode(lua_State *L, int kb) { L2J(L)->param[JIT_P_maxmcode] = kb; }
 
+void *ljx_lightud(lua_State *L, uint64_t bits)
+{
+    TValue o;
+    o.u64 = bits;
+    return lightudV(G(L), &o);
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)
@@ -129,6 +136,7 @@ static void classify(cTValue *o, ljx_val *v)
         v->len = ud->len;
     } else if (tvislightud(o)) {
         v->type = LUA_TLIGHTUSERDATA;
+        v->bits = o->u64; /* ljx_lightud makes it a pointer (it needs the state) */
     } else {
         v->type = LUA_TNONE;
     }
