@@ -258,9 +258,7 @@ local function link_proxy(lp, rp, conn)
    local r = require "smarm.dist.raw"
    local d = require "smarm.dist"
    local trap = s.trap_exit(true)
-   s.link(lp)
    local cmon = s.monitor(conn)
-   s.send(conn, { op = "link", proxy = s.self(), lp = lp, rp = rp })
    local function reason_of(v)
       if r.atom_name(v) then return r.atom_name(v) end
       return v
@@ -290,15 +288,12 @@ end
 
 -- The proxy of a monitor of remote pid rp by local actor lp: lp monitors it; it ends with
 -- the remote reason ("noconnection" when the connection goes).
-local function monitor_proxy(lp, rp, conn)
+local function monitor_proxy(lp, rp, ref, conn)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
    local d = require "smarm.dist"
    local cmon = s.monitor(conn)
    local lmon = s.monitor(lp)
-   local ref = d.make_ref()
-   s.send(conn, { op = "monitor", proxy = s.self(), ref = ref })
-   s.send(conn, "p" .. r.encode(r.tuple(19, d.export(lp), rp, ref)))
    while true do
       local i, v = s.select({ cmon, lmon, s.inbox })
       if i == 1 then s.exit("noconnection") end
@@ -323,7 +318,9 @@ function M.link(rp)
       smarm.spawn_link(function() require("smarm").exit("noconnection") end)
       return true
    end
-   smarm.spawn_link(link_proxy, self, rp, smarm.whereis(conn))
+   local proxy = smarm.spawn_link(link_proxy, self, rp, smarm.whereis(conn))
+   -- from here, so that it goes before anything this actor sends rp next
+   smarm.send(conn, { op = "link", proxy = proxy, lp = self, rp = rp })
    return true
 end
 
@@ -342,7 +339,12 @@ function M.monitor(rp)
       local _, mon = smarm.spawn_monitor(function() require("smarm").exit("noconnection") end)
       return mon
    end
-   local _, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), rp, smarm.whereis(conn))
+   local ref = M.make_ref()
+   local proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), rp, ref,
+      smarm.whereis(conn))
+   -- from here, so that the request goes before anything this actor sends rp next
+   smarm.send(conn, { op = "monitor", proxy = proxy, ref = ref })
+   smarm.send(conn, "p" .. raw.encode(tuple(MONITOR_P, M.export(smarm.self()), rp, ref)))
    return mon
 end
 
@@ -543,18 +545,22 @@ local function run_conn(sock, peer)
       elseif op == LINK then
          local lp = to_local(ctl[3])
          if lp then
-            smarm.spawn(function(rp, lpid, conn)
+            local from = ctl[2]
+            links[from] = links[from] or {}
+            links[from][lp] = smarm.spawn(function(rp, lpid, conn)
                -- a remote actor linked to lpid: the same proxy, started from here
                local s = require "smarm"
                local d = require "smarm.dist"
                local r = require "smarm.dist.raw"
                local trap = s.trap_exit(true)
-               if not s.link(lpid) or s.terminal_reason(lpid) then
-                  s.send(conn, "p" .. r.encode(r.tuple(3, d.export(lpid), rp, r.atom("noproc"))))
+               s.link(lpid)
+               local dead = s.terminal_reason(lpid)
+               if dead then -- it ended before the link: the peer hears how
+                  s.send(conn, "p" .. r.encode(r.tuple(3, d.export(lpid), rp,
+                     type(dead) == "string" and r.atom(dead) or dead)))
                   return
                end
                local cmon = s.monitor(conn)
-               s.send(conn, { op = "link", proxy = s.self(), lp = lpid, rp = rp })
                while true do
                   local i, v = s.select({ trap, cmon, s.inbox })
                   if i == 1 then
@@ -615,6 +621,7 @@ local function run_conn(sock, peer)
                local i, v = s.select({ mon, cmon, s.inbox })
                if i == 1 then
                   local why = v.reason
+                  if why == "noproc" then why = s.terminal_reason(lpid) or why end
                   s.send(conn, "p" .. r.encode(r.tuple(21, target_term, watcher, r_,
                      type(why) == "string" and r.atom(why) or why)))
                end
