@@ -192,8 +192,9 @@ M.is_dest = is_dest
 -- goes as {'$gen_call', {From, Tag}, Req} from a helper actor that waits for {Tag, Reply}.
 -- -> reply | nil, "timeout" | "noconnection"
 function M.gen_call(dest, request, timeout)
+   if not alive() then return nil, "not_alive" end
    local tx, rx = smarm.channel()
-   smarm.spawn(function(to, req, reply_tx)
+   smarm.spawn(function(to, req, reply_tx, wait)
       local s = require "smarm"
       local d = require "smarm.dist"
       local r = require "smarm.dist.raw"
@@ -205,14 +206,17 @@ function M.gen_call(dest, request, timeout)
          return
       end
       local want = tag[r.atom("$term")]
+      local deadline = wait and s.now() + wait + 1
       while true do
-         local m = s.recv()
+         -- it gives up shortly after the caller (whose late reply then goes nowhere)
+         local m = s.recv(deadline and math.max(0, deadline - s.now()))
+         if m == nil then return end
          if r.is_tuple(m) and type(m[1]) == "table" and m[1][r.atom("$term")] == want then
             reply_tx:send({ true, m[2] })
             return
          end
       end
-   end, dest, request, tx)
+   end, dest, request, tx, timeout)
    tx:release()
    local v, err = rx:recv(timeout)
    if not v then return nil, err == "closed" and "noconnection" or err end
