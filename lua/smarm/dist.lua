@@ -671,7 +671,7 @@ local function run_conn(sock, peer)
       if i == 1 then
          local hdr, err = sock:recv(4)
          if not hdr then
-            log("connection to %s closed (%s)", peer, tostring(err))
+            if err ~= "closed" then log("connection to %s lost (%s)", peer, tostring(err)) end
             return
          end
          local n = get32(hdr, 1)
@@ -708,26 +708,25 @@ end
 -- Spawned per connection: the handshake, then the connection. Incoming when sock is given
 -- (peer nil), outgoing when peer is.
 local function conn_actor(kernel, cookie, me, creation, sock, peer)
-   local s = require "smarm"
-   local d = require "smarm.dist"
+   local s = smarm
    local name, err
    if sock then
-      name, err = d._handshake_in(sock, cookie, me, creation)
+      name, err = handshake_in(sock, cookie, me, creation)
       if not name then
-         d._log("%s", err)
+         log("%s", err)
          sock:close()
          return
       end
    else
       local host = peer:match("@(.+)$")
       local port
-      port, err = d._epmd_port(host, peer:match("^(.-)@"))
+      port, err = epmd_port(host, peer:match("^(.-)@"))
       if port then
-         sock, err = require("smarm.net").connect(host, port, 5)
+         sock, err = net.connect(host, port, 5)
       end
       if sock then
          local ok
-         ok, err = d._handshake_out(sock, cookie, me, creation)
+         ok, err = handshake_out(sock, cookie, me, creation)
          if not ok then sock:close() end
          if ok then name = peer end
       end
@@ -742,29 +741,32 @@ local function conn_actor(kernel, cookie, me, creation, sock, peer)
       return
    end
    s.send(kernel, { op = "up", node = name, pid = s.self() })
-   d._run_conn(sock, name)
+   run_conn(sock, name)
 end
 
-M._handshake_in, M._handshake_out, M._epmd_port = handshake_in, handshake_out, epmd_port
-M._run_conn, M._log = run_conn, log
+--- The body of a connection's actor (started by the net kernel; not for applications).
+M.conn_main = conn_actor
 
 -- ---------------------------------------------------------------------------------------
 -- the net kernel
 
+local function start_conn(...)
+   return require("smarm.dist").conn_main(...)
+end
+
 local function kernel(ready, me, cookie, alive_name)
-   local s = require "smarm"
-   local d = require "smarm.dist"
-   local server, err = require("smarm.net").listen("*", 0)
+   local s = smarm
+   local server, err = net.listen("*", 0)
    if not server then
       ready:send({ nil, "cannot listen: " .. tostring(err) })
       return
    end
-   local epmd, creation = d._epmd_register(alive_name, server:port())
+   local epmd, creation = epmd_register(alive_name, server:port())
    if not epmd then
       ready:send({ nil, creation })
       return
    end
-   d._set_node(me, creation)
+   raw.set_node(me, creation)
    s.register("$dist")
    ready:send({ true })
    local conns, waiting, node_mons, pending = {}, {}, {}, {}
@@ -784,7 +786,7 @@ local function kernel(ready, me, cookie, alive_name)
       local i, v = s.select(arms)
       if i == 1 then
          local sock = server:accept()
-         if sock then s.spawn(d._conn_actor, s.self(), cookie, me, creation, sock, nil) end
+         if sock then s.spawn(start_conn, s.self(), cookie, me, creation, sock, nil) end
       elseif i == 2 then
          local m = v
          if m.op == "connect" then
@@ -795,7 +797,7 @@ local function kernel(ready, me, cookie, alive_name)
                table.insert(waiting[m.node], m.from)
                if not pending[m.node] then
                   pending[m.node] = true
-                  s.spawn(d._conn_actor, s.self(), cookie, me, creation, nil, m.node)
+                  s.spawn(start_conn, s.self(), cookie, me, creation, nil, m.node)
                end
             end
          elseif m.op == "up" then
@@ -830,7 +832,8 @@ local function kernel(ready, me, cookie, alive_name)
    end
 end
 
-M._conn_actor, M._epmd_register, M._set_node = conn_actor, epmd_register, raw.set_node
+--- The body of the net kernel's actor (started by start; not for applications).
+M.kernel_main = kernel
 
 local function short_host()
    local h = io.popen and io.popen("hostname 2>/dev/null")
@@ -877,7 +880,8 @@ function M.start(opts)
    end
    local cookie = opts.cookie or smarm.blocking(read_cookie)
    local tx, rx = smarm.channel()
-   smarm.spawn(kernel, tx, alive_name .. "@" .. host, cookie, alive_name)
+   smarm.spawn(function(...) return require("smarm.dist").kernel_main(...) end, tx,
+      alive_name .. "@" .. host, cookie, alive_name)
    tx:release()
    local v, err = rx:recv(30)
    if not v then return nil, err end

@@ -81,4 +81,26 @@ done
 # the first node was told to stop by the client
 wait_bg
 expect_out "stopped	true" "the first node stopped on the client's message"
+
+# 5. examples/cluster: an Erlang shell's calls answered by the Lua kv server
+RUN_TIMEOUT=60 run_bg --sname "luaK$tag@localhost" --cookie "$cookie" examples/cluster/node.lua 30
+kv_bg=$bg
+pids+=("$kv_bg")
+if await grep -q "kv is up" "$TMP/out"; then
+   timeout -k 5 60 erl -noshell -sname "erlK$tag@localhost" -setcookie "$cookie" -eval "
+      N = 'luaK$tag@localhost',
+      ok = gen_server:call({kv, N}, {put, color, <<\"blue\">>}),
+      <<\"blue\">> = gen_server:call({kv, N}, {get, color}),
+      [color] = gen_server:call({kv, N}, keys),
+      gen_server:cast({kv, N}, {delete, color}),
+      undefined = gen_server:call({kv, N}, {get, color}),
+      {kv, N} ! {self(), ping},
+      receive {pong, N} -> io:format(\"OK example~n\") after 5000 -> timeout end,
+      halt()." >"$TMP/beamK" 2>&1 || true
+   grep -qx "OK example" "$TMP/beamK" || fail "examples/cluster from erl ($(head -c 400 "$TMP/beamK"))"
+else
+   fail "examples/cluster/node.lua never came up"
+fi
+kill "$kv_bg" 2>/dev/null || true
+
 finish
