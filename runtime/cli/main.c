@@ -206,11 +206,13 @@ int main(int argc, char **argv)
     int rc = smarm_runtime_new(&cfg, &rt);
     if (rc != 0) {
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
+        free(boot);
         return 1;
     }
     int status = 1;
     rc = script ? smarm_run_file(rt, script, argc - i, argv + i, &status)
                 : smarm_run_string(rt, code, argc - i, argv + i, &status);
+    free(boot);
     int sig = smarm_runtime_signal(rt);
     if (rc != 0) {
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
