@@ -199,8 +199,14 @@ function M.gen_call(dest, request, timeout)
       local d = require "smarm.dist"
       local r = require "smarm.dist.raw"
       local tag = d.make_ref()
-      local ok, err = d.send(to, r.tuple(r.atom("$gen_call"), r.tuple(d.export(s.self()), tag),
-         req))
+      -- the server's monitor tells a name nobody holds, a server that dies, a lost node
+      local ok, mon = pcall(d.monitor, to)
+      if not ok then
+         reply_tx:send({ false, "noconnection" })
+         return
+      end
+      local err
+      ok, err = d.send(to, r.tuple(r.atom("$gen_call"), r.tuple(d.export(s.self()), tag), req))
       if not ok then
          reply_tx:send({ false, err })
          return
@@ -209,8 +215,14 @@ function M.gen_call(dest, request, timeout)
       local deadline = wait and s.now() + wait + 1
       while true do
          -- it gives up shortly after the caller (whose late reply then goes nowhere)
-         local m = s.recv(deadline and math.max(0, deadline - s.now()))
-         if m == nil then return end
+         local i, m = s.select({ s.inbox, mon }, deadline and math.max(0, deadline - s.now()))
+         if i == nil then return end
+         if i == 2 then
+            local why = m and m.reason
+            reply_tx:send({ false, (why == "noproc" or why == "noconnection") and why
+               or "server_down" })
+            return
+         end
          if r.is_tuple(m) and type(m[1]) == "table" and m[1][r.atom("$term")] == want then
             reply_tx:send({ true, m[2] })
             return
@@ -290,8 +302,8 @@ local function link_proxy(lp, rp, conn)
    end
 end
 
--- The proxy of a monitor of remote pid rp by local actor lp: lp monitors it; it ends with
--- the remote reason ("noconnection" when the connection goes).
+-- The proxy of a monitor of remote pid (or name's atom) rp by local actor lp: lp monitors
+-- it; it ends with the remote reason ("noconnection" when the connection goes).
 local function monitor_proxy(lp, rp, ref, conn)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
@@ -344,11 +356,15 @@ function M.monitor(rp)
       return mon
    end
    local ref = M.make_ref()
-   local proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), rp, ref,
+   local target = rp
+   if type(rp) == "table" then -- {name, node}: monitored by name
+      target = type(rp[1]) == "string" and atom(rp[1]) or rp[1]
+   end
+   local proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
       smarm.whereis(conn))
    -- from here, so that the request goes before anything this actor sends rp next
    smarm.send(conn, { op = "monitor", proxy = proxy, ref = ref })
-   smarm.send(conn, "p" .. raw.encode(tuple(MONITOR_P, M.export(smarm.self()), rp, ref)))
+   smarm.send(conn, "p" .. raw.encode(tuple(MONITOR_P, M.export(smarm.self()), target, ref)))
    return mon
 end
 
@@ -666,9 +682,13 @@ local function run_conn(sock, peer)
    end
 
    local readable = sock:readable()
+   local last_in = smarm.now()
    while true do
-      local i, v = smarm.select({ readable, smarm.inbox }, TICK)
+      -- wake by the next tick due, whatever else comes meanwhile
+      local i, v = smarm.select({ readable, smarm.inbox },
+         math.max(0, last_out + TICK - smarm.now()))
       if i == 1 then
+         last_in = smarm.now()
          local hdr, err = sock:recv(4)
          if not hdr then
             if err ~= "closed" then log("connection to %s lost (%s)", peer, tostring(err)) end
@@ -698,9 +718,13 @@ local function run_conn(sock, peer)
             if count >= 256 then break end
             m = smarm.recv(0)
          until m == nil
-      elseif smarm.now() - last_out >= TICK then
-         out[#out + 1] = u32(0)
       end
+      local now = smarm.now()
+      if now - last_in > 4 * TICK then -- as net_ticktime: a silent peer is gone
+         log("connection to %s lost (no tick for %d s)", peer, 4 * TICK)
+         return
+      end
+      if #out == 0 and now - last_out >= TICK then out[1] = u32(0) end
       if not flush() then return end
    end
 end

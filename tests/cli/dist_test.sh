@@ -72,7 +72,7 @@ set +e
 timeout -k 5 150 "$SMARM_LUA" --sname "luaB$tag" --cookie "$cookie" tests/cli/dist/client.lua \
    "erlS$tag@localhost" "luaA$tag@localhost" >"$TMP/outB" 2>"$TMP/errB"
 set -e
-for c in connect nodes call_beam_put cast_then_call_beam terms_beam call_noproc_times_out \
+for c in connect nodes call_beam_put cast_then_call_beam terms_beam call_noproc \
    100k_to_beam connect_lua send_lua_both_ways call_lua 100k_to_lua remote_pid_value \
    remote_monitor_exit remote_monitor_noconnection remote_link_noconnection monitor_node; do
    grep -q "^OK $c" "$TMP/outB" || fail "smarm-lua -> BEAM/smarm-lua: $c ($(grep " $c" "$TMP/outB" || head -c 600 "$TMP/errB"))"
