@@ -125,3 +125,20 @@ describe("distribution values", function()
       assert.are.same({ nil, "not_alive" }, { gen_server.call({ "x", "other@host" }, 1) })
    end)
 end)
+
+describe("an int64 in a new actor's arguments", function()
+   it("keeps the FFI's finalizer table alive until the actor's state closes", function()
+      -- the state decodes the cdata before its package library is open; a GC then must
+      -- not free what lua_close reads
+      for _ = 1, 20 do
+         local _, mon = smarm.spawn_monitor(function(x)
+            local t = {}
+            for i = 1, 2000 do t[i] = { i } end
+            collectgarbage()
+            collectgarbage()
+            assert(tostring(x) == "1152921504606846976LL")
+         end, 1152921504606846976LL)
+         assert.are.equal("normal", mon:recv(10).reason)
+      end
+   end)
+end)

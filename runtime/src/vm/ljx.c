@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include <lauxlib.h>
+
 #include "base/sanitize.h"
 
 #include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
@@ -62,6 +64,12 @@ void ljx_push_int64(lua_State *L, uint64_t bits, int is_unsigned)
      * cdata without the FFI metatable (no tostring "1LL", no arithmetic), and a later
      * require("ffi") would replace (and leak) that ctype state. */
     if (ctype_ctsG(G(L)) == NULL) {
+        /* luaopen_ffi anchors its module (which holds the cdata finalizer table) in
+         * registry._LOADED, if that exists: a state whose package library is not open yet
+         * (a spawn's int64 argument) would lose it to the next GC, and lua_close would then
+         * read a freed finalizer table */
+        luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        lua_pop(L, 1);
         lua_pushcfunction(L, luaopen_ffi);
         lua_call(L, 0, 0);
     }
