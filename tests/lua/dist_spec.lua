@@ -134,6 +134,7 @@ describe("an int64 in a new actor's arguments", function()
          local _, mon = smarm.spawn_monitor(function(x)
             local t = {}
             for i = 1, 2000 do t[i] = { i } end
+            assert(#t == 2000)
             collectgarbage()
             collectgarbage()
             assert(tostring(x) == "1152921504606846976LL")
