@@ -24,6 +24,11 @@ cookie="c$RANDOM$RANDOM"
 pids=()
 cleanup() {
    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+   # epmd refuses to stop while nodes are registered: wait for them to go
+   for _ in $(seq 1 100); do
+      epmd -names 2>/dev/null | grep -q "^name " || break
+      sleep 0.1
+   done
    epmd -kill >/dev/null 2>&1 || true
    rm -rf "$TMP"
 }
