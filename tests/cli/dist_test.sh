@@ -13,6 +13,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/cli/lib.sh
 
+# usage errors need no BEAM
+run --sname
+expect_status 2 "--sname without a name"
+expect_err "--sname needs an argument" "the missing name is named"
+run --sname "bad@host.with.dots" -e 'print(1)'
+expect_status 1 "a short name with a dotted host"
+expect_err "use --name" "the dotted host points to --name"
+
 if ! command -v erl >/dev/null || ! command -v erlc >/dev/null; then
    echo "$(basename "$0"): skipped (no erl/erlc; scripts/setup installs erlang-nox)"
    exit 0
