@@ -68,6 +68,30 @@ FLAVOURS = {
 # runtime/src's folders, lowest layer first: each calls only downward
 LAYERS = ["base", "core", "io", "vm", "lib"]
 
+
+
+def find_ei():
+    """erl_interface (Debian's erlang-dev): the newest
+    /usr/lib/erlang/lib/erl_interface-*/ with include/ei.h and lib/libei.a; ERL_INTERFACE_DIR
+    overrides. The distribution's term codec is built on it."""
+    cands = [os.environ["ERL_INTERFACE_DIR"]] if os.environ.get("ERL_INTERFACE_DIR") else []
+    roots = ["/usr/lib/erlang/lib", "/usr/local/lib/erlang/lib"]
+    for root in roots:
+        found = glob.glob(root + "/erl_interface-*")
+
+        def version(p):
+            return [int(x) if x.isdigit() else 0
+                    for x in p.rsplit("-", 1)[1].split(".")]
+        cands += sorted(found, key=version, reverse=True)
+    for d in cands:
+        if os.path.exists(d + "/include/ei.h") and os.path.exists(d + "/lib/libei.a"):
+            return d
+    sys.exit("configure.py: erl_interface not found (install erlang-dev, or set "
+             "ERL_INTERFACE_DIR)")
+
+
+EI_DIR = find_ei()
+EI_A = EI_DIR + "/lib/libei.a"
 LIBS = ["-lm", "-ldl", "-lpthread"]
 TEST_LIBS = ["-lcmocka"] + LIBS
 # the command line alone: its shell edits lines with libedit (BSD licence)
@@ -162,9 +186,11 @@ def generate(flavour, cc, regen_path):
     w.var("cc", cc)
     w.var("cflags", COMMON_CFLAGS + conf["cflags"] + [
         # project headers are included by layer folder ("core/chan.h")
-        "-Iruntime/include", "-Iruntime/src", "-Ibindings", "-I" + LUAJIT_DIR, "-I" + gen])
+        "-Iruntime/include", "-Iruntime/src", "-Ibindings", "-I" + LUAJIT_DIR,
+        "-I" + EI_DIR + "/include", "-I" + gen])
     w.var("ldflags", conf["ldflags"])
     w.var("luajit_a", LUAJIT_A)
+    w.var("ei_a", EI_A)
     w.var("libs", LIBS)
     w.var("test_libs", TEST_LIBS)
     w.line()
@@ -179,18 +205,19 @@ def generate(flavour, cc, regen_path):
     # keeps LuaJIT's members as they are instead of nesting the archive).
     w.rule("ar_merge",
            "rm -f $out && { echo \"CREATE $out\"; echo \"ADDLIB $luajit_a\"; "
+           "echo \"ADDLIB $ei_a\"; "
            "for o in $in; do echo \"ADDMOD $$o\"; done; echo SAVE; echo END; } "
            "| ar -M && ranlib $out",
            "AR $out")
     w.rule("link_shared",
            "$cc -shared -Wl,-soname,$soname -o $out $in "
-           "-Wl,--whole-archive $luajit_a -Wl,--no-whole-archive $ldflags $libs",
+           "-Wl,--whole-archive $luajit_a -Wl,--no-whole-archive $ei_a $ldflags $libs",
            "SO $out")
     # Executables carry all of LuaJIT and export it (-Wl,-E), so Lua C modules
     # such as Debian's lpeg.so resolve lua_* against the binary.
     w.rule("link_exe",
            "$cc -o $out $in -Wl,-E -Wl,--whole-archive $luajit_a -Wl,--no-whole-archive "
-           "$ldflags $extra_libs",
+           "$ei_a $ldflags $extra_libs",
            "LINK $out")
     w.rule("symlink", "ln -sf $target $out", "LN $out")
     # PREFIX (default /usr/local) and DESTDIR come from the environment: see scripts/install

@@ -64,6 +64,11 @@ end
 -- @return the reply | nil, "timeout" | "server_down" | "noproc"
 function M.call(dest, request, timeout, fname, tag)
    local wait = check_timeout(timeout, M.DEFAULT_TIMEOUT, fname)
+   if type(dest) == "table" or type(dest) == "userdata" then
+      -- another node's server: {name, node} or a remote pid
+      local dist = require "smarm.dist"
+      if dist.is_dest(dest) then return dist.gen_call(dest, request, wait) end
+   end
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
    if pid == smarm.self() then error(fname .. ": a server cannot call itself", 2) end
@@ -95,6 +100,10 @@ end
 --- Sends a cast without waiting.
 -- @return true | nil, "noproc"
 function M.cast(dest, msg, fname)
+   if type(dest) == "table" or type(dest) == "userdata" then
+      local dist = require "smarm.dist"
+      if dist.is_dest(dest) then return dist.gen_cast(dest, msg) end
+   end
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
    local ok, sent = pcall(smarm.send, pid, { [TAG] = "cast", msg = msg })

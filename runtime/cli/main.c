@@ -44,6 +44,10 @@ static void usage(FILE *f)
           "  --remsh PATH      attach a shell to the application listening on PATH\n"
           "  --watch           reload the loaded modules whose .lua files change under\n"
           "                    app.lua's directory (reports on stderr)\n"
+          "  --sname NAME      a distributed node NAME[@host] (registers with epmd, which\n"
+          "                    is started if needed; Erlang nodes can connect)\n"
+          "  --name NAME@HOST  the same with a long (fully qualified) name\n"
+          "  --cookie C        the distribution cookie (default: ~/.erlang.cookie)\n"
           "  -v, --version     print the version\n"
           "  -h, --help        this help\n"
           "Exit status: 0 when the root ends normally, 1 when it crashed,\n"
@@ -141,6 +145,52 @@ static void *client_main(void *arg)
     return NULL;
 }
 
+/* s as a Lua long string literal: [==[s]==] with enough '=' that s cannot close it. */
+static int lua_quote(char *out, size_t cap, const char *s)
+{
+    int level = 0;
+    char close[80];
+    for (; level < 60; level++) {
+        snprintf(close, sizeof close, "]%.*s]", level,
+                 "============================================================");
+        if (!strstr(s, close))
+            break;
+    }
+    const char *eq = "============================================================";
+    return snprintf(out, cap, "[%.*s[%s]%.*s]", level, eq, s, level, eq);
+}
+
+/* The root chunk of a distributed node: start it, then run the script (or code). */
+static int dist_boot(const char *node, int longnames, const char *cookie, const char *script,
+                     const char *code, char **out)
+{
+    size_t cap = strlen(node) + (cookie ? strlen(cookie) : 0) +
+                 (script ? strlen(script) : strlen(code)) + 600;
+    char *b = malloc(cap), qn[300], *qc = malloc(cap), *qs = malloc(cap);
+    if (!b || !qc || !qs || strlen(node) > 200) {
+        fputs("smarm-lua: bad node name\n", stderr);
+        free(b);
+        free(qc);
+        free(qs);
+        return 0;
+    }
+    lua_quote(qn, sizeof qn, node);
+    if (cookie)
+        lua_quote(qc, cap, cookie);
+    else
+        snprintf(qc, cap, "nil");
+    lua_quote(qs, cap, script ? script : code);
+    snprintf(b, cap,
+             "require('smarm.dist').start_cli(%s, %s, %s) "
+             "return assert(%s(%s%s))(...)",
+             qn, longnames ? "true" : "false", qc, script ? "loadfile" : "loadstring", qs,
+             script ? "" : ", '=(command line)'");
+    free(qc);
+    free(qs);
+    *out = b;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     /* actors migrate between scheduler threads, so blocks malloc'd on one are
@@ -150,7 +200,8 @@ int main(int argc, char **argv)
     smarm_config cfg;
     smarm_config_init(&cfg);
     const char *code = NULL, *script = NULL, *shell_socket = NULL;
-    int interactive = 0, watch = 0;
+    const char *node = NULL, *cookie = NULL;
+    int interactive = 0, watch = 0, longnames = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -186,6 +237,18 @@ int main(int argc, char **argv)
                 return 2;
             }
             cfg.trace = argv[++i];
+        } else if (strcmp(a, "--sname") == 0 || strcmp(a, "--name") == 0 ||
+                   strcmp(a, "--cookie") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "smarm-lua: %s needs an argument\n", a);
+                return 2;
+            }
+            if (strcmp(a, "--cookie") == 0) {
+                cookie = argv[++i];
+            } else {
+                longnames = strcmp(a, "--name") == 0;
+                node = argv[++i];
+            }
         } else if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) {
                 fputs("smarm-lua: -e needs an argument\n", stderr);
@@ -253,12 +316,22 @@ int main(int argc, char **argv)
     } else {
         cfg.app_dir = ".";
     }
+    char *boot = NULL;
+    if (node) {
+        /* the node starts before the application: the root runs a prelude that makes it
+         * alive, then the script or code */
+        if (!dist_boot(node, longnames, cookie, script, code, &boot))
+            return 2;
+        code = boot;
+        script = NULL;
+    }
     cfg.handle_signals = 1;
     cfg.keep_sigint = interactive;
     smarm_runtime *rt;
     int rc = smarm_runtime_new(&cfg, &rt);
     if (rc != 0) {
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));
+        free(boot);
         return 1;
     }
     if (watch && (rc = smarm_watch(rt, cfg.app_dir)) != 0)
@@ -307,6 +380,7 @@ int main(int argc, char **argv)
                     : smarm_run_string(rt, code, argc - i, argv + i, &status);
     }
     free(stdin_code);
+    free(boot);
     int sig = smarm_runtime_signal(rt);
     if (rc != 0) {
         fprintf(stderr, "smarm-lua: %s\n", smarm_strerror(rc));

@@ -14,6 +14,7 @@
  *                 pairs (keys never nil or NaN); the decoder preallocates A and H
  *   0x0b p8 / 0x0c p8   a channel tx / rx: the channel's address (only after a refs prefix)
  *   0x10 p8       a socket: its handle's address (only after a refs prefix)
+ *   0x11 p8       an atom or a remote pid: its interned record's address (base/intern.h)
  *   0x40+N b*N    a string of N < 64 bytes
  *   0x80+I        an integer I in 0..127
  *   anything else is malformed.
@@ -173,6 +174,7 @@ static unsigned char *walk_value(unsigned char *p, int mode)
     case WIRE_DOUBLE:
     case WIRE_INT64:
     case WIRE_UINT64:
+    case WIRE_INTERN:
         return p + 8;
     case WIRE_I8:
         return p + 1;

@@ -31,6 +31,7 @@ enum wire_tag {
     WIRE_REFS_TAKEN = 0x0f,
     WIRE_REFS_LEN = 9, /* a refs tag and its 8-byte cookie */
     WIRE_SOCK = 0x10,
+    WIRE_INTERN = 0x11, /* an atom or a remote pid (base/intern.h): its record's address */
     WIRE_SSTR = 0x40,
     WIRE_SSTR_MAX = 63,
     WIRE_FIXINT = 0x80,

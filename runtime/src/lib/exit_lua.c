@@ -17,6 +17,7 @@
 #include "vm/codec.h"
 #include "core/exit.h"
 #include "lib/args.h"
+#include "lib/dist_lua.h"
 #include "lib/smarm_lua.h"
 #include "vm/luavm.h"
 #include "core/pg.h"
@@ -34,6 +35,8 @@ static const char trap_key = 't';
 
 static int l_link(lua_State *L)
 {
+    if (dist_lua_is_remote(L, 1, 0))
+        return dist_lua_forward(L, "link");
     actor *a = luavm_actor(L);
     uint64_t pid = lib_check_pid(L, 1, "smarm.link");
     int rc = exit_link(a->rt, a, pid);
@@ -47,6 +50,8 @@ static int l_link(lua_State *L)
 
 static int l_unlink(lua_State *L)
 {
+    if (dist_lua_is_remote(L, 1, 0))
+        return dist_lua_forward(L, "unlink");
     actor *a = luavm_actor(L);
     exit_unlink(a->rt, a, lib_check_pid(L, 1, "smarm.unlink"));
     lua_pushboolean(L, 1);
@@ -76,6 +81,8 @@ static int monitor_into(lua_State *L, actor *a, uint64_t pid)
 
 static int l_monitor(lua_State *L)
 {
+    if (dist_lua_is_remote(L, 1, 0))
+        return dist_lua_forward(L, "monitor");
     actor *a = luavm_actor(L);
     uint64_t pid = lib_check_pid(L, 1, "smarm.monitor");
     if (!lua_isnoneornil(L, 2))

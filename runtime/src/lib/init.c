@@ -13,6 +13,7 @@
 
 #include "base/sanitize.h"
 #include "lib/chan_lua.h"
+#include "lib/dist_lua.h"
 #include "lib/exit_lua.h"
 #include "lib/net_lua.h"
 #include "lib/recv_lua.h"
@@ -39,6 +40,7 @@ static const lib_group groups[] = {
     {timer_lua_funcs, no_fields, NULL},             /* send_after, cancel_timer */
     {exit_lua_funcs, exit_fields, exit_lua_fields}, /* links, monitors, exits, names, pg */
     {reload_lua_funcs, no_fields, NULL},            /* reload, code_version, on_reload */
+    {dist_lua_funcs, no_fields, NULL},              /* atoms, tuples, nodes */
 };
 #define NGROUPS (sizeof groups / sizeof groups[0])
 
@@ -138,11 +140,9 @@ static int smarm_index(lua_State *L)
 }
 
 static const luaL_Reg preloads[] = {
-    {"smarm.net.raw", net_lua_open},
-    {"smarm.table", table_lua_open},
-    {"smarm.reload.raw", reload_lua_open_raw},
-    {"smarm.selective.raw", recv_lua_open},
-    {NULL, NULL},
+    {"smarm.net.raw", net_lua_open},           {"smarm.table", table_lua_open},
+    {"smarm.reload.raw", reload_lua_open_raw}, {"smarm.selective.raw", recv_lua_open},
+    {"smarm.dist.raw", dist_lua_open},         {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;
 

@@ -14,6 +14,7 @@
 #include "core/trace.h"
 #include "core/actor.h"
 #include "lib/args.h"
+#include "lib/dist_lua.h"
 #include "lib/blocking_lua.h"
 #include "lib/chan_lua.h"
 #include "lib/recv_lua.h"
@@ -46,6 +47,8 @@ static int l_self(lua_State *L)
 
 static int l_pid_tostring(lua_State *L)
 {
+    if (dist_lua_is_remote(L, 1, 0))
+        return dist_lua_forward(L, "pid_tostring");
     uint64_t pid = lib_check_pid(L, 1, "smarm.pid_tostring");
     lua_pushfstring(L, "<0.%d.%d>", (int)pid_index(pid), (int)pid_gen(pid));
     return 1;
@@ -279,6 +282,8 @@ static int l_spawn_opt(lua_State *L)
 
 int smarm_lua_send(lua_State *L)
 {
+    if (dist_lua_is_remote(L, 1, 1))
+        return dist_lua_forward(L, "send"); /* another node's pid, or {name, node} */
     actor *a = luavm_actor(L);
     uint64_t pid;
     if (lua_type(L, 1) == LUA_TSTRING) {

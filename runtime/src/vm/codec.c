@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/intern.h"
 #include "vm/ljx.h"
 
 #define PATH_MAX_LEN 160 /* error paths longer than this keep the root and the innermost part */
@@ -274,8 +275,16 @@ static int enc_value(enc *e, const ljx_val *v, int depth, const visit *up)
         e->ends->n++;
         return 0;
     }
-    case LUA_TLIGHTUSERDATA:
-        return enc_fail(e, "cannot send a light userdata");
+    case LUA_TLIGHTUSERDATA: {
+        /* atoms and remote pids are interned records: the pointer is the value */
+        void *p = ljx_lightud(e->L, v->bits);
+        if (!intern_lookup(p))
+            return enc_fail(e, "cannot send a light userdata");
+        b->data[b->len++] = WIRE_INTERN;
+        memcpy(b->data + b->len, &p, 8);
+        b->len += 8;
+        return 0;
+    }
     case LJX_TCDATA:
         return enc_fail(e, "cannot send a cdata other than int64_t/uint64_t");
     default:
@@ -565,6 +574,16 @@ static int dec_value(dec *d, int depth)
     }
     case WIRE_TABLE:
         return dec_table(d, depth);
+    case WIRE_INTERN: {
+        void *p;
+        if ((q = get_bytes(d, 8)) == NULL)
+            return -1;
+        memcpy(&p, q, 8);
+        if (!intern_lookup(p))
+            return dec_fail(d, "not an atom or a pid (at byte %zu)", (size_t)(d->p - d->start - 9));
+        lua_pushlightuserdata(L, p);
+        return 0;
+    }
     case WIRE_TX:
     case WIRE_RX:
     case WIRE_SOCK: {

@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include <lauxlib.h>
+
 #include "base/sanitize.h"
 
 #include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
@@ -63,6 +65,12 @@ void ljx_push_int64(lua_State *L, uint64_t bits, int is_unsigned)
      * cdata without the FFI metatable (no tostring "1LL", no arithmetic), and a later
      * require("ffi") would replace (and leak) that ctype state. */
     if (ctype_ctsG(G(L)) == NULL) {
+        /* luaopen_ffi anchors its module (which holds the cdata finalizer table) in
+         * registry._LOADED, if that exists: a state whose package library is not open yet
+         * (a spawn's int64 argument) would lose it to the next GC, and lua_close would then
+         * read a freed finalizer table */
+        luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        lua_pop(L, 1);
         lua_pushcfunction(L, luaopen_ffi);
         lua_call(L, 0, 0);
     }
@@ -111,6 +119,13 @@ int ljx_jit_retune(lua_State *L)
     return 0;
 }
 
+void *ljx_lightud(lua_State *L, uint64_t bits)
+{
+    TValue o;
+    o.u64 = bits;
+    return lightudV(G(L), &o);
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)
@@ -151,6 +166,7 @@ static void classify(cTValue *o, ljx_val *v)
         v->len = ud->len;
     } else if (tvislightud(o)) {
         v->type = LUA_TLIGHTUSERDATA;
+        v->bits = o->u64; /* ljx_lightud makes it a pointer (it needs the state) */
     } else {
         v->type = LUA_TNONE;
     }

@@ -46,7 +46,7 @@ typedef struct ljx_val { /* small: the encoder keeps two per nesting level on th
     union {
         double num;        /* LUA_TNUMBER, LUA_TBOOLEAN */
         const char *str;   /* LUA_TSTRING */
-        uint64_t bits;     /* LJX_TINT64, LJX_TUINT64 */
+        uint64_t bits;     /* LJX_TINT64, LJX_TUINT64; LUA_TLIGHTUSERDATA (see ljx_lightud) */
         const void *table; /* LUA_TTABLE: for ljx_table_*, and identity (cycle checks) */
         void *ud;          /* LUA_TUSERDATA: the payload of a plain (C API) full userdata,
                               NULL for LuaJIT's own kinds (files, string buffers) */
@@ -54,6 +54,8 @@ typedef struct ljx_val { /* small: the encoder keeps two per nesting level on th
 } ljx_val;
 
 void ljx_read(lua_State *L, int idx, ljx_val *v);
+/* The pointer of a light userdata read by ljx (its bits), in L's state. */
+void *ljx_lightud(lua_State *L, uint64_t bits);
 size_t ljx_table_len(const void *table);                      /* raw #t (a border) */
 void ljx_table_geti(const void *table, size_t i, ljx_val *v); /* raw t[i] */
 /* Raw iteration over every non-nil entry: *pos = 0 to start; returns 0 at the end. */
