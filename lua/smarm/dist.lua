@@ -247,7 +247,7 @@ local GEN_CALL, GEN_CAST = atom("$gen_call"), atom("$gen_cast")
 local function deliver_gen(dest, msg)
    if not is_tuple(msg) then return false end
    if msg[1] == GEN_CAST and #msg == 2 then
-      smarm.send(dest, { smarm = "cast", msg = msg[2] })
+      require("smarm.gen").cast(dest, msg[2], "gen_server.cast")
       return true
    end
    if msg[1] ~= GEN_CALL or #msg ~= 3 or not is_tuple(msg[2]) then return false end

@@ -181,10 +181,11 @@ uint64_t smarm_whereis(smarm_runtime *rt, const char *name);
  * publishes it as a new version, which every actor that has it loaded takes at its next safe
  * point (a recv, select, sleep or yield returning). Returns the new version (>= 1), or a
  * negative SMARM_E* code: SMARM_ELOAD when the file does not compile (nothing changes) or
- * the module is part of smarm, SMARM_EINVAL when no actor loaded the module; err (errlen
- * bytes, may be NULL) then receives the message, "file:line: message" for a syntax error.
- * Any thread. */
-int64_t smarm_reload(smarm_runtime *rt, const char *module, char *err, size_t errlen);
+ * the module is part of smarm, SMARM_EINVAL when no actor loaded the module. Any thread.
+ * smarm_reload_err is the same and also gives the message: err (errlen bytes, may be NULL)
+ * receives it on failure, "file:line: message" for a syntax error. */
+int64_t smarm_reload(smarm_runtime *rt, const char *module);
+int64_t smarm_reload_err(smarm_runtime *rt, const char *module, char *err, size_t errlen);
 /* Watches dir and its subdirectories (inotify): a .lua file of a loaded module that is
  * written (closed after writing) or renamed into place is reloaded as by smarm_reload, and
  * each reload or rejected file is reported on stderr with the version number. Stops with

@@ -325,7 +325,12 @@ static void close_host(smarm_host *h)
 
 /* ---- from any thread ---- */
 
-int64_t smarm_reload(smarm_runtime *rt, const char *module, char *err, size_t errlen)
+int64_t smarm_reload(smarm_runtime *rt, const char *module)
+{
+    return smarm_reload_err(rt, module, NULL, 0);
+}
+
+int64_t smarm_reload_err(smarm_runtime *rt, const char *module, char *err, size_t errlen)
 {
     char buf[512];
     if (!err || errlen == 0) {

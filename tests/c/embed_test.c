@@ -882,23 +882,23 @@ static void reload_and_watch_from_host(void **state)
     lua_State *L = smarm_host_lua(h);
     char err[256] = "";
     /* nobody loaded it yet */
-    assert_int_equal(smarm_reload(rt, "hotmod", err, sizeof err), SMARM_EINVAL);
+    assert_int_equal(smarm_reload_err(rt, "hotmod", err, sizeof err), SMARM_EINVAL);
     assert_non_null(strstr(err, "not loaded"));
     lua_ok(L, "H = require 'hotmod'; assert(H.v() == 1)", 0);
     hotmod_version(dir, 2, 0);
-    assert_int_equal(smarm_reload(rt, "hotmod", err, sizeof err), 1);
+    assert_int_equal(smarm_reload_err(rt, "hotmod", err, sizeof err), 1);
     /* the host state takes it at its next safe point: a poll */
     lua_ok(L,
            "local s = require 'smarm'; s.recv(0); assert(H.v() == 2)\n"
            "assert(s.code_version('hotmod') == 1)",
            0);
     write_file(dir, "hotmod.lua", "local M = {}\nfunction M.v() return end end\n", 0);
-    assert_int_equal(smarm_reload(rt, "hotmod", err, sizeof err), SMARM_ELOAD);
+    assert_int_equal(smarm_reload_err(rt, "hotmod", err, sizeof err), SMARM_ELOAD);
     assert_non_null(strstr(err, "hotmod.lua:2:"));
     lua_ok(L, "require 'smarm.gen_server'", 0);
-    assert_int_equal(smarm_reload(rt, "smarm.gen_server", err, sizeof err), SMARM_ELOAD);
+    assert_int_equal(smarm_reload_err(rt, "smarm.gen_server", err, sizeof err), SMARM_ELOAD);
     assert_non_null(strstr(err, "part of smarm"));
-    assert_int_equal(smarm_reload(rt, NULL, NULL, 0), SMARM_EINVAL);
+    assert_int_equal(smarm_reload(rt, NULL), SMARM_EINVAL);
     /* the watcher reloads a file renamed into place */
     assert_int_equal(smarm_watch(rt, dir), 0);
     assert_int_equal(smarm_watch(rt, dir), SMARM_EINVAL);
@@ -928,7 +928,7 @@ static void *reload_loop(void *arg)
     for (int i = 0; i < 200 && !atomic_load(&r->stop); i++) {
         hotmod_version(r->dir, 1 + i % 2, i % 3 == 0);
         char err[256];
-        if (smarm_reload(r->rt, "hotmod", err, sizeof err) < 0)
+        if (smarm_reload_err(r->rt, "hotmod", err, sizeof err) < 0)
             fail_msg("reload: %s", err);
         r->done++;
         struct timespec ts = {0, 200 * 1000};
