@@ -28,7 +28,8 @@ assert kinds[("i", "spawn")] >= 9 and kinds[("i", "exit")] >= 10, kinds
 assert kinds[("i", "wake")] >= 1 and kinds[("i", "park")] >= 10, kinds
 assert kinds[("s", "message")] >= 30 and kinds[("f", "message")] >= 30, kinds
 names = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
-assert any(e["args"]["name"] == "scheduler 0" for e in names), names
+# which schedulers ran something depends on the load: at least one did
+assert any(e["args"]["name"].startswith("scheduler ") for e in names), names
 for e in ev:
     if e["ph"] == "X":
         assert e["dur"] >= 0 and e["args"]["pid"] > 0 and e["name"].startswith("<0."), e

@@ -51,6 +51,8 @@ enum exit_class {
     ENDED_OTHER,
     ENDED_CLASSES
 };
+/* Their names, as the reasons read ("normal", "error", ..., "other"): scheduler.c */
+extern const char *const exit_class_names[ENDED_CLASSES];
 
 struct smarm_runtime {
     smarm_config cfg;

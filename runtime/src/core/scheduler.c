@@ -583,17 +583,22 @@ void sched_yield_actor(actor *a)
 
 /* ---- the scheduler side ---- */
 
+const char *const exit_class_names[ENDED_CLASSES] = {
+    [ENDED_NORMAL] = "normal",
+    [ENDED_ERROR] = "error",
+    [ENDED_KILLED] = "killed",
+    [ENDED_SHUTDOWN] = "shutdown",
+    [ENDED_MEMORY] = "memory",
+    [ENDED_NOPROC] = "noproc",
+    [ENDED_STACK_OVERFLOW] = "stack_overflow",
+    [ENDED_NO_STACK] = "no_stack",
+    [ENDED_OTHER] = "other",
+};
+
 /* Which of the runtime's reasons an actor ended with (its reason's wire bytes). */
 static enum exit_class exit_class_of(const actor *a)
 {
-    static const char *const names[] = {
-        [ENDED_KILLED] = "killed",
-        [ENDED_SHUTDOWN] = "shutdown",
-        [ENDED_MEMORY] = "memory",
-        [ENDED_NOPROC] = "noproc",
-        [ENDED_STACK_OVERFLOW] = "stack_overflow",
-        [ENDED_NO_STACK] = "no_stack",
-    };
+    const char *const *names = exit_class_names;
     if (!a->ex.reason_abnormal)
         return ENDED_NORMAL;
     if (a->ex.err_msg)

@@ -123,18 +123,6 @@ static const char *leave_name(uint32_t leave)
     return "?";
 }
 
-static const char *const exit_names[] = {
-    [ENDED_NORMAL] = "normal",
-    [ENDED_ERROR] = "error",
-    [ENDED_KILLED] = "killed",
-    [ENDED_SHUTDOWN] = "shutdown",
-    [ENDED_MEMORY] = "memory",
-    [ENDED_NOPROC] = "noproc",
-    [ENDED_STACK_OVERFLOW] = "stack_overflow",
-    [ENDED_NO_STACK] = "no_stack",
-    [ENDED_OTHER] = "other",
-};
-
 /* ns as microseconds with three decimals, in integers (printf's %f costs far more) */
 #define US_FMT "%" PRIu64 ".%03u"
 #define US(ns) (ns) / 1000, (unsigned)((ns) % 1000)
@@ -193,7 +181,7 @@ RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, i
                     "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
                     ",\"reason\":\"%s\"}}",
                     title, tid, US(e.ts - t->t0), e.pid,
-                    e.aux < ENDED_CLASSES ? exit_names[e.aux] : "other");
+                    e.aux < ENDED_CLASSES ? exit_class_names[e.aux] : "other");
             break;
         case TRACE_SEND:
             fprintf(f,
