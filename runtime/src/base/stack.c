@@ -4,6 +4,7 @@
  * PROT_NONE guard. A mutex-protected LIFO list holds the returned default-shaped stacks
  * (the warmest comes back first); other shapes get a mapping of their own each time. */
 #include "base/critical.h"
+#include "base/sanitize.h"
 #include "base/stack.h"
 
 #include <errno.h>
@@ -141,6 +142,9 @@ static void stack_unmap(stack *s)
 #ifdef STACK_VALGRIND
     VALGRIND_STACK_DEREGISTER(s->valgrind_id);
 #endif
+    /* ASan leaves the poison of the frames that ran here in its shadow after munmap: memory
+     * mapped here later (a heap chunk) would read as a stack's redzones */
+    SANITIZE_UNPOISON(s->base, s->size);
     munmap((char *)s->base - s->guard, s->guard + s->size);
     free(s);
 }
@@ -251,6 +255,8 @@ void stack_pool_free(stack_pool *p)
         for (unsigned i = 0; i < c->carved; i++)
             VALGRIND_STACK_DEREGISTER(c->slots[i].valgrind_id);
 #endif
+        for (unsigned i = 0; i < c->carved; i++)
+            SANITIZE_UNPOISON(c->slots[i].base, c->slots[i].size); /* as in stack_unmap */
         munmap(c->mem, c->len);
         free(c);
         c = next;

@@ -100,8 +100,9 @@ typedef struct actor_vm {
     uintptr_t cret_orig;
     /* JIT parameters: a state starts with the runtime's (loops compile late, see vm/luavm.c);
      * the first time the watchdog sees it run a whole timeslice it asks for LuaJIT's own
-     * (retune_due, set by the watchdog), and its state switches at its next interpreted
-     * bytecode (vm/body.c); jit_retuned once done */
+     * (retune_due, set by the preemption handler at the watchdog's signal, on the actor's
+     * thread), and its state switches at its next interpreted bytecode (vm/body.c);
+     * jit_retuned once done */
     _Atomic int retune_due;
     int jit_retuned;
 } actor_vm;

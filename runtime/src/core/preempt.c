@@ -57,9 +57,11 @@
 #define MCODE_SWITCH_OK 1
 #endif
 
-/* A signal's tag with this bit asks for no preemption, only the JIT retune of an actor that
- * ran a whole timeslice (vm/body.c); the other bits are the switch counter as for any tag. */
+/* Bits of a signal's tag beside the switch counter: RETUNE_TAG, the actor has run a whole
+ * timeslice and its state is to take LuaJIT's own JIT parameters (vm/body.c; the handler
+ * sets the actor's flag, on its own thread); NO_PREEMPT_TAG, only that, no preemption. */
 #define RETUNE_TAG (1ull << 63)
+#define NO_PREEMPT_TAG (1ull << 62)
 
 static struct sigaction prev_action;
 
@@ -82,8 +84,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     }
     actor *a = atomic_load_explicit(&s->cur, memory_order_relaxed);
     uint64_t tag = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    int retune_only = (tag & RETUNE_TAG) != 0;
-    tag &= ~RETUNE_TAG;
+    int retune = (tag & RETUNE_TAG) != 0, retune_only = (tag & NO_PREEMPT_TAG) != 0;
+    tag &= ~(RETUNE_TAG | NO_PREEMPT_TAG);
     /* a smarm.blocking thread runs its actor's call to the end: nothing preempts there */
     if (s->kind == SCHED_POOL || !a || !a->vm.L || a->vm.closing || a->run.stopping ||
         si->si_code != SI_QUEUE ||
@@ -99,6 +101,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
+    if (retune)
+        atomic_store_explicit(&a->vm.retune_due, 1, memory_order_relaxed);
     if (retune_only) {
         a->rt->hooks.retune(a);
         errno = saved_errno;
@@ -317,9 +321,7 @@ static void *watchdog_main(void *arg)
             /* a whole timeslice: the actor computes, and its state takes LuaJIT's own JIT
              * parameters (vm/body.c), asked once per run of the actor here, with the
              * preemption signal below or with a signal of its own */
-            int retune = age[i] == TICKS_PER_SLICE;
-            if (retune)
-                atomic_store_explicit(&a->vm.retune_due, 1, memory_order_relaxed);
+            uint64_t retune = age[i] == TICKS_PER_SLICE ? RETUNE_TAG : 0;
             /* one actor for two slices although signalled after the first: the scheduler is
              * inside a C call (a blocking read, os.execute), and the actor its last wake put
              * in its runnext would wait for that call: any scheduler may take it instead */
@@ -329,9 +331,9 @@ static void *watchdog_main(void *arg)
             if (waiting < 0)
                 waiting = sched_work_waiting(rt, now);
             if (waiting)
-                signal_at(s, sw);
+                signal_at(s, sw | retune);
             else if (retune)
-                signal_at(s, sw | RETUNE_TAG);
+                signal_at(s, sw | RETUNE_TAG | NO_PREEMPT_TAG);
         }
     }
     return NULL;
