@@ -46,13 +46,6 @@ function M.nodeup(node)
    smarm.send(SCOPE, { op = "nodeup", node = node })
 end
 
--- A local member's watcher: tells the scope when pid ends.
-local function watch(scope, pid)
-   local s = require "smarm"
-   s.monitor(pid):recv()
-   s.send(scope, { op = "down", pid = pid })
-end
-
 local function scope_main(ready)
    local s = require "smarm"
    local d = require "smarm.dist"
@@ -68,7 +61,10 @@ local function scope_main(ready)
    local A_DISCOVER, A_SYNC = atom("discover"), atom("sync")
    local A_JOIN, A_LEAVE, A_CAST = atom("join"), atom("leave"), atom("$gen_cast")
    local groups = {}  -- groups[name] = array of local pids, one per membership
-   local watched = {} -- watched[local pid] = true while a watcher runs
+   local watched = {} -- watched[local pid] = true while a monitor of it is on downs
+   -- the local members' down notices (shared monitors); its tx is kept so that it stays open
+   local chan = { s.channel() }
+   local downs = chan[2]
    local peers = {}   -- peers[peer scope] = { mon = mon, groups = { [name] = array of pids } }
 
    local function broadcast(msg)
@@ -119,14 +115,14 @@ local function scope_main(ready)
          list[#list + 1] = m.pid
          if not watched[m.pid] then
             watched[m.pid] = true
-            s.spawn(watch, s.self(), m.pid)
+            s.monitor(m.pid, downs)
          end
          broadcast(tuple(A_JOIN, me, atom(m.group), { d.export(m.pid) }))
       elseif m.op == "leave" then
          if groups[m.group] and remove_one(groups[m.group], m.pid) then
             broadcast(tuple(A_LEAVE, me, { d.export(m.pid) }, { atom(m.group) }))
          end
-      elseif m.op == "down" then
+      elseif m.op == "down" then -- a local member ended: all its memberships go
          watched[m.pid] = nil
          local left = {}
          for name, list in pairs(groups) do
@@ -180,7 +176,7 @@ local function scope_main(ready)
    end
 
    while true do
-      local arms, owners = { s.inbox }, {}
+      local arms, owners = { s.inbox, downs }, {}
       for peer, known in pairs(peers) do
          arms[#arms + 1] = known.mon
          owners[#arms] = peer
@@ -194,6 +190,8 @@ local function scope_main(ready)
          elseif type(m) == "table" and m.op then
             local_op(m)
          end
+      elseif i == 2 and m then
+         local_op({ op = "down", pid = m.pid })
       elseif owners[i] then
          peers[owners[i]] = nil -- the peer scope (or its node) went: its members go
       end

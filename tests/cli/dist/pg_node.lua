@@ -1,5 +1,6 @@
 -- A smarm-lua node for dist_pg_test.sh: one actor in group "workers"; actor "ctl" answers
--- the BEAM node's requests about what smarm.pg.members("workers") lists.
+-- requests (from the BEAM node, then from a second smarm-lua node, pg_peer.lua) about what
+-- smarm.pg.members("workers") lists.
 local smarm = require "smarm"
 local A, T = smarm.atom, smarm.tuple
 
@@ -50,6 +51,8 @@ while true do
       smarm.send(from, T(A("gone"), #remote_members()))
    elseif op == "leave_local" then
       smarm.send(from, T(A("left"), smarm.pg.leave("workers", worker)))
+   elseif op == "rejoin" then
+      smarm.send(from, T(A("joined"), smarm.pg.join("workers", worker)))
    elseif op == "join_and_die" then -- a member that ends after a second
       smarm.spawn(function(ctl)
          local s = require "smarm"
@@ -63,6 +66,8 @@ while true do
       smarm.send(from, A("ok"))
       local ok = poll(function() return #remote_members() == 0 end, 30)
       print(ok and "OK lua_drops_on_nodedown" or "FAIL remote members stay after nodedown")
+      io.stdout:flush()
+   elseif op == "stop" then
       return
    end
 end
