@@ -36,6 +36,8 @@ steps(Lua) ->
     {ok, _} = pg:start_link(),
     report(connect, net_kernel:connect_node(Lua)),
     report(erl_sees_lua_member, poll(fun() -> length(on(Lua)) =:= 1 end, 100)),
+    %% the same sync brought every group of the smarm-lua node that is seen across nodes
+    report(dollar_group_stays_local, pg:get_members('$private') =:= []),
     Self = self(),
     E = spawn(fun() ->
                       receive M -> Self ! {member_got, M} end,

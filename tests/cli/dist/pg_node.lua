@@ -6,6 +6,7 @@ local A, T = smarm.atom, smarm.tuple
 
 local worker = smarm.spawn(function(parent)
    local s = require "smarm"
+   s.pg.join("$private") -- a "$" group stays on this node
    s.pg.join("workers")
    s.send(parent, "joined")
    while true do s.recv() end
