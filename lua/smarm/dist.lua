@@ -829,6 +829,7 @@ local function kernel(ready, me, cookie, alive_name)
             watch[m.node] = s.monitor(m.pid)
             pending[m.node] = nil
             reply_all(m.node, true)
+            require("smarm.dist_pg").nodeup(m.node) -- the pg scope discovers the peer's
          elseif m.op == "failed" then
             pending[m.node] = nil
             reply_all(m.node, nil, m.err)
@@ -909,7 +910,9 @@ function M.start(opts)
    tx:release()
    local v, err = rx:recv(30)
    if not v then return nil, err end
-   return v[1], v[2]
+   if not v[1] then return nil, v[2] end
+   -- the pg scope, so that process groups are seen across nodes
+   return require("smarm.dist_pg").start()
 end
 
 --- The command line's --sname/--name/--cookie: starts the node or exits with status 1.

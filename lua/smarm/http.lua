@@ -144,7 +144,8 @@ local function acceptor(o, report)
    end
    local port = server:port()
    local self = smarm.self()
-   local group = format("smarm.http %s", smarm.pid_tostring(self))
+   -- "$": a group of this node only, even when it is distributed
+   local group = format("$smarm.http %s", smarm.pid_tostring(self))
    local members, join, send = smarm.pg.members, smarm.pg.join, smarm.send
    -- busy: connections being served (an estimate, recounted at the limit); idle: a stack
    -- of connection actors waiting for another connection

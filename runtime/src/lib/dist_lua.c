@@ -635,6 +635,19 @@ int dist_lua_forward(lua_State *L, const char *fn)
     return lua_gettop(L);
 }
 
+int dist_lua_alive(void) { return __atomic_load_n(&self_node, __ATOMIC_ACQUIRE) != NULL; }
+
+void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres)
+{
+    lua_getfield(L, LUA_GLOBALSINDEX, "require");
+    lua_pushliteral(L, "smarm.dist_pg");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+    lua_replace(L, -2);
+    lua_insert(L, -1 - nargs);
+    lua_call(L, nargs, nres);
+}
+
 static int fwd_node(lua_State *L) { return dist_lua_forward(L, "node"); }
 static int fwd_nodes(lua_State *L) { return dist_lua_forward(L, "nodes"); }
 static int fwd_connect(lua_State *L) { return dist_lua_forward(L, "connect"); }

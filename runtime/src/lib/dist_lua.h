@@ -21,6 +21,12 @@ int dist_lua_is_remote(lua_State *L, int idx, int pairs);
  * returns what it returns (the tail of smarm.send and friends for a remote pid). */
 int dist_lua_forward(lua_State *L, const char *fn);
 
+/* Whether this node is distributed (cheap: smarm.pg's fast path asks it). */
+int dist_lua_alive(void);
+/* Calls require("smarm.dist_pg")[fn] with the nargs values on top of the stack (popped),
+ * keeping nres results: smarm.pg's hooks when this node is distributed. */
+void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres);
+
 void dist_md5(const void *data, size_t n, unsigned char out[16]);
 
 #endif

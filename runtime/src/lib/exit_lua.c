@@ -238,6 +238,10 @@ static int l_whereis(lua_State *L)
 
 /* ---- process groups ---- */
 
+/* Whether group g is seen across nodes: the node is distributed and the name does not
+ * start with '$' (the runtime's own groups, and any an application keeps to this node). */
+static int pg_global(const char *g) { return g[0] != '$' && dist_lua_alive(); }
+
 static int l_pg_join(lua_State *L)
 {
     actor *a = luavm_actor(L);
@@ -251,6 +255,11 @@ static int l_pg_join(lua_State *L)
         lua_pushliteral(L, "dead");
         return 2;
     }
+    if (pg_global(g)) { /* the pg scope tells the other nodes */
+        lua_pushstring(L, g);
+        lua_pushnumber(L, (lua_Number)pid);
+        dist_lua_pg_call(L, "joined", 2, 0);
+    }
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -260,7 +269,13 @@ static int l_pg_leave(lua_State *L)
     actor *a = luavm_actor(L);
     const char *g = lib_check_name(L, 1, "smarm.pg.leave");
     uint64_t pid = lua_isnoneornil(L, 2) ? a->pid : lib_check_pid(L, 2, "smarm.pg.leave");
-    lua_pushboolean(L, pg_leave(a->rt, g, pid));
+    int left = pg_leave(a->rt, g, pid);
+    if (left && pg_global(g)) {
+        lua_pushstring(L, g);
+        lua_pushnumber(L, (lua_Number)pid);
+        dist_lua_pg_call(L, "left", 2, 0);
+    }
+    lua_pushboolean(L, left);
     return 1;
 }
 
@@ -284,6 +299,11 @@ static int l_pg_members(lua_State *L)
     }
     if (buf != small)
         free(buf);
+    if (pg_global(g)) { /* and the members on other nodes */
+        lua_pushstring(L, g);
+        lua_insert(L, -2);
+        dist_lua_pg_call(L, "members", 2, 1);
+    }
     return 1;
 }
 

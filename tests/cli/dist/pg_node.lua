@@ -1,0 +1,74 @@
+-- A smarm-lua node for dist_pg_test.sh: one actor in group "workers"; actor "ctl" answers
+-- requests (from the BEAM node, then from a second smarm-lua node, pg_peer.lua) about what
+-- smarm.pg.members("workers") lists.
+local smarm = require "smarm"
+local A, T = smarm.atom, smarm.tuple
+
+local worker = smarm.spawn(function(parent)
+   local s = require "smarm"
+   s.pg.join("$private") -- a "$" group stays on this node
+   s.pg.join("workers")
+   s.send(parent, "joined")
+   while true do s.recv() end
+end, smarm.self())
+assert(smarm.recv(5) == "joined")
+smarm.register("ctl")
+print("ready " .. smarm.node())
+io.stdout:flush()
+
+local function remote_members()
+   local t = {}
+   for _, p in ipairs(smarm.pg.members("workers")) do
+      if type(p) ~= "number" then t[#t + 1] = p end
+   end
+   return t
+end
+
+-- polls pred for up to secs seconds
+local function poll(pred, secs)
+   local deadline = smarm.now() + secs
+   while not pred() do
+      if smarm.now() > deadline then return false end
+      smarm.sleep(0.05)
+   end
+   return true
+end
+
+while true do
+   local m = smarm.recv(90)
+   if not m then
+      print("FAIL no request from the BEAM node")
+      return
+   end
+   local op, from = smarm.atom_name(m[1]), m[2]
+   if op == "check_remote" then -- one member on another node: which, and can we send to it
+      poll(function() return #remote_members() == 1 end, 10)
+      local got = remote_members()
+      smarm.send(from, T(A("remote_seen"), #got, got[1] or A("none"),
+         #smarm.pg.members("workers")))
+      if got[1] then smarm.send(got[1], T(A("hello_from_lua"), smarm.node())) end
+   elseif op == "check_gone" then
+      poll(function() return #remote_members() == 0 end, 10)
+      smarm.send(from, T(A("gone"), #remote_members()))
+   elseif op == "leave_local" then
+      smarm.send(from, T(A("left"), smarm.pg.leave("workers", worker)))
+   elseif op == "rejoin" then
+      smarm.send(from, T(A("joined"), smarm.pg.join("workers", worker)))
+   elseif op == "join_and_die" then -- a member that ends after a second
+      smarm.spawn(function(ctl)
+         local s = require "smarm"
+         s.pg.join("workers")
+         s.send(ctl, "joined")
+         s.sleep(1)
+      end, smarm.self())
+      smarm.recv(function(x) return x == "joined" end, 5)
+      smarm.send(from, A("joined"))
+   elseif op == "await_halt" then -- the BEAM node halts: its members go
+      smarm.send(from, A("ok"))
+      local ok = poll(function() return #remote_members() == 0 end, 30)
+      print(ok and "OK lua_drops_on_nodedown" or "FAIL remote members stay after nodedown")
+      io.stdout:flush()
+   elseif op == "stop" then
+      return
+   end
+end
