@@ -641,6 +641,7 @@ function M.run(spec)
          warn = warn,
          is_tx = gen.is_tx,
          started = proc.started,
+         await_down = await_down,
       })
    end
    st.retry_tx, st.retry_rx = smarm.channel()

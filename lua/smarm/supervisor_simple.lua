@@ -9,7 +9,8 @@ local smarm = require "smarm"
 local M = {}
 
 -- h: the helpers of smarm.supervisor handed over by supervisor.run (child_main, allowed,
--- is_abnormal, warn, is_tx, started).
+-- is_abnormal, warn, is_tx, started, await_down: a child's down notice, the others held back
+-- in st.pending for the loop).
 local h
 
 -- The state: template (a checked child spec), kids (pid -> record {args, n, ref}),
@@ -64,19 +65,6 @@ local function forget(st, d)
    return rec
 end
 
--- Waits for child pid's down notice, holding the others back for the loop.
-local function await_down(st, pid, timeout)
-   for i, d in ipairs(st.pending) do
-      if d.pid == pid then return table.remove(st.pending, i) end
-   end
-   while true do
-      local d = st.downs_rx:recv(timeout)
-      if d == nil then return nil end
-      if d.pid == pid then return d end
-      st.pending[#st.pending + 1] = d
-   end
-end
-
 -- Stops one child as the template's shutdown says.
 local function stop(st, pid)
    if not st.kids[pid] then return end
@@ -87,11 +75,11 @@ local function stop(st, pid)
    else
       smarm.shutdown(pid)
       if grace ~= "infinity" then
-         down = await_down(st, pid, grace)
+         down = h.await_down(st, pid, grace)
          if not down then smarm.kill(pid) end
       end
    end
-   if not down then await_down(st, pid) end
+   if not down then h.await_down(st, pid) end
    st.kids[pid] = nil
    st.count = st.count - 1
 end
