@@ -1,7 +1,7 @@
-/* Per-actor LuaJIT states. A new state opens only the base library eagerly;
- * every other library opens on first use through _G's __index (and the string
- * metatable), which keeps an idle actor small and a spawn cheap. Modules come
- * from the runtime's bytecode cache (modcache.c). */
+/* Per-actor LuaJIT states. A new state opens no library eagerly: each opens on
+ * first use through _G's __index (and the string metatable), which keeps an idle
+ * actor small and a spawn cheap, and a walk of _G opens the rest so it lists them
+ * all. Modules come from the runtime's bytecode cache (modcache.c). */
 #include "base/critical.h"
 #include "vm/luavm.h"
 
@@ -267,6 +267,134 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
     }
 }
 
+/* ---- a complete _G for whoever looks at all of it ----
+ *
+ * A state that iterates _G (or package.loaded) must see every library plain LuaJIT has,
+ * opened or not. Iterating needs `next` or `pairs` (a `for k, v in pairs(t)` loop runs
+ * LuaJIT's inline traversal, with no hook, once pairs has returned the real next), so those
+ * two are where the libraries get completed: the base library opens without them (they
+ * wait in the registry), the first mention of `next` opens everything and puts the real
+ * one in _G, and the first mention of `pairs` puts in _G a small Lua function that opens
+ * everything when handed _G or package.loaded and otherwise returns the real pairs(t).
+ * Being Lua, it is compiled into the caller's trace, so the loop over its result keeps
+ * LuaJIT's compiled traversal; once everything is open _G holds the real pairs again. */
+
+static const char real_next_key = 'n', real_pairs_key = 'p', complete_key = 'c';
+
+/* the maker of the pairs above: (real pairs, _G, package.loaded, open_all, rawequal) */
+static const char pairs_maker_src[] =
+    "local pairs, G, loaded, open_all, rawequal = ...\n"
+    "local done = false\n"
+    "return function(t)\n"
+    "   if not done and (rawequal(t, G) or rawequal(t, loaded)) then\n"
+    "      done = true\n"
+    "      open_all()\n"
+    "   end\n"
+    "   return pairs(t)\n"
+    "end\n";
+
+static int base_is_open(lua_State *L)
+{
+    int open = 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "_G");
+        open = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return open;
+}
+
+/* Moves _G[name] to the registry under key. */
+static void stash_global(lua_State *L, const char *name, const void *key)
+{
+    lua_pushlightuserdata(L, (void *)key);
+    lua_getfield(L, LUA_GLOBALSINDEX, name);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushstring(L, name);
+    lua_pushnil(L);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+}
+
+static void push_registry(lua_State *L, const void *key)
+{
+    lua_pushlightuserdata(L, (void *)key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+}
+
+/* The base library (with coroutine), next and pairs kept aside. */
+static void open_base(lua_State *L)
+{
+    lua_pushcfunction(L, luaopen_base);
+    lua_call(L, 0, 0);
+    stash_global(L, "next", &real_next_key);
+    stash_global(L, "pairs", &real_pairs_key);
+}
+
+static int is_complete(lua_State *L)
+{
+    push_registry(L, &complete_key);
+    int done = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return done;
+}
+
+/* Opens every library not open yet and puts the real next and pairs in _G. */
+static int open_all(lua_State *L)
+{
+    if (is_complete(L))
+        return 0;
+    if (!base_is_open(L))
+        open_base(L);
+    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
+        if (!lib->open) {
+            push_registry(L, &real_require_key);
+            if (lua_isnil(L, -1))
+                open_package(L);
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+        lua_getfield(L, -1, lib->name);
+        int open = !lua_isnil(L, -1);
+        lua_pop(L, 2);
+        if (!open)
+            open_lib(L, lib);
+    }
+    lua_pushlightuserdata(L, (void *)&complete_key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushliteral(L, "next");
+    push_registry(L, &real_next_key);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+    lua_pushliteral(L, "pairs");
+    push_registry(L, &real_pairs_key);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+    return 0;
+}
+
+/* _G.pairs on its first mention (the base library is open). */
+static void push_pairs(lua_State *L)
+{
+    if (is_complete(L)) {
+        push_registry(L, &real_pairs_key);
+    } else {
+        luavm_shared *vm = luavm_runtime(L)->vm;
+        if (luaL_loadbuffer(L, vm->pairs_bc, vm->pairs_bc_len, "=[C]") != 0)
+            lua_error(L);
+        push_registry(L, &real_pairs_key);
+        lua_pushvalue(L, LUA_GLOBALSINDEX);
+        luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        lua_pushcfunction(L, open_all);
+        lua_getfield(L, LUA_GLOBALSINDEX, "rawequal");
+        lua_call(L, 5, 1);
+    }
+    lua_pushliteral(L, "pairs");
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+}
+
 /* _G.__index: opens a standard library on first mention of its name. */
 static int lazy_global(lua_State *L)
 {
@@ -284,24 +412,20 @@ static int lazy_global(lua_State *L)
         }
     }
     /* the base library (with coroutine) opens on the first other name, which it might hold */
-    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
-    int base_open = 0;
-    if (lua_istable(L, -1)) {
-        lua_getfield(L, -1, "_G");
-        base_open = !lua_isnil(L, -1);
-        lua_pop(L, 1);
+    int base_was_open = base_is_open(L);
+    if (!base_was_open)
+        open_base(L);
+    if (strcmp(k, "pairs") == 0) {
+        push_pairs(L);
+        return 1;
     }
-    lua_pop(L, 1);
-    if (!base_open) {
-        lua_pushcfunction(L, luaopen_base);
-        lua_call(L, 0, 0);
-        lua_pushvalue(L, 2);
-        lua_rawget(L, 1);
-        if (!lua_isnil(L, -1))
-            return 1;
-        lua_pop(L, 1);
-    }
-    return 0;
+    if (strcmp(k, "next") == 0)
+        open_all(L);
+    else if (base_was_open)
+        return 0;
+    lua_pushvalue(L, 2);
+    lua_rawget(L, 1);
+    return 1;
 }
 
 /* The string metatable's __index until the string library opens (which
@@ -692,6 +816,32 @@ void luavm_take(lua_State *L, msg *m, const char *fname)
 
 /* ---- the runtime-wide part ---- */
 
+/* Compiles pairs_maker_src once, stripped, for every state to load. */
+static int dump_pairs_maker(luavm_shared *vm)
+{
+    lua_State *T = vm->tmpl;
+    lua_getglobal(T, "string");
+    lua_getfield(T, -1, "dump");
+    if (luaL_loadbuffer(T, pairs_maker_src, sizeof pairs_maker_src - 1, "=[C]") != 0) {
+        lua_settop(T, 0);
+        return -1;
+    }
+    lua_pushboolean(T, 1);
+    if (lua_pcall(T, 2, 1, 0) != 0) {
+        lua_settop(T, 0);
+        return -1;
+    }
+    size_t n;
+    const char *bc = lua_tolstring(T, -1, &n);
+    vm->pairs_bc = malloc(n);
+    if (vm->pairs_bc) {
+        memcpy(vm->pairs_bc, bc, n);
+        vm->pairs_bc_len = n;
+    }
+    lua_settop(T, 0);
+    return vm->pairs_bc ? 0 : -1;
+}
+
 int luavm_shared_init(luavm_shared *vm, const char *app_dir)
 {
     memset(vm, 0, sizeof *vm);
@@ -709,6 +859,8 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
      * message loops of many actors stay interpreted unless they get busy, while
      * compute loops still compile at once. */
     (void)luaL_dostring(vm->tmpl, "jit.opt.start('hotloop=2000')");
+    if (dump_pairs_maker(vm) != 0)
+        return SMARM_ENOMEM;
     if (app_dir) {
         size_t n = strlen(app_dir) * 2 + 32;
         vm->package_path = malloc(n);
@@ -753,6 +905,8 @@ void luavm_shared_free(luavm_shared *vm)
     vm->tmpl = NULL;
     free(vm->package_path);
     vm->package_path = NULL;
+    free(vm->pairs_bc);
+    vm->pairs_bc = NULL;
     pthread_mutex_destroy(&vm->lock);
 }
 
