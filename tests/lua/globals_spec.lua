@@ -136,6 +136,26 @@ describe("globals", function()
       assert.is_false(m.io)
    end)
 
+   it("walks tables with metatables, and gives _G the builtin pairs once all is open", function()
+      local m = in_fresh_actor("after", function(parent, tag)
+         local obj = setmetatable({ x = 1, y = 2 }, { __index = function() return 0 end })
+         local sum = 0
+         for _, v in pairs(obj) do sum = sum + v end
+         local marked = getmetatable(debug.getregistry()._LOADED) ~= nil
+         local n = 0
+         for _ in pairs(_G) do n = n + 1 end
+         require("smarm").send(parent, {
+            tag = tag, sum = sum, marked = marked, n = n,
+            builtin = tostring(rawget(_G, "pairs")):match("builtin") ~= nil,
+            unmarked = getmetatable(package.loaded) == nil,
+         })
+      end)
+      assert.are.equal(3, m.sum)
+      assert.is_true(m.marked)
+      assert.is_true(m.builtin)
+      assert.is_true(m.unmarked)
+   end)
+
    it("raises pairs' own error for a non-table", function()
       local m = in_fresh_actor("err", function(parent, tag)
          local _, err = pcall(function()

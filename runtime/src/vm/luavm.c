@@ -279,14 +279,18 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
  * Being Lua, it is compiled into the caller's trace, so the loop over its result keeps
  * LuaJIT's compiled traversal; once everything is open _G holds the real pairs again. */
 
-static const char real_next_key = 'n', real_pairs_key = 'p', complete_key = 'c';
+static const char real_next_key = 'n', real_pairs_key = 'p', complete_key = 'c',
+                  loaded_mark_key = 'm';
 
-/* the maker of the pairs above: (real pairs, _G, package.loaded, open_all, rawequal) */
+/* the maker of the pairs above: (real pairs, _G, package.loaded, open_all, rawequal,
+ * getmetatable). Only _G and package.loaded (which gets an empty metatable meanwhile) have
+ * metatables among the tables it watches, so an ordinary table costs one load of its
+ * metatable field in a trace. */
 static const char pairs_maker_src[] =
-    "local pairs, G, loaded, open_all, rawequal = ...\n"
+    "local pairs, G, loaded, open_all, rawequal, getmetatable = ...\n"
     "local done = false\n"
     "return function(t)\n"
-    "   if not done and (rawequal(t, G) or rawequal(t, loaded)) then\n"
+    "   if getmetatable(t) ~= nil and not done and (rawequal(t, G) or rawequal(t, loaded)) then\n"
     "      done = true\n"
     "      open_all()\n"
     "   end\n"
@@ -365,6 +369,17 @@ static int open_all(lua_State *L)
     lua_pushlightuserdata(L, (void *)&complete_key);
     lua_pushboolean(L, 1);
     lua_rawset(L, LUA_REGISTRYINDEX);
+    /* package.loaded loses the mark push_pairs gave it (unless another took its place) */
+    luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+    if (lua_getmetatable(L, -1)) {
+        push_registry(L, &loaded_mark_key);
+        if (lua_rawequal(L, -1, -2)) {
+            lua_pushnil(L);
+            lua_setmetatable(L, -4);
+        }
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
     lua_pushliteral(L, "next");
     push_registry(L, &real_next_key);
     lua_rawset(L, LUA_GLOBALSINDEX);
@@ -386,9 +401,16 @@ static void push_pairs(lua_State *L)
         push_registry(L, &real_pairs_key);
         lua_pushvalue(L, LUA_GLOBALSINDEX);
         luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        /* the mark that lets the new pairs tell package.loaded from tables without one */
+        lua_pushlightuserdata(L, (void *)&loaded_mark_key);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setmetatable(L, -4);
+        lua_rawset(L, LUA_REGISTRYINDEX);
         lua_pushcfunction(L, open_all);
         lua_getfield(L, LUA_GLOBALSINDEX, "rawequal");
-        lua_call(L, 5, 1);
+        lua_getfield(L, LUA_GLOBALSINDEX, "getmetatable");
+        lua_call(L, 6, 1);
     }
     lua_pushliteral(L, "pairs");
     lua_pushvalue(L, -2);
