@@ -279,15 +279,14 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
  * Being Lua, it is compiled into the caller's trace, so the loop over its result keeps
  * LuaJIT's compiled traversal; once everything is open _G holds the real pairs again. */
 
-static const char real_next_key = 'n', real_pairs_key = 'p', complete_key = 'c',
-                  loaded_mark_key = 'm';
+static const char real_next_key = 'n', real_pairs_key = 'p', complete_key = 'c';
 
-/* the maker of the pairs above: (real pairs, _G, package.loaded, open_all, rawequal,
- * getmetatable). Only _G and package.loaded (which gets an empty metatable meanwhile) have
- * metatables among the tables it watches, so an ordinary table costs one load of its
- * metatable field in a trace. */
+/* The pairs above, compiled once in the template; a state loads the inner function alone
+ * and sets its upvalues (pairs_upvalues names them in pairs_uv's order). Only _G and
+ * package.loaded (which shares _G's metatable meanwhile) have metatables among the tables
+ * it watches, so an ordinary table costs one load of its metatable field in a trace. */
 static const char pairs_maker_src[] =
-    "local pairs, G, loaded, open_all, rawequal, getmetatable = ...\n"
+    "local pairs, G, loaded, open_all, rawequal, getmetatable\n"
     "local done = false\n"
     "return function(t)\n"
     "   if getmetatable(t) ~= nil and not done and (rawequal(t, G) or rawequal(t, loaded)) then\n"
@@ -296,6 +295,9 @@ static const char pairs_maker_src[] =
     "   end\n"
     "   return pairs(t)\n"
     "end\n";
+
+static const char *const pairs_upvalues[6] = {"pairs",    "G",        "loaded",
+                                              "open_all", "rawequal", "getmetatable"};
 
 static int base_is_open(lua_State *L)
 {
@@ -372,12 +374,11 @@ static int open_all(lua_State *L)
     /* package.loaded loses the mark push_pairs gave it (unless another took its place) */
     luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
     if (lua_getmetatable(L, -1)) {
-        push_registry(L, &loaded_mark_key);
-        if (lua_rawequal(L, -1, -2)) {
+        if (lua_getmetatable(L, LUA_GLOBALSINDEX) && lua_rawequal(L, -1, -2)) {
             lua_pushnil(L);
             lua_setmetatable(L, -4);
         }
-        lua_pop(L, 2);
+        lua_settop(L, -3);
     }
     lua_pop(L, 1);
     lua_pushliteral(L, "next");
@@ -399,18 +400,20 @@ static void push_pairs(lua_State *L)
         if (luaL_loadbuffer(L, vm->pairs_bc, vm->pairs_bc_len, "=[C]") != 0)
             lua_error(L);
         push_registry(L, &real_pairs_key);
+        lua_setupvalue(L, -2, vm->pairs_uv[0]);
         lua_pushvalue(L, LUA_GLOBALSINDEX);
-        luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        lua_setupvalue(L, -2, vm->pairs_uv[1]);
         /* the mark that lets the new pairs tell package.loaded from tables without one */
-        lua_pushlightuserdata(L, (void *)&loaded_mark_key);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setmetatable(L, -4);
-        lua_rawset(L, LUA_REGISTRYINDEX);
+        luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        lua_getmetatable(L, LUA_GLOBALSINDEX);
+        lua_setmetatable(L, -2);
+        lua_setupvalue(L, -2, vm->pairs_uv[2]);
         lua_pushcfunction(L, open_all);
+        lua_setupvalue(L, -2, vm->pairs_uv[3]);
         lua_getfield(L, LUA_GLOBALSINDEX, "rawequal");
+        lua_setupvalue(L, -2, vm->pairs_uv[4]);
         lua_getfield(L, LUA_GLOBALSINDEX, "getmetatable");
-        lua_call(L, 6, 1);
+        lua_setupvalue(L, -2, vm->pairs_uv[5]);
     }
     lua_pushliteral(L, "pairs");
     lua_pushvalue(L, -2);
@@ -421,7 +424,8 @@ static void push_pairs(lua_State *L)
 static int lazy_global(lua_State *L)
 {
     const char *k = lua_tostring(L, 2);
-    if (!k || lua_type(L, 2) != LUA_TSTRING)
+    /* package.loaded shares this metatable for a while (push_pairs) and opens nothing */
+    if (!k || lua_type(L, 2) != LUA_TSTRING || !lua_rawequal(L, 1, LUA_GLOBALSINDEX))
         return 0;
     /* a library's own name opens that library alone: the base library (some 40 closures
      * and their names) is not needed to reach `debug` or `string` */
@@ -838,27 +842,37 @@ void luavm_take(lua_State *L, msg *m, const char *fname)
 
 /* ---- the runtime-wide part ---- */
 
-/* Compiles pairs_maker_src once, stripped, for every state to load. */
+/* Compiles pairs_maker_src once: the inner function, stripped, and its upvalues' places. */
 static int dump_pairs_maker(luavm_shared *vm)
 {
     lua_State *T = vm->tmpl;
+    int ok = 0;
     lua_getglobal(T, "string");
     lua_getfield(T, -1, "dump");
-    if (luaL_loadbuffer(T, pairs_maker_src, sizeof pairs_maker_src - 1, "=[C]") != 0) {
-        lua_settop(T, 0);
-        return -1;
+    if (luaL_loadbuffer(T, pairs_maker_src, sizeof pairs_maker_src - 1, "=[C]") == 0 &&
+        lua_pcall(T, 0, 1, 0) == 0) {
+        ok = 1;
+        for (int u = 0; u < 6; u++) {
+            vm->pairs_uv[u] = 0;
+            const char *name;
+            for (int i = 1; (name = lua_getupvalue(T, -1, i)) != NULL; i++) {
+                lua_pop(T, 1);
+                if (strcmp(name, pairs_upvalues[u]) == 0)
+                    vm->pairs_uv[u] = i;
+            }
+            ok = ok && vm->pairs_uv[u];
+        }
+        lua_pushboolean(T, 1);
+        ok = ok && lua_pcall(T, 2, 1, 0) == 0;
     }
-    lua_pushboolean(T, 1);
-    if (lua_pcall(T, 2, 1, 0) != 0) {
-        lua_settop(T, 0);
-        return -1;
-    }
-    size_t n;
-    const char *bc = lua_tolstring(T, -1, &n);
-    vm->pairs_bc = malloc(n);
-    if (vm->pairs_bc) {
-        memcpy(vm->pairs_bc, bc, n);
-        vm->pairs_bc_len = n;
+    if (ok) {
+        size_t n;
+        const char *bc = lua_tolstring(T, -1, &n);
+        vm->pairs_bc = malloc(n);
+        if (vm->pairs_bc) {
+            memcpy(vm->pairs_bc, bc, n);
+            vm->pairs_bc_len = n;
+        }
     }
     lua_settop(T, 0);
     return vm->pairs_bc ? 0 : -1;
