@@ -273,13 +273,14 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
  * opened or not. Iterating needs `next` or `pairs` (a `for k, v in pairs(t)` loop runs
  * LuaJIT's inline traversal, with no hook, once pairs has returned the real next), so those
  * two are where the libraries get completed: the base library opens without them (they
- * wait in the registry), the first mention of `next` opens everything and puts the real
+ * wait in _G's metatable), the first mention of `next` opens everything and puts the real
  * one in _G, and the first mention of `pairs` puts in _G a small Lua function that opens
  * everything when handed _G or package.loaded and otherwise returns the real pairs(t).
  * Being Lua, it is compiled into the caller's trace, so the loop over its result keeps
  * LuaJIT's compiled traversal; once everything is open _G holds the real pairs again. */
 
-static const char real_next_key = 'n', real_pairs_key = 'p', complete_key = 'c';
+/* slots of _G's metatable's array part (a key in the registry costs a rehash per state) */
+enum { SLOT_NEXT = 1, SLOT_PAIRS, SLOT_COMPLETE, NSLOTS = SLOT_COMPLETE };
 
 /* The pairs above, compiled once in the template; a state loads the inner function alone
  * and sets its upvalues (pairs_upvalues names them in pairs_uv's order). Only _G and
@@ -312,21 +313,38 @@ static int base_is_open(lua_State *L)
     return open;
 }
 
-/* Moves _G[name] to the registry under key. */
-static void stash_global(lua_State *L, const char *name, const void *key)
+/* Pushes slot of _G's metatable (nil if _G lost it). */
+static void push_slot(lua_State *L, int slot)
 {
-    lua_pushlightuserdata(L, (void *)key);
-    lua_getfield(L, LUA_GLOBALSINDEX, name);
-    lua_rawset(L, LUA_REGISTRYINDEX);
-    lua_pushstring(L, name);
-    lua_pushnil(L);
-    lua_rawset(L, LUA_GLOBALSINDEX);
+    if (!lua_getmetatable(L, LUA_GLOBALSINDEX)) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_rawgeti(L, -1, slot);
+    lua_remove(L, -2);
 }
 
-static void push_registry(lua_State *L, const void *key)
+/* Pops a value into slot of _G's metatable. */
+static void set_slot(lua_State *L, int slot)
 {
-    lua_pushlightuserdata(L, (void *)key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_getmetatable(L, LUA_GLOBALSINDEX)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_insert(L, -2);
+    lua_rawseti(L, -2, slot);
+    lua_pop(L, 1);
+}
+
+/* Moves _G[name] to slot. */
+static void stash_global(lua_State *L, const char *name, int slot)
+{
+    lua_pushstring(L, name);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, LUA_GLOBALSINDEX);
+    set_slot(L, slot);
+    lua_pushnil(L);
+    lua_rawset(L, LUA_GLOBALSINDEX);
 }
 
 /* The base library (with coroutine), next and pairs kept aside. */
@@ -334,13 +352,13 @@ static void open_base(lua_State *L)
 {
     lua_pushcfunction(L, luaopen_base);
     lua_call(L, 0, 0);
-    stash_global(L, "next", &real_next_key);
-    stash_global(L, "pairs", &real_pairs_key);
+    stash_global(L, "next", SLOT_NEXT);
+    stash_global(L, "pairs", SLOT_PAIRS);
 }
 
 static int is_complete(lua_State *L)
 {
-    push_registry(L, &complete_key);
+    push_slot(L, SLOT_COMPLETE);
     int done = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return done;
@@ -355,7 +373,8 @@ static int open_all(lua_State *L)
         open_base(L);
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
         if (!lib->open) {
-            push_registry(L, &real_require_key);
+            lua_pushlightuserdata(L, (void *)&real_require_key);
+            lua_rawget(L, LUA_REGISTRYINDEX);
             if (lua_isnil(L, -1))
                 open_package(L);
             lua_pop(L, 1);
@@ -368,9 +387,8 @@ static int open_all(lua_State *L)
         if (!open)
             open_lib(L, lib);
     }
-    lua_pushlightuserdata(L, (void *)&complete_key);
     lua_pushboolean(L, 1);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    set_slot(L, SLOT_COMPLETE);
     /* package.loaded loses the mark push_pairs gave it (unless another took its place) */
     luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
     if (lua_getmetatable(L, -1)) {
@@ -382,10 +400,10 @@ static int open_all(lua_State *L)
     }
     lua_pop(L, 1);
     lua_pushliteral(L, "next");
-    push_registry(L, &real_next_key);
+    push_slot(L, SLOT_NEXT);
     lua_rawset(L, LUA_GLOBALSINDEX);
     lua_pushliteral(L, "pairs");
-    push_registry(L, &real_pairs_key);
+    push_slot(L, SLOT_PAIRS);
     lua_rawset(L, LUA_GLOBALSINDEX);
     return 0;
 }
@@ -394,12 +412,12 @@ static int open_all(lua_State *L)
 static void push_pairs(lua_State *L)
 {
     if (is_complete(L)) {
-        push_registry(L, &real_pairs_key);
+        push_slot(L, SLOT_PAIRS);
     } else {
         luavm_shared *vm = luavm_runtime(L)->vm;
         if (luaL_loadbuffer(L, vm->pairs_bc, vm->pairs_bc_len, "=[C]") != 0)
             lua_error(L);
-        push_registry(L, &real_pairs_key);
+        push_slot(L, SLOT_PAIRS);
         lua_setupvalue(L, -2, vm->pairs_uv[0]);
         lua_pushvalue(L, LUA_GLOBALSINDEX);
         lua_setupvalue(L, -2, vm->pairs_uv[1]);
@@ -493,7 +511,7 @@ static int open_state(lua_State *L)
     /* a state starts with a small string table; it grows as strings come */
     ljx_str_shrink(L, 64);
     /* _G's metatable opens the libraries, base included, on demand */
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, NSLOTS, 1);
     lua_pushcfunction(L, lazy_global);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, LUA_GLOBALSINDEX);
