@@ -1,7 +1,7 @@
-/* Per-actor LuaJIT states. A new state opens only the base library eagerly;
- * every other library opens on first use through _G's __index (and the string
- * metatable), which keeps an idle actor small and a spawn cheap. Modules come
- * from the runtime's bytecode cache (modcache.c). */
+/* Per-actor LuaJIT states. A new state opens no library eagerly: each opens on
+ * first use through _G's __index (and the string metatable), which keeps an idle
+ * actor small and a spawn cheap, and a walk of _G opens the rest so it lists them
+ * all. Modules come from the runtime's bytecode cache (modcache.c). */
 #include "base/critical.h"
 #include "vm/luavm.h"
 
@@ -267,11 +267,183 @@ static void open_lib(lua_State *L, const struct lazy_lib *lib)
     }
 }
 
+/* ---- a complete _G for whoever looks at all of it ----
+ *
+ * A state that iterates _G (or package.loaded) must see every library plain LuaJIT has,
+ * opened or not. Iterating needs `next` or `pairs` (a `for k, v in pairs(t)` loop runs
+ * LuaJIT's inline traversal, with no hook, once pairs has returned the real next), so those
+ * two are where the libraries get completed: the base library opens without them (they
+ * wait in _G's metatable), the first mention of `next` opens everything and puts the real
+ * one in _G, and the first mention of `pairs` puts in _G a small Lua function that opens
+ * everything when handed _G or package.loaded and otherwise returns the real pairs(t).
+ * Being Lua, it is compiled into the caller's trace, so the loop over its result keeps
+ * LuaJIT's compiled traversal; once everything is open _G holds the real pairs again. */
+
+/* slots of _G's metatable's array part (a key in the registry costs a rehash per state) */
+enum { SLOT_NEXT = 1, SLOT_PAIRS, SLOT_COMPLETE, NSLOTS = SLOT_COMPLETE };
+
+/* The pairs above, compiled once in the template; a state loads the inner function alone
+ * and sets its upvalues (pairs_upvalues names them in pairs_uv's order). Only _G and
+ * package.loaded (which shares _G's metatable meanwhile) have metatables among the tables
+ * it watches, so an ordinary table costs one load of its metatable field in a trace. */
+static const char pairs_maker_src[] =
+    "local pairs, G, loaded, open_all, rawequal, getmetatable\n"
+    "local done = false\n"
+    "return function(t)\n"
+    "   if getmetatable(t) ~= nil and not done and (rawequal(t, G) or rawequal(t, loaded)) then\n"
+    "      done = true\n"
+    "      open_all()\n"
+    "   end\n"
+    "   return pairs(t)\n"
+    "end\n";
+
+static const char *const pairs_upvalues[6] = {"pairs",    "G",        "loaded",
+                                              "open_all", "rawequal", "getmetatable"};
+
+static int base_is_open(lua_State *L)
+{
+    int open = 0;
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "_G");
+        open = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return open;
+}
+
+/* Pushes slot of _G's metatable (nil if _G lost it). */
+static void push_slot(lua_State *L, int slot)
+{
+    if (!lua_getmetatable(L, LUA_GLOBALSINDEX)) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_rawgeti(L, -1, slot);
+    lua_remove(L, -2);
+}
+
+/* Pops a value into slot of _G's metatable. */
+static void set_slot(lua_State *L, int slot)
+{
+    if (!lua_getmetatable(L, LUA_GLOBALSINDEX)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_insert(L, -2);
+    lua_rawseti(L, -2, slot);
+    lua_pop(L, 1);
+}
+
+/* Moves _G[name] to slot. */
+static void stash_global(lua_State *L, const char *name, int slot)
+{
+    lua_pushstring(L, name);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, LUA_GLOBALSINDEX);
+    set_slot(L, slot);
+    lua_pushnil(L);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+}
+
+/* The base library (with coroutine), next and pairs kept aside. */
+static void open_base(lua_State *L)
+{
+    lua_pushcfunction(L, luaopen_base);
+    lua_call(L, 0, 0);
+    stash_global(L, "next", SLOT_NEXT);
+    stash_global(L, "pairs", SLOT_PAIRS);
+}
+
+static int is_complete(lua_State *L)
+{
+    push_slot(L, SLOT_COMPLETE);
+    int done = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return done;
+}
+
+/* Opens every library not open yet and puts the real next and pairs in _G. */
+static int open_all(lua_State *L)
+{
+    if (is_complete(L))
+        return 0;
+    if (!base_is_open(L))
+        open_base(L);
+    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++) {
+        if (!lib->open) {
+            lua_pushlightuserdata(L, (void *)&real_require_key);
+            lua_rawget(L, LUA_REGISTRYINDEX);
+            if (lua_isnil(L, -1))
+                open_package(L);
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+        lua_getfield(L, -1, lib->name);
+        int open = !lua_isnil(L, -1);
+        lua_pop(L, 2);
+        if (!open)
+            open_lib(L, lib);
+    }
+    lua_pushboolean(L, 1);
+    set_slot(L, SLOT_COMPLETE);
+    /* package.loaded loses the mark push_pairs gave it (unless another took its place) */
+    luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+    if (lua_getmetatable(L, -1)) {
+        if (lua_getmetatable(L, LUA_GLOBALSINDEX) && lua_rawequal(L, -1, -2)) {
+            lua_pushnil(L);
+            lua_setmetatable(L, -4);
+        }
+        lua_settop(L, -3);
+    }
+    lua_pop(L, 1);
+    lua_pushliteral(L, "next");
+    push_slot(L, SLOT_NEXT);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+    lua_pushliteral(L, "pairs");
+    push_slot(L, SLOT_PAIRS);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+    return 0;
+}
+
+/* _G.pairs on its first mention (the base library is open). */
+static void push_pairs(lua_State *L)
+{
+    if (is_complete(L)) {
+        push_slot(L, SLOT_PAIRS);
+    } else {
+        luavm_shared *vm = luavm_runtime(L)->vm;
+        if (luaL_loadbuffer(L, vm->pairs_bc, vm->pairs_bc_len, "=[C]") != 0)
+            lua_error(L);
+        push_slot(L, SLOT_PAIRS);
+        lua_setupvalue(L, -2, vm->pairs_uv[0]);
+        lua_pushvalue(L, LUA_GLOBALSINDEX);
+        lua_setupvalue(L, -2, vm->pairs_uv[1]);
+        /* the mark that lets the new pairs tell package.loaded from tables without one */
+        luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+        lua_getmetatable(L, LUA_GLOBALSINDEX);
+        lua_setmetatable(L, -2);
+        lua_setupvalue(L, -2, vm->pairs_uv[2]);
+        lua_pushcfunction(L, open_all);
+        lua_setupvalue(L, -2, vm->pairs_uv[3]);
+        lua_getfield(L, LUA_GLOBALSINDEX, "rawequal");
+        lua_setupvalue(L, -2, vm->pairs_uv[4]);
+        lua_getfield(L, LUA_GLOBALSINDEX, "getmetatable");
+        lua_setupvalue(L, -2, vm->pairs_uv[5]);
+    }
+    lua_pushliteral(L, "pairs");
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_GLOBALSINDEX);
+}
+
 /* _G.__index: opens a standard library on first mention of its name. */
 static int lazy_global(lua_State *L)
 {
     const char *k = lua_tostring(L, 2);
-    if (!k || lua_type(L, 2) != LUA_TSTRING)
+    /* package.loaded shares this metatable for a while (push_pairs) and opens nothing */
+    if (!k || lua_type(L, 2) != LUA_TSTRING || !lua_rawequal(L, 1, LUA_GLOBALSINDEX))
         return 0;
     /* a library's own name opens that library alone: the base library (some 40 closures
      * and their names) is not needed to reach `debug` or `string` */
@@ -284,24 +456,20 @@ static int lazy_global(lua_State *L)
         }
     }
     /* the base library (with coroutine) opens on the first other name, which it might hold */
-    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
-    int base_open = 0;
-    if (lua_istable(L, -1)) {
-        lua_getfield(L, -1, "_G");
-        base_open = !lua_isnil(L, -1);
-        lua_pop(L, 1);
+    int base_was_open = base_is_open(L);
+    if (!base_was_open)
+        open_base(L);
+    if (strcmp(k, "pairs") == 0) {
+        push_pairs(L);
+        return 1;
     }
-    lua_pop(L, 1);
-    if (!base_open) {
-        lua_pushcfunction(L, luaopen_base);
-        lua_call(L, 0, 0);
-        lua_pushvalue(L, 2);
-        lua_rawget(L, 1);
-        if (!lua_isnil(L, -1))
-            return 1;
-        lua_pop(L, 1);
-    }
-    return 0;
+    if (strcmp(k, "next") == 0)
+        open_all(L);
+    else if (base_was_open)
+        return 0;
+    lua_pushvalue(L, 2);
+    lua_rawget(L, 1);
+    return 1;
 }
 
 /* The string metatable's __index until the string library opens (which
@@ -343,7 +511,7 @@ static int open_state(lua_State *L)
     /* a state starts with a small string table; it grows as strings come */
     ljx_str_shrink(L, 64);
     /* _G's metatable opens the libraries, base included, on demand */
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, NSLOTS, 1);
     lua_pushcfunction(L, lazy_global);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, LUA_GLOBALSINDEX);
@@ -692,6 +860,42 @@ void luavm_take(lua_State *L, msg *m, const char *fname)
 
 /* ---- the runtime-wide part ---- */
 
+/* Compiles pairs_maker_src once: the inner function, stripped, and its upvalues' places. */
+static int dump_pairs_maker(luavm_shared *vm)
+{
+    lua_State *T = vm->tmpl;
+    int ok = 0;
+    lua_getglobal(T, "string");
+    lua_getfield(T, -1, "dump");
+    if (luaL_loadbuffer(T, pairs_maker_src, sizeof pairs_maker_src - 1, "=[C]") == 0 &&
+        lua_pcall(T, 0, 1, 0) == 0) {
+        ok = 1;
+        for (int u = 0; u < 6; u++) {
+            vm->pairs_uv[u] = 0;
+            const char *name;
+            for (int i = 1; (name = lua_getupvalue(T, -1, i)) != NULL; i++) {
+                lua_pop(T, 1);
+                if (strcmp(name, pairs_upvalues[u]) == 0)
+                    vm->pairs_uv[u] = i;
+            }
+            ok = ok && vm->pairs_uv[u];
+        }
+        lua_pushboolean(T, 1);
+        ok = ok && lua_pcall(T, 2, 1, 0) == 0;
+    }
+    if (ok) {
+        size_t n;
+        const char *bc = lua_tolstring(T, -1, &n);
+        vm->pairs_bc = malloc(n);
+        if (vm->pairs_bc) {
+            memcpy(vm->pairs_bc, bc, n);
+            vm->pairs_bc_len = n;
+        }
+    }
+    lua_settop(T, 0);
+    return vm->pairs_bc ? 0 : -1;
+}
+
 int luavm_shared_init(luavm_shared *vm, const char *app_dir)
 {
     memset(vm, 0, sizeof *vm);
@@ -709,6 +913,8 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
      * message loops of many actors stay interpreted unless they get busy, while
      * compute loops still compile at once. */
     (void)luaL_dostring(vm->tmpl, "jit.opt.start('hotloop=2000')");
+    if (dump_pairs_maker(vm) != 0)
+        return SMARM_ENOMEM;
     if (app_dir) {
         size_t n = strlen(app_dir) * 2 + 32;
         vm->package_path = malloc(n);
@@ -753,6 +959,8 @@ void luavm_shared_free(luavm_shared *vm)
     vm->tmpl = NULL;
     free(vm->package_path);
     vm->package_path = NULL;
+    free(vm->pairs_bc);
+    vm->pairs_bc = NULL;
     pthread_mutex_destroy(&vm->lock);
 }
 

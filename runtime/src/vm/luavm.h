@@ -55,6 +55,11 @@ typedef struct luavm_shared {
     /* the host's modules (smarm_preload): pushed on the front, never removed until the end,
      * so a state opening its package library reads the list without a lock */
     _Atomic(luavm_preload *) host_preloads;
+    /* bytecode of a state's `pairs` until its libraries are all open, and where each of its
+     * upvalues goes (luavm.c) */
+    char *pairs_bc;
+    size_t pairs_bc_len;
+    int pairs_uv[6];
 } luavm_shared;
 
 /* Adds a host module: every state that opens its package library from now on can require
