@@ -240,7 +240,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
         /* the link is gone on both sides; a stale entry elsewhere is harmless */
         linkset_remove(p, pid);
         /* an owned child (a supervisor's) dies with its owner even if it traps:
-         * nothing of a killed owner runs again to stop it (the spec's drop guard) */
+         * nothing of a killed owner runs again to stop it (a drop guard's work, done here) */
         chan *ptrap = p->ex.owner == pid ? NULL : p->ex.trap;
         if (ptrap) {
             /* queued under p's lock (cold -> channel): a trap_exit(false) that
