@@ -21,26 +21,8 @@ run --sname "bad@host.with.dots" -e 'print(1)'
 expect_status 1 "a short name with a dotted host"
 expect_err "use --name" "the dotted host points to --name"
 
-if ! command -v erl >/dev/null || ! command -v erlc >/dev/null; then
-   echo "$(basename "$0"): skipped (no erl/erlc; scripts/setup installs erlang-nox)"
-   exit 0
-fi
-
-export ERL_EPMD_PORT=$((20000 + RANDOM % 20000))
 tag="t$$"
-cookie="c$RANDOM$RANDOM"
-pids=()
-cleanup() {
-   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-   # epmd refuses to stop while nodes are registered: wait for them to go
-   for _ in $(seq 1 100); do
-      epmd -names 2>/dev/null | grep -q "^name " || break
-      sleep 0.1
-   done
-   epmd -kill >/dev/null 2>&1 || true
-   rm -rf "$TMP"
-}
-trap cleanup EXIT
+. tests/cli/dist/setup.sh
 
 erlc -o "$TMP" tests/cli/dist/dist_peer.erl
 # erl -noshell with a bounded life; its output to a file

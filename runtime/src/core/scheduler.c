@@ -296,16 +296,23 @@ static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
  * likely to consume what the waker just sent while it is hot in this cache,
  * and no other scheduler has to be woken for it. The one it displaces goes to
  * the shared queue. */
+/* Puts idx in s's runnext; returns the index it displaced, or -1 if the slot was empty. */
+static inline int64_t swap_runnext(sched *s, uint32_t idx)
+{
+    uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
+    return (int64_t)prev - 1;
+}
+
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
 {
     sched *s = sched_current();
     /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
     if (s && s->rt == rt && s->kind == SCHED_LOOP &&
         atomic_load_explicit(&s->cur, memory_order_relaxed)) {
-        uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
-        if (!prev)
+        int64_t prev = swap_runnext(s, idx);
+        if (prev < 0)
             return;
-        idx = prev - 1;
+        idx = (uint32_t)prev;
     }
     enqueue(rt, idx);
 }
@@ -507,13 +514,8 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
     /* the newest runs next where it was spawned (its runnext), as a woken actor does: what
      * a spawner makes last is what it waits for first (a reply, an init ack); the one it
      * displaces joins the new queue */
-    if (spawner && cs->kind == SCHED_LOOP) {
-        uint32_t prev =
-            atomic_exchange_explicit(&cs->runnext, (uint32_t)idx + 1, memory_order_acq_rel);
-        if (!prev)
-            return 0;
-        idx = (int64_t)prev - 1;
-    }
+    if (spawner && cs->kind == SCHED_LOOP && (idx = swap_runnext(cs, (uint32_t)idx)) < 0)
+        return 0;
     enqueue_new(rt, (uint32_t)idx);
     return 0;
 }

@@ -288,6 +288,17 @@ static void maybe_grow(stab *t)
     free(old);
 }
 
+/* Links e (made before the lock) at the end of a bucket's chain, *p, for key and val: the
+ * table's count and bytes follow; the stripe's write lock is held. */
+static void link_entry(stab *t, entry **p, entry *e, uint64_t h, stab_blob *key, stab_blob *val)
+{
+    *e = (entry){NULL, h, key, val};
+    *p = e;
+    atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->bytes, sizeof(entry) + blob_bytes(key) + blob_bytes(val),
+                              memory_order_relaxed);
+}
+
 int stab_insert(stab *t, stab_blob *key, stab_blob *val)
 {
     uint64_t h = stab_hash(key->data, key->len);
@@ -315,11 +326,7 @@ int stab_insert(stab *t, stab_blob *key, stab_blob *val)
         atomic_fetch_add_explicit(&t->bytes, blob_bytes(val) - blob_bytes(old),
                                   memory_order_relaxed);
     } else {
-        *fresh = (entry){NULL, h, key, val};
-        *p = fresh;
-        atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->bytes, sizeof(entry) + blob_bytes(key) + blob_bytes(val),
-                                  memory_order_relaxed);
+        link_entry(t, p, fresh, h, key, val);
         fresh = NULL;
         key = NULL;
         grew = 1;
@@ -458,11 +465,7 @@ int stab_update_counter(stab *t, stab_blob *key, double incr, int has_default, d
             rc = 1;
         } else {
             write_number(nv, deflt + incr);
-            *fresh = (entry){NULL, h, key, nv};
-            *p = fresh;
-            atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&t->bytes, sizeof(entry) + blob_bytes(key) + blob_bytes(nv),
-                                      memory_order_relaxed);
+            link_entry(t, p, fresh, h, key, nv);
             *out = deflt + incr;
             fresh = NULL;
             key = NULL;

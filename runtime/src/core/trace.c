@@ -127,6 +127,16 @@ static const char *leave_name(uint32_t leave)
 #define US_FMT "%" PRIu64 ".%03u"
 #define US(ns) (ns) / 1000, (unsigned)((ns) % 1000)
 
+/* An instant event of an actor, "CAT TITLE" on thread tid at ns after the trace's start, up
+ * to its args' pid: the caller adds its other args (or none) and closes with "}}". */
+static void instant(FILE *f, const char *cat, const char *title, int tid, uint64_t ns, uint64_t pid)
+{
+    fprintf(f,
+            ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"%s\",\"name\":\"%s %s\",\"pid\":1,"
+            "\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64,
+            cat, cat, title, tid, US(ns), pid);
+}
+
 RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, int tid,
                                   trace_ring *r, int *first)
 {
@@ -159,28 +169,21 @@ RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, i
                     "\"ts\":" US_FMT ",\"dur\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
                     ",\"left\":\"%s\"}}",
                     title, tid, US(open_ts - t->t0), US(e.ts - open_ts), e.pid, leave_name(e.aux));
-            if (e.aux == LEAVE_PARK_STACK || e.aux == LEAVE_PARK_CO)
-                fprintf(f,
-                        ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"park\",\"name\":\"park %s\","
-                        "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64 "}}",
-                        title, tid, US(e.ts - t->t0), e.pid);
+            if (e.aux == LEAVE_PARK_STACK || e.aux == LEAVE_PARK_CO) {
+                instant(f, "park", title, tid, e.ts - t->t0, e.pid);
+                fputs("}}", f);
+            }
             open_pid = 0;
             break;
         case TRACE_SPAWN:
             title_of(rt, t, e.pid, title, sizeof title);
-            fprintf(f,
-                    ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"spawn\",\"name\":\"spawn %s\","
-                    "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
-                    ",\"parent\":%" PRIu64 "}}",
-                    title, tid, US(e.ts - t->t0), e.pid, e.arg);
+            instant(f, "spawn", title, tid, e.ts - t->t0, e.pid);
+            fprintf(f, ",\"parent\":%" PRIu64 "}}", e.arg);
             break;
         case TRACE_EXIT:
             title_of(rt, t, e.pid, title, sizeof title);
-            fprintf(f,
-                    ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"exit\",\"name\":\"exit %s\","
-                    "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
-                    ",\"reason\":\"%s\"}}",
-                    title, tid, US(e.ts - t->t0), e.pid,
+            instant(f, "exit", title, tid, e.ts - t->t0, e.pid);
+            fprintf(f, ",\"reason\":\"%s\"}}",
                     e.aux < ENDED_CLASSES ? exit_class_names[e.aux] : "other");
             break;
         case TRACE_SEND:
@@ -198,11 +201,8 @@ RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, i
             break;
         case TRACE_WAKE:
             title_of(rt, t, e.pid, title, sizeof title);
-            fprintf(f,
-                    ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"wake\",\"name\":\"wake %s\","
-                    "\"pid\":1,\"tid\":%d,\"ts\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
-                    ",\"by\":%" PRIu64 "}}",
-                    title, tid, US(e.ts - t->t0), e.pid, e.arg);
+            instant(f, "wake", title, tid, e.ts - t->t0, e.pid);
+            fprintf(f, ",\"by\":%" PRIu64 "}}", e.arg);
             break;
         }
     }

@@ -95,6 +95,28 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
     return body_wait(L, a, cont);
 }
 
+int lib_timed_out(actor *a, lua_State *L)
+{
+    if (!a->run.deadline || park_now_ns() < a->run.deadline)
+        return 0;
+    lua_pushnil(L);
+    lua_pushliteral(L, "timeout");
+    return 1;
+}
+
+int lib_forward(lua_State *L, const char *module, const char *fn)
+{
+    int n = lua_gettop(L);
+    lua_getfield(L, LUA_GLOBALSINDEX, "require");
+    lua_pushstring(L, module);
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+    lua_replace(L, -2);
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen)
 {

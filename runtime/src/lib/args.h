@@ -32,6 +32,13 @@ const char *lib_check_name(lua_State *L, int idx, const char *fname);
 /* The tail of every blocking receive: nil, "timeout" for a poll, else arm the deadline
  * (0 = none) and wait with cont (see body_wait). */
 int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont cont);
+/* In a wait's continuation, after it looked for what it waits for (that comes first: a
+ * deadline that raced a send loses to the message): pushes nil, "timeout" and returns 1
+ * if the wait's deadline has passed, else 0. */
+int lib_timed_out(actor *a, lua_State *L);
+/* Calls module.fn (require'd) with the arguments on L's stack; returns its results. For
+ * a C function that hands a case over to the Lua half of the library. */
+int lib_forward(lua_State *L, const char *module, const char *fn);
 /* Finishes the metatable of an object kind: with the __index table on top of L and the
  * metatable below it, sets __index, __gc, __tostring and __metatable (name), and keeps the
  * metatable in the registry under the light userdata key. Leaves the metatable on top. */
@@ -50,12 +57,11 @@ static inline wire_buf *lib_scratch(actor *a)
     sched *s = sched_current();
     return s ? &s->enc : &atomic_load_explicit(&a->run.host, memory_order_relaxed)->enc;
 }
-/* The same into the calling thread's scratch buffer (on a scheduler, without looking up
- * the actor: a send is hot). */
+/* The same into the scratch buffer of s, the calling thread's scheduler (sched_current(),
+ * looked up once by the send), or a host thread's (s NULL). */
 struct actor *luavm_actor(lua_State *L);
-static inline msg *lib_encode(lua_State *L, int idx, const char *fname)
+static inline msg *lib_encode(lua_State *L, int idx, const char *fname, sched *s)
 {
-    sched *s = sched_current();
     wire_buf *scratch = __builtin_expect(s != NULL, 1) ? &s->enc : lib_scratch(luavm_actor(L));
     return lib_encode_msg(L, idx, scratch, fname, NULL, 0);
 }
@@ -66,11 +72,10 @@ static inline void lib_took(actor *a)
     if (__builtin_expect(h != NULL, 0))
         host_after_take(h);
 }
-/* A message went out: the sender's count and its scheduler's (metrics). */
-static inline void lib_count_send(actor *a)
+/* A message went out: the sender's count and its scheduler's s (metrics; NULL on a host). */
+static inline void lib_count_send(actor *a, sched *s)
 {
     a->stats.msgs_out++;
-    sched *s = sched_current();
     if (s)
         s->msgs_sent++;
 }

@@ -209,12 +209,12 @@ static void set_anchor(lua_State *L, int idx)
 }
 
 /* rx arm: pushes v (1) or nil, "closed" (2); -1 if nothing is there yet. */
-static int try_rx(lua_State *L, chan *c, const char *fname)
+static int try_rx(actor *a, lua_State *L, chan *c, const char *fname)
 {
     int closed;
     msg *m = chan_pop(c, &closed);
     if (m) {
-        luavm_take(L, m, fname);
+        luavm_take(a, L, m, fname);
         return 1;
     }
     if (!closed)
@@ -230,19 +230,7 @@ static int try_inbox(actor *a, lua_State *L)
     msg *m = mailbox_pop(&a->inbox);
     if (!m)
         return -1;
-    a->stats.msgs_in++;
-    lib_took(a);
     recv_lua_take(a, L, m, "smarm.select");
-    return 1;
-}
-
-static int timed_out(actor *a, lua_State *L)
-{
-    /* message first: arms are always looked at before the deadline */
-    if (!a->run.deadline || park_now_ns() < a->run.deadline)
-        return 0;
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
     return 1;
 }
 
@@ -252,8 +240,8 @@ static int rx_cont(actor *a, lua_State *L)
     lua_rawget(L, LUA_REGISTRYINDEX);
     chan_ep *ep = to_ep(L, -1);
     lua_pop(L, 1); /* the registry still holds it */
-    int n = try_rx(L, ep->c, "rx:recv");
-    if (n < 0 && timed_out(a, L))
+    int n = try_rx(a, L, ep->c, "rx:recv");
+    if (n < 0 && lib_timed_out(a, L))
         n = 2;
     if (n >= 0) {
         set_anchor(L, 0);
@@ -276,7 +264,7 @@ static int l_rx_recv(lua_State *L)
     int poll;
     uint64_t deadline = lib_check_timeout(L, 2, "rx:recv", &poll);
     luavm_gc_catch_up(L);
-    int n = try_rx(L, ep->c, "rx:recv");
+    int n = try_rx(a, L, ep->c, "rx:recv");
     if (n >= 0) {
         luavm_safe_point(a, L);
         return n;
@@ -296,14 +284,15 @@ static int l_tx_send(lua_State *L)
     chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:send");
     if (lua_gettop(L) < 2)
         return luaL_error(L, "tx:send: a value expected (argument 1)");
-    msg *m = lib_encode(L, 2, "tx:send");
+    sched *s = sched_current();
+    msg *m = lib_encode(L, 2, "tx:send", s);
     if (chan_send(ep->c, m) != 0) {
         msg_free(m);
         lua_pushnil(L);
         lua_pushliteral(L, "closed");
         return 2;
     }
-    lib_count_send(luavm_actor(L));
+    lib_count_send(luavm_actor(L), s);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -384,7 +373,7 @@ static int try_arm(actor *a, lua_State *L, int kind, chan *c)
     case ARM_INBOX:
         return try_inbox(a, L);
     case ARM_RX:
-        return try_rx(L, c, "smarm.select");
+        return try_rx(a, L, c, "smarm.select");
     case ARM_FD:
         /* ready: pushes the socket; else the network poller will wake this actor */
         return net_lua_try_arm(L, -1, a);
@@ -417,7 +406,7 @@ static int select_cont(actor *a, lua_State *L)
     lua_pushlightuserdata(L, (void *)&wait_key);
     lua_rawget(L, LUA_REGISTRYINDEX);
     int n = select_scan(a, L, lua_gettop(L));
-    if (n < 0 && timed_out(a, L))
+    if (n < 0 && lib_timed_out(a, L))
         n = 2;
     if (n >= 0) {
         set_anchor(L, 0);

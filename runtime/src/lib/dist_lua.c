@@ -14,6 +14,7 @@
 #include <lua.h>
 
 #include "base/intern.h"
+#include "lib/args.h"
 #include "base/sanitize.h"
 #include "base/slot.h"
 #include "vm/ljx.h"
@@ -622,19 +623,6 @@ int dist_lua_is_remote(lua_State *L, int idx, int pairs)
     return yes;
 }
 
-int dist_lua_forward(lua_State *L, const char *fn)
-{
-    int n = lua_gettop(L);
-    lua_getfield(L, LUA_GLOBALSINDEX, "require");
-    lua_pushliteral(L, "smarm.dist");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, fn);
-    lua_replace(L, -2);
-    lua_insert(L, 1);
-    lua_call(L, n, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
 int dist_lua_alive(void) { return __atomic_load_n(&self_node, __ATOMIC_ACQUIRE) != NULL; }
 
 void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres)
@@ -648,10 +636,10 @@ void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres)
     lua_call(L, nargs, nres);
 }
 
-static int fwd_node(lua_State *L) { return dist_lua_forward(L, "node"); }
-static int fwd_nodes(lua_State *L) { return dist_lua_forward(L, "nodes"); }
-static int fwd_connect(lua_State *L) { return dist_lua_forward(L, "connect"); }
-static int fwd_monitor_node(lua_State *L) { return dist_lua_forward(L, "monitor_node"); }
+static int fwd_node(lua_State *L) { return lib_forward(L, "smarm.dist", "node"); }
+static int fwd_nodes(lua_State *L) { return lib_forward(L, "smarm.dist", "nodes"); }
+static int fwd_connect(lua_State *L) { return lib_forward(L, "smarm.dist", "connect"); }
+static int fwd_monitor_node(lua_State *L) { return lib_forward(L, "smarm.dist", "monitor_node"); }
 
 const luaL_Reg dist_lua_funcs[] = {
     {"atom", l_atom},     {"is_atom", l_is_atom},   {"atom_name", l_atom_name},

@@ -1,7 +1,7 @@
 /* The C half of the Erlang distribution (lua/smarm/dist.lua is the rest): the external term
  * format both ways (through erl_interface's ei), atoms and tuples as Lua values, remote pids,
  * and MD5 for the handshake. Module "smarm.dist.raw"; smarm.atom and friends are a group of
- * the smarm table; smarm.send/link/monitor hand a remote pid to dist.lua (dist_lua_forward). */
+ * the smarm table; smarm.send/link/monitor hand a remote pid to dist.lua (lib_forward). */
 #ifndef SMARM_LIB_DIST_LUA_H
 #define SMARM_LIB_DIST_LUA_H
 
@@ -17,9 +17,6 @@ int dist_lua_open(lua_State *L);
 extern const luaL_Reg dist_lua_funcs[];
 /* Whether the value at idx is a remote pid (or a {name, node} pair when pairs is set). */
 int dist_lua_is_remote(lua_State *L, int idx, int pairs);
-/* Calls require("smarm.dist")[fn] with the arguments of the running C function and
- * returns what it returns (the tail of smarm.send and friends for a remote pid). */
-int dist_lua_forward(lua_State *L, const char *fn);
 
 /* Whether this node is distributed (cheap: smarm.pg's fast path asks it). */
 int dist_lua_alive(void);

@@ -36,7 +36,7 @@ static const char trap_key = 't';
 static int l_link(lua_State *L)
 {
     if (dist_lua_is_remote(L, 1, 0))
-        return dist_lua_forward(L, "link");
+        return lib_forward(L, "smarm.dist", "link");
     actor *a = luavm_actor(L);
     uint64_t pid = lib_check_pid(L, 1, "smarm.link");
     int rc = exit_link(a->rt, a, pid);
@@ -51,7 +51,7 @@ static int l_link(lua_State *L)
 static int l_unlink(lua_State *L)
 {
     if (dist_lua_is_remote(L, 1, 0))
-        return dist_lua_forward(L, "unlink");
+        return lib_forward(L, "smarm.dist", "unlink");
     actor *a = luavm_actor(L);
     exit_unlink(a->rt, a, lib_check_pid(L, 1, "smarm.unlink"));
     lua_pushboolean(L, 1);
@@ -82,7 +82,7 @@ static int monitor_into(lua_State *L, actor *a, uint64_t pid)
 static int l_monitor(lua_State *L)
 {
     if (dist_lua_is_remote(L, 1, 0))
-        return dist_lua_forward(L, "monitor");
+        return lib_forward(L, "smarm.dist", "monitor");
     actor *a = luavm_actor(L);
     uint64_t pid = lib_check_pid(L, 1, "smarm.monitor");
     if (!lua_isnoneornil(L, 2))

@@ -15,6 +15,7 @@
 #include "base/mailbox.h"
 #include "base/park.h"
 #include "base/sanitize.h"
+#include "core/trace.h"
 #include "lib/args.h"
 #include "vm/luavm.h"
 
@@ -38,7 +39,7 @@ static void push_cache(lua_State *L)
 }
 
 /* Pushes the decoded value of m (decoding and caching it if no scan did yet). */
-static void push_value(lua_State *L, msg *m)
+static void push_value(actor *a, lua_State *L, msg *m)
 {
     push_cache(L);
     if (m->cache) {
@@ -47,10 +48,9 @@ static void push_value(lua_State *L, msg *m)
         return;
     }
     char err[256];
-    int rc = luavm_decode(L, m, err, sizeof err);
+    int rc = luavm_decode(a, L, m, err, sizeof err);
     if (rc != 0) {
         /* a message that cannot be decoded would stop every later scan: it goes */
-        actor *a = luavm_actor(L);
         msg_free(mailbox_scan_take(&a->inbox));
         if (rc > 0)
             lua_error(L);
@@ -63,11 +63,21 @@ static void push_value(lua_State *L, msg *m)
     lua_remove(L, -2);
 }
 
+/* m left a's inbox for its Lua code: counted, the end of its flow in a trace, and a host's
+ * fd follows the inbox. Every take goes through here. */
+static inline void took(actor *a, msg *m)
+{
+    a->stats.msgs_in++;
+    if (TRACE_ON(a->rt))
+        trace_rec(sched_current(), TRACE_TAKE, a->pid, (uintptr_t)m, 0, 0);
+    lib_took(a);
+}
+
 void recv_lua_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
-    (void)a;
+    took(a, m);
     if (!m->cache) {
-        luavm_take(L, m, fname);
+        luavm_take(a, L, m, fname);
         return;
     }
     push_cache(L);
@@ -110,7 +120,7 @@ static int l_next(lua_State *L)
         return 1;
     }
     lua_pushboolean(L, 1);
-    push_value(L, m);
+    push_value(a, L, m);
     return 2;
 }
 
@@ -121,8 +131,7 @@ static int l_take(lua_State *L)
     msg *m = mailbox_scan_take(&a->inbox);
     if (!m)
         return luaL_error(L, "smarm.recv: nothing to take");
-    a->stats.msgs_in++;
-    lib_took(a);
+    took(a, m);
     if (m->cache) {
         push_cache(L);
         luaL_unref(L, -1, m->cache);
@@ -152,12 +161,7 @@ static int wait_cont(actor *a, lua_State *L)
         lua_pushboolean(L, 1);
         return 1;
     }
-    if (a->run.deadline && park_now_ns() >= a->run.deadline) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
-    return -1;
+    return lib_timed_out(a, L) ? 2 : -1;
 }
 
 /* wait(deadline) -> true | nil, "timeout": until a message arrives past the scan. */

@@ -8,8 +8,9 @@
 
 typedef struct lua_State lua_State;
 
-/* Takes m, just removed from a's inbox: pushes its value (the cached one if a scan decoded
- * it) and frees it. Raises as luavm_take does. */
+/* Takes m, just removed from a's inbox (recv, select's inbox arm): counts and traces it,
+ * lets a host's fd follow, pushes its value (the cached one if a scan decoded it) and frees
+ * it. Raises as luavm_take does. */
 void recv_lua_take(actor *a, lua_State *L, struct msg *m, const char *fname);
 
 /* package.preload["smarm.selective.raw"]: mark, begin, next, take, wait, deadline. */

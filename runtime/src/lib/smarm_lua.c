@@ -48,7 +48,7 @@ static int l_self(lua_State *L)
 static int l_pid_tostring(lua_State *L)
 {
     if (dist_lua_is_remote(L, 1, 0))
-        return dist_lua_forward(L, "pid_tostring");
+        return lib_forward(L, "smarm.dist", "pid_tostring");
     uint64_t pid = lib_check_pid(L, 1, "smarm.pid_tostring");
     lua_pushfstring(L, "<0.%d.%d>", (int)pid_index(pid), (int)pid_gen(pid));
     return 1;
@@ -282,11 +282,14 @@ static int l_spawn_opt(lua_State *L)
 
 int smarm_lua_send(lua_State *L)
 {
-    if (dist_lua_is_remote(L, 1, 1))
-        return dist_lua_forward(L, "send"); /* another node's pid, or {name, node} */
+    int t = lua_type(L, 1);
+    /* a pid of this runtime is a number: anything else may be another node's pid, or a
+     * {name, node} pair */
+    if (t != LUA_TNUMBER && t != LUA_TSTRING && dist_lua_is_remote(L, 1, 1))
+        return lib_forward(L, "smarm.dist", "send");
     actor *a = luavm_actor(L);
     uint64_t pid;
-    if (lua_type(L, 1) == LUA_TSTRING) {
+    if (t == LUA_TSTRING) {
         /* a registered name resolves at the send */
         pid = registry_whereis(a->rt, lua_tostring(L, 1));
         if (!pid) {
@@ -299,17 +302,19 @@ int smarm_lua_send(lua_State *L)
     }
     if (lua_gettop(L) < 2)
         return luaL_error(L, "smarm.send: a message expected (argument 2)");
-    msg *m = lib_encode(L, 2, "smarm.send");
+    /* nothing below switches the actor to another thread */
+    sched *s = sched_current();
+    msg *m = lib_encode(L, 2, "smarm.send", s);
     /* before the push: once pushed, the message may be taken and freed, and its address,
      * the flow's id, reused */
     if (TRACE_ON(a->rt))
-        trace_rec(sched_current(), TRACE_SEND, a->pid, (uintptr_t)m, pid, 0);
+        trace_rec(s, TRACE_SEND, a->pid, (uintptr_t)m, pid, 0);
     if (sched_send(a->rt, pid, m) != 0) {
         lua_pushnil(L);
         lua_pushliteral(L, "dead");
         return 2;
     }
-    lib_count_send(a);
+    lib_count_send(a, s);
     preempt_safe_point(a);
     lua_pushboolean(L, 1);
     return 1;
@@ -322,10 +327,6 @@ static inline __attribute__((always_inline)) int take_msg(actor *a, lua_State *L
     msg *m = mailbox_pop(&a->inbox);
     if (!m)
         return 0;
-    a->stats.msgs_in++;
-    if (TRACE_ON(a->rt))
-        trace_rec(sched_current(), TRACE_TAKE, a->pid, (uintptr_t)m, 0, 0);
-    lib_took(a);
     recv_lua_take(a, L, m, "smarm.recv");
     return 1;
 }
@@ -334,30 +335,14 @@ static int recv_cont(actor *a, lua_State *L)
 {
     if (take_msg(a, L))
         return 1;
-    /* message first: a deadline that raced a send loses to the message */
-    if (a->run.deadline && park_now_ns() >= a->run.deadline) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "timeout");
-        return 2;
-    }
-    return -1;
+    return lib_timed_out(a, L) ? 2 : -1;
 }
 
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    if (lua_type(L, 1) == LUA_TFUNCTION) {
-        /* recv(match [, timeout]): selective, driven by lua/smarm/selective.lua */
-        int n = lua_gettop(L);
-        lua_getfield(L, LUA_GLOBALSINDEX, "require");
-        lua_pushliteral(L, "smarm.selective");
-        lua_call(L, 1, 1);
-        lua_getfield(L, -1, "recv");
-        lua_replace(L, -2);
-        lua_insert(L, 1);
-        lua_call(L, n, LUA_MULTRET);
-        return lua_gettop(L);
-    }
+    if (lua_type(L, 1) == LUA_TFUNCTION) /* recv(match [, timeout]): selective */
+        return lib_forward(L, "smarm.selective", "recv");
     luavm_gc_catch_up(L);
     if (take_msg(a, L)) {
         luavm_safe_point(a, L);

@@ -826,9 +826,8 @@ static void decode_protected(lua_State *L, void *ud)
  * receiver's own). Protected, so the caller frees the message before it raises. */
 void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
 
-int luavm_decode(lua_State *L, msg *m, char *err, size_t errlen)
+int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 {
-    actor *a = luavm_actor(L);
     struct decode_call dc = {m, err, errlen, 0};
     int st = 0;
     if (a->vm.in_cont) {
@@ -847,10 +846,10 @@ int luavm_decode(lua_State *L, msg *m, char *err, size_t errlen)
     return dc.rc < 0 ? -1 : 0;
 }
 
-void luavm_take(lua_State *L, msg *m, const char *fname)
+void luavm_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
     char err[256];
-    int rc = luavm_decode(L, m, err, sizeof err);
+    int rc = luavm_decode(a, L, m, err, sizeof err);
     msg_free(m);
     if (rc > 0)
         lua_error(L); /* out of memory */

@@ -90,10 +90,11 @@ void luavm_report(struct actor *a, const char *what, const char *detail);
  * "fname: cannot decode a message: ..." for malformed bytes, or a memory error; m is freed
  * either way. */
 struct msg;
-void luavm_take(lua_State *L, struct msg *m, const char *fname);
-/* Decodes m onto L and keeps it (selective receive caches what it decoded): 0 with the value
- * pushed; -1 for malformed bytes (why in err); 1 for a memory error (its object pushed). */
-int luavm_decode(lua_State *L, struct msg *m, char *err, size_t errlen);
+void luavm_take(struct actor *a, lua_State *L, struct msg *m, const char *fname);
+/* Decodes m onto L (a's state) and keeps it (selective receive caches what it decoded): 0
+ * with the value pushed; -1 for malformed bytes (why in err); 1 for a memory error (its
+ * object pushed). */
+int luavm_decode(struct actor *a, lua_State *L, struct msg *m, char *err, size_t errlen);
 /* Called by a receive before it takes anything: runs the GC step the decodes (whose
  * allocations happen with the GC held) may have left due. Without it an actor whose only
  * allocations are the messages it decodes never collects. A finalizer's error raised here

@@ -16,23 +16,8 @@ smarm.register("ctl")
 print("ready " .. smarm.node())
 io.stdout:flush()
 
-local function remote_members()
-   local t = {}
-   for _, p in ipairs(smarm.pg.members("workers")) do
-      if type(p) ~= "number" then t[#t + 1] = p end
-   end
-   return t
-end
-
--- polls pred for up to secs seconds
-local function poll(pred, secs)
-   local deadline = smarm.now() + secs
-   while not pred() do
-      if smarm.now() > deadline then return false end
-      smarm.sleep(0.05)
-   end
-   return true
-end
+local support = require "pg_support"
+local remote_members, poll = support.remote_members, support.poll
 
 while true do
    local m = smarm.recv(90)

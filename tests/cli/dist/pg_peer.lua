@@ -11,22 +11,8 @@ local function check(name, ok, ...)
    io.stdout:flush()
 end
 
-local function remote_members()
-   local t = {}
-   for _, p in ipairs(smarm.pg.members("workers")) do
-      if type(p) ~= "number" then t[#t + 1] = p end
-   end
-   return t
-end
-
-local function poll(pred, secs)
-   local deadline = smarm.now() + secs
-   while not pred() do
-      if smarm.now() > deadline then return false end
-      smarm.sleep(0.05)
-   end
-   return true
-end
+local support = require "pg_support"
+local remote_members, poll = support.remote_members, support.poll
 
 check("lua_connect", smarm.connect(first) == true)
 -- the first node's worker left with the BEAM node's tests: it joins again
