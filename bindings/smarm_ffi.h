@@ -37,6 +37,7 @@ typedef struct smarm_actor_info {
     char current[64];       /* "file:line" of its last wait or preemption in Lua, "" if none */
     char child_id[40];      /* its id in its supervisor's children, "" if none */
     int32_t kind;           /* 0 not supervised, 1 worker, 2 supervisor */
+    int32_t arena;          /* 1 once its heap grew large enough for an arena of its own */
 } smarm_actor_info;
 
 /* Marks pid as a supervised child: id as in its child spec (NULL keeps the one it has: a

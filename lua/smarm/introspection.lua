@@ -24,6 +24,7 @@ function M.info(pid)
       state = STATES[out.state],
       mailbox = tonumber(out.mailbox),
       memory = tonumber(out.memory),
+      heap = out.arena ~= 0 and "arena" or "shared", -- who serves its small blocks
       tables = tonumber(C.smarm_ffi_table_memory(pid)), -- bytes of the smarm.tables it owns
       parks = tonumber(out.parks),
       yields = tonumber(out.yields),

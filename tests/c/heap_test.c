@@ -1,7 +1,7 @@
 /* Tests of the actor heap allocator: class boundaries and alignment, realloc
  * keeping contents, magazines moving between threads through the depot
  * without fresh memory, callers without a cache, and two threads churning
- * at once (run under the tsan and asan flavours too). */
+ * at once, and heap_owns (run under the tsan and asan flavours too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -183,6 +183,40 @@ static void two_threads_churning_never_share_a_block(void **state)
     heap_destroy(&h);
 }
 
+/* heap_owns tells the heap's small blocks from anything else, for every heap of the
+ * process, and forgets a heap's chunks when it is destroyed. */
+static void heap_owns_its_small_blocks_only(void **state)
+{
+    (void)state;
+    heap h1, h2;
+    heap_cache c1 = {0}, c2 = {0};
+    heap_init(&h1);
+    heap_init(&h2);
+    void *a = alloc(&h1, &c1, 64), *b = alloc(&h2, &c2, 4096), *big = alloc(&h1, &c1, 5000);
+    void *m = malloc(64);
+    int local;
+    assert_true(heap_owns_ready());
+    assert_true(heap_owns(a));
+    assert_true(heap_owns(b));
+    assert_false(heap_owns(big)); /* large blocks come from malloc */
+    assert_false(heap_owns(m));
+    assert_false(heap_owns(&local));
+    assert_false(heap_owns(NULL));
+    assert_false(heap_owns((void *)~(uintptr_t)0)); /* outside the map: not the heap's */
+    /* thousands of blocks: every one, in every chunk taken, is the heap's */
+    for (int i = 0; i < 40000; i++)
+        assert_true(heap_owns(alloc(&h1, &c1, 16 + (size_t)(i % 100) * 40)));
+    release(&h1, &c1, big, 5000);
+    free(m);
+    heap_cache_flush(&h1, &c1);
+    heap_destroy(&h1);
+    assert_false(heap_owns(a)); /* its chunk went back to malloc */
+    assert_true(heap_owns(b));
+    heap_cache_flush(&h2, &c2);
+    heap_destroy(&h2);
+    assert_false(heap_owns(b));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +225,7 @@ int main(void)
         cmocka_unit_test(freed_magazines_reach_another_cache_without_fresh_memory),
         cmocka_unit_test(callers_without_a_cache_use_the_depot),
         cmocka_unit_test(two_threads_churning_never_share_a_block),
+        cmocka_unit_test(heap_owns_its_small_blocks_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,60 @@
 #define MAG_MIN 16            /* ... but never fewer blocks than this */
 #define MAG_MAX 128           /* or more than this */
 
+/* ---- the chunk map behind heap_owns ----
+ * A bit per CHUNK_SIZE of the 47-bit user address space: 2^26 bits, 8 MiB of reserved
+ * address space of which only the pages covering chunks are ever touched. Shared by every
+ * heap of the process (chunks never overlap). */
+#define ADDR_BITS 47
+#define CHUNK_SHIFT 21
+#define MAP_WORDS (((size_t)1 << (ADDR_BITS - CHUNK_SHIFT)) / 64)
+_Static_assert(CHUNK_SIZE == (size_t)1 << CHUNK_SHIFT, "a chunk is one bit of the map");
+
+static _Atomic(_Atomic uint64_t *) chunk_map;
+static _Atomic int chunk_map_broken; /* a chunk could not be marked: heap_owns lies */
+static pthread_once_t chunk_map_once = PTHREAD_ONCE_INIT;
+
+static void chunk_map_init(void)
+{
+    void *m = mmap(NULL, MAP_WORDS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        atomic_store(&chunk_map_broken, 1);
+    else
+        atomic_store(&chunk_map, (_Atomic uint64_t *)m);
+}
+
+static void chunk_mark(const char *chunk, int on)
+{
+    pthread_once(&chunk_map_once, chunk_map_init);
+    _Atomic uint64_t *m = atomic_load_explicit(&chunk_map, memory_order_acquire);
+    uintptr_t i = (uintptr_t)chunk >> CHUNK_SHIFT;
+    if (!m || (i >> (ADDR_BITS - CHUNK_SHIFT))) {
+        atomic_store(&chunk_map_broken, 1);
+        return;
+    }
+    uint64_t bit = (uint64_t)1 << (i & 63);
+    if (on)
+        atomic_fetch_or_explicit(&m[i >> 6], bit, memory_order_release);
+    else
+        atomic_fetch_and_explicit(&m[i >> 6], ~bit, memory_order_release);
+}
+
+int heap_owns(const void *p)
+{
+    _Atomic uint64_t *m = atomic_load_explicit(&chunk_map, memory_order_acquire);
+    uintptr_t i = (uintptr_t)p >> CHUNK_SHIFT;
+    if (!m || (i >> (ADDR_BITS - CHUNK_SHIFT)))
+        return 0;
+    return (int)((atomic_load_explicit(&m[i >> 6], memory_order_relaxed) >> (i & 63)) & 1);
+}
+
+int heap_owns_ready(void)
+{
+    return atomic_load_explicit(&chunk_map, memory_order_acquire) != NULL &&
+           !atomic_load_explicit(&chunk_map_broken, memory_order_relaxed);
+}
+
 static inline size_t class_size(unsigned c)
 {
     if (c < 16)
@@ -85,6 +139,7 @@ void heap_destroy(heap *h)
 {
     for (void *c = h->chunks; c;) {
         void *next = next_of(c);
+        chunk_mark(c, 0);
         free(c);
         c = next;
     }
@@ -108,6 +163,7 @@ static char *new_chunk(heap *h)
     if (!chunk)
         return NULL;
     (void)madvise(chunk, CHUNK_SIZE, MADV_HUGEPAGE); /* advice: THP may be off */
+    chunk_mark(chunk, 1);
     set_next(chunk, h->chunks);
     h->chunks = chunk;
     h->reserved += CHUNK_SIZE;

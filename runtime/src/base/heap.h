@@ -96,4 +96,12 @@ static inline uint32_t heap_magazine_blocks(size_t n) { return heap_mag_blocks[h
 /* Bytes of chunks the heap has taken from malloc (they are reused, never returned). */
 size_t heap_reserved(heap *h);
 
+/* Whether p lies in a chunk of some heap of this process: a block heap_alloc handed out
+ * for n <= HEAP_MAX_SMALL does, memory from malloc or another allocator does not. One bit
+ * per 2 MiB of address space, read without a lock (a chunk is marked before any of its
+ * blocks is handed out). Valid only while heap_owns_ready() says so. */
+int heap_owns(const void *p);
+/* Whether heap_owns can be trusted: its map could be made and every chunk is in it. */
+int heap_owns_ready(void);
+
 #endif

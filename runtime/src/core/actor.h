@@ -105,6 +105,13 @@ typedef struct actor_vm {
      * jit_retuned once done */
     _Atomic int retune_due;
     int jit_retuned;
+    /* a state whose heap grew large allocates its small blocks from an arena of its own
+     * (vm/luavm.c: the collector's walks keep their locality); NULL until then */
+    void *arena;
+    /* blocks malloc gave that LuaJIT now frees as small ones (a shrink kept in place when
+     * every allocator refused): they are neither the heap's nor the arena's */
+    void *kept[4];
+    int nkept;
 } actor_vm;
 
 /* Counters for introspection. */

@@ -114,6 +114,7 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
                                        : 4;
     out->mailbox = atomic_load_explicit(&a->inbox.depth, memory_order_relaxed);
     out->memory = a->vm.mem;
+    out->arena = a->vm.arena != NULL;
     out->parks = a->stats.parks;
     out->yields = a->stats.yields;
     out->messages_in = a->stats.msgs_in;

@@ -3,6 +3,7 @@
 #include "vm/ljx.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -12,6 +13,8 @@
 #include "lj_obj.h"   /* TValue/GCcdata layout, G(L), global_State.gc.total */
 #include "lj_state.h" /* incr_top: push a GC object we built ourselves */
 #include "lj_tab.h"
+#include "lj_alloc.h" /* lj_alloc_create/_f/_destroy: the arena of a large heap */
+#include "lj_prng.h"
 #include "lj_str.h"      /* GCtab array part and hash nodes, lj_tab_len, lj_tab_getint */
 #include "lj_frame.h"    /* cframe_canyield: the bit lua_yield itself tests */
 #include "lj_ctype.h"    /* CTState, CTID_INT64/UINT64, ctype_raw for typedef'd ints */
@@ -445,4 +448,43 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
     }
     memcpy(file, s, len);
     file[len] = 0;
+}
+
+/* ---- arenas ---- */
+
+typedef struct arena {
+    void *msp;
+    PRNGState prng; /* the allocator asks it for mmap hints; it must live as long */
+} arena;
+
+void *ljx_arena_new(void)
+{
+    arena *ar = malloc(sizeof *ar);
+    if (!ar)
+        return NULL;
+    if (!lj_prng_seed_secure(&ar->prng)) {
+        /* hints only: a fixed seed is as good */
+        ar->prng.u[0] = 0x9e3779b97f4a7c15ull, ar->prng.u[1] = 0xbf58476d1ce4e5b9ull;
+        ar->prng.u[2] = 0x94d049bb133111ebull, ar->prng.u[3] = 0x2545f4914f6cdd1dull;
+    }
+    ar->msp = lj_alloc_create(&ar->prng);
+    if (!ar->msp) {
+        free(ar);
+        return NULL;
+    }
+    lj_alloc_setprng(ar->msp, &ar->prng);
+    return ar;
+}
+
+void *ljx_arena_alloc(void *ar, void *ptr, size_t osize, size_t nsize)
+{
+    return lj_alloc_f(((arena *)ar)->msp, ptr, osize, nsize);
+}
+
+void ljx_arena_free(void *ar)
+{
+    if (!ar)
+        return;
+    lj_alloc_destroy(((arena *)ar)->msp);
+    free(ar);
 }

@@ -104,4 +104,12 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
  * when no Lua function called it. */
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line);
 
+/* A private arena of LuaJIT's own allocator (its dlmalloc: freed neighbours coalesce and
+ * new blocks are carved in order, so objects allocated together lie together), or NULL.
+ * ljx_arena_alloc has lua_Alloc's semantics for blocks of that arena; ljx_arena_free
+ * returns all of its memory at once. */
+void *ljx_arena_new(void);
+void *ljx_arena_alloc(void *arena, void *ptr, size_t osize, size_t nsize);
+void ljx_arena_free(void *arena);
+
 #endif

@@ -1,5 +1,5 @@
 -- binary-trees: allocate and walk perfect binary trees (the GC-heavy one).
-local M = { size = 14 }
+local M = { size = 16 }
 
 local function make(depth)
    if depth == 0 then return {} end

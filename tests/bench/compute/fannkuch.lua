@@ -1,5 +1,5 @@
 -- fannkuch-redux: permutations and prefix reversals on small integer arrays.
-local M = { size = 10 }
+local M = { size = 11 }
 
 function M.run(n)
    local perm, perm1, count = {}, {}, {}

@@ -5,7 +5,7 @@ local rol, tobit, tohex = bit.rol, bit.tobit, bit.tohex
 local byte, char, rep = string.byte, string.char, string.rep
 local floor, abs, sin = math.floor, math.abs, math.sin
 
-local M = { size = 10000 }
+local M = { size = 20000 }
 
 local K = {}
 for i = 1, 64 do K[i] = tobit(floor(abs(sin(i)) * 2 ^ 32)) end

@@ -1,5 +1,5 @@
 -- nbody: the five Jovian planets, float arithmetic on table fields.
-local M = { size = 2000000 }
+local M = { size = 5000000 }
 local sqrt = math.sqrt
 local PI = math.pi
 local SOLAR_MASS = 4 * PI * PI

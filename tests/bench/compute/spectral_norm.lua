@@ -1,5 +1,5 @@
 -- spectral-norm: the largest eigenvalue of an infinite matrix, by power iteration.
-local M = { size = 1500 }
+local M = { size = 3000 }
 
 local function a(i, j)
    local ij = i + j - 1
