@@ -49,9 +49,10 @@ static inline unsigned heap_class_of(size_t n)
 void *heap_alloc_slow(heap *h, heap_cache *cache, size_t n);
 void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n);
 
-/* A block of n > 0 bytes; cache as for heap_realloc. Inline: a Lua state
- * allocates and frees hundreds of blocks per spawn and per GC cycle. */
-static inline void *heap_alloc(heap *h, heap_cache *cache, size_t n)
+/* The fast paths, which make no call: a block of n > 0 bytes from the thread's current
+ * magazine, or NULL when that needs the slow path; and p (n bytes) back into it, or 0 when
+ * that needs the slow path. */
+static inline void *heap_alloc_fast(heap_cache *cache, size_t n)
 {
     if (n <= HEAP_MAX_SMALL && cache) {
         heap_mags *m = &cache->mag[heap_class_of(n)];
@@ -65,11 +66,10 @@ static inline void *heap_alloc(heap *h, heap_cache *cache, size_t n)
             return b;
         }
     }
-    return heap_alloc_slow(h, cache, n);
+    return NULL;
 }
 
-/* Frees p, a block of n bytes from heap_alloc or heap_realloc. */
-static inline void heap_free(heap *h, heap_cache *cache, void *p, size_t n)
+static inline int heap_free_fast(heap_cache *cache, void *p, size_t n)
 {
     if (n <= HEAP_MAX_SMALL && cache) {
         unsigned c = heap_class_of(n);
@@ -78,10 +78,25 @@ static inline void heap_free(heap *h, heap_cache *cache, void *p, size_t n)
             *(void **)p = m->cur;
             m->cur = p;
             m->ncur++;
-            return;
+            return 1;
         }
     }
-    heap_free_slow(h, cache, p, n);
+    return 0;
+}
+
+/* A block of n > 0 bytes; cache as for heap_realloc. Inline: a Lua state
+ * allocates and frees hundreds of blocks per spawn and per GC cycle. */
+static inline void *heap_alloc(heap *h, heap_cache *cache, size_t n)
+{
+    void *b = heap_alloc_fast(cache, n);
+    return b ? b : heap_alloc_slow(h, cache, n);
+}
+
+/* Frees p, a block of n bytes from heap_alloc or heap_realloc. */
+static inline void heap_free(heap *h, heap_cache *cache, void *p, size_t n)
+{
+    if (!heap_free_fast(cache, p, n))
+        heap_free_slow(h, cache, p, n);
 }
 
 void heap_init(heap *h);

@@ -112,6 +112,8 @@ typedef struct actor_vm {
      * every allocator refused): they are neither the heap's nor the arena's */
     void *kept[4];
     int nkept;
+    int general;     /* an arena or a kept block: every allocation takes the general path */
+    size_t arena_at; /* the heap size at which it asks for an arena (0: not set yet) */
 } actor_vm;
 
 /* Counters for introspection. */

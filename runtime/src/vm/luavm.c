@@ -107,7 +107,8 @@ static void *obtain(actor *a, size_t n)
 
 /* alloc_in's general case: a state with an arena or with kept blocks, or a request the
  * heap's fast path did not satisfy. */
-static void *alloc_general(actor *a, void *ptr, size_t osize, size_t nsize, int heap_refuses)
+static __attribute__((noinline)) void *alloc_general(actor *a, void *ptr, size_t osize,
+                                                     size_t nsize, int heap_refuses)
 {
     int owner = ptr ? owner_of(a, ptr, osize) : FROM_HEAP;
     crit_enter();
@@ -144,6 +145,7 @@ static void *alloc_general(actor *a, void *ptr, size_t osize, size_t nsize, int 
             if (a->vm.nkept == (int)(sizeof a->vm.kept / sizeof a->vm.kept[0]))
                 return NULL; /* out of memory everywhere, again and again */
             a->vm.kept[a->vm.nkept++] = ptr;
+            a->vm.general = 1;
         }
         p = ptr;
     }
@@ -152,42 +154,65 @@ static void *alloc_general(actor *a, void *ptr, size_t osize, size_t nsize, int 
     return p;
 }
 
-/* The state's heap passed ARENA_AT: it takes an arena if one can be had (else it goes on
- * with the heap, and tries again the next time it passes ARENA_AT). */
+/* The state's heap passed arena_at: it takes an arena if one can be had (else it goes on
+ * with the heap, and asks again when it has doubled). A new tenancy's arena_at is 0: the
+ * first allocation sets it. */
 static void __attribute__((noinline, cold)) arena_start(actor *a)
 {
-    if (a->vm.closing || !heap_owns_ready())
+    if (!a->vm.arena_at) {
+        a->vm.arena_at = ARENA_AT;
         return;
+    }
+    if (a->vm.closing || !heap_owns_ready()) {
+        a->vm.arena_at = a->vm.mem * 2;
+        return;
+    }
     crit_enter();
     a->vm.arena = ljx_arena_new();
     crit_exit();
+    a->vm.general = a->vm.arena != NULL;
+    a->vm.arena_at = a->vm.arena ? SIZE_MAX : a->vm.mem * 2;
 }
 
-/* heap_refuses: a test hook's stand-in for the heap running out of memory */
-static inline void *alloc_in(actor *a, void *ptr, size_t osize, size_t nsize, int heap_refuses)
+/* alloc_in's cases off its fast path: a resize, the heap's slow paths, the arena check. */
+static __attribute__((noinline)) void *alloc_heap(actor *a, void *ptr, size_t osize, size_t nsize)
 {
-    if (__builtin_expect(a->vm.arena != NULL || a->vm.nkept != 0 || heap_refuses, 0))
-        return alloc_general(a, ptr, osize, nsize, heap_refuses);
     heap *h = &a->rt->heap;
-    /* The fast paths of heap_alloc and heap_free make no call and keep their few values in
-     * registers, so a stack overflow cannot come between their stores; their slow paths
-     * are critical sections (heap.c). */
-    if (nsize == 0) {
-        if (ptr) {
-            heap_free(h, a->run.heap_cache, ptr, osize);
-            a->vm.mem -= osize;
-        }
-        return NULL;
-    }
-    size_t old = ptr ? osize : 0;
     void *p = ptr ? heap_realloc(h, a->run.heap_cache, ptr, osize, nsize)
                   : heap_alloc(h, a->run.heap_cache, nsize);
     if (__builtin_expect(!p, 0))
         return alloc_general(a, ptr, osize, nsize, 1);
-    a->vm.mem += nsize - old;
-    if (__builtin_expect(a->vm.mem > ARENA_AT, 0) && a->vm.mem - (nsize - old) <= ARENA_AT)
+    a->vm.mem += nsize - (ptr ? osize : 0);
+    if (__builtin_expect(a->vm.mem > a->vm.arena_at, 0))
         arena_start(a);
     return p;
+}
+
+/* heap_refuses: a test hook's stand-in for the heap running out of memory. The two fast
+ * paths (a block from or back to the thread's magazine) make no call, so the compiler keeps
+ * them free of a frame; everything else is a tail call. */
+static inline __attribute__((always_inline)) void *alloc_in(actor *a, void *ptr, size_t osize,
+                                                            size_t nsize, int heap_refuses)
+{
+    if (__builtin_expect(a->vm.general | heap_refuses, 0))
+        return alloc_general(a, ptr, osize, nsize, heap_refuses);
+    heap_cache *cache = a->run.heap_cache;
+    if (nsize == 0) {
+        if (!ptr)
+            return NULL;
+        if (__builtin_expect(!heap_free_fast(cache, ptr, osize), 0))
+            return alloc_general(a, ptr, osize, 0, 0);
+        a->vm.mem -= osize;
+        return NULL;
+    }
+    if (!ptr && __builtin_expect(a->vm.mem + nsize <= a->vm.arena_at, 1)) {
+        void *b = heap_alloc_fast(cache, nsize);
+        if (__builtin_expect(b != NULL, 1)) {
+            a->vm.mem += nsize;
+            return b;
+        }
+    }
+    return alloc_heap(a, ptr, osize, nsize);
 }
 
 static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
@@ -795,14 +820,14 @@ static void *newstate_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     }
     void *p = NULL;
     if (nsize == 0 || ++ns->allocs != ns->fail_at)
-        p = actor_alloc(ns->a, ptr, osize, nsize);
+        p = alloc_in(ns->a, ptr, osize, nsize, 0);
     if (p || nsize == 0)
         return p;
     /* the heap refused: the reserve answers, and the state will not be used */
     p = carve(ns, nsize);
     if (p && ptr) {
         memcpy(p, ptr, osize < nsize ? osize : nsize);
-        actor_alloc(ns->a, ptr, osize, 0);
+        alloc_in(ns->a, ptr, osize, 0, 0);
     }
     return p;
 }
@@ -898,6 +923,7 @@ static void forget_state(actor *a)
     ljx_arena_free(a->vm.arena);
     a->vm.arena = NULL;
     a->vm.nkept = 0;
+    a->vm.general = 0;
     /* a reason whose smarm.exit a pcall caught; a message whose decoding raised */
     free(a->vm.exit_bytes);
     a->vm.exit_bytes = NULL;
