@@ -38,9 +38,10 @@
 #define ADDR_BITS 47
 #define CHUNK_SHIFT 21
 #define MAP_WORDS (((size_t)1 << (ADDR_BITS - CHUNK_SHIFT)) / 64)
-_Static_assert(CHUNK_SIZE == (size_t)1 << CHUNK_SHIFT, "a chunk is one bit of the map");
+_Static_assert(CHUNK_SIZE == (size_t)1 << CHUNK_SHIFT && CHUNK_SHIFT == 21 && ADDR_BITS == 47,
+               "a chunk is one bit of the map (heap_owns in heap.h has the same numbers)");
 
-static _Atomic(_Atomic uint64_t *) chunk_map;
+_Atomic(_Atomic uint64_t *) heap_chunk_map;
 static _Atomic int chunk_map_broken; /* a chunk could not be marked: heap_owns lies */
 static pthread_once_t chunk_map_once = PTHREAD_ONCE_INIT;
 
@@ -51,13 +52,13 @@ static void chunk_map_init(void)
     if (m == MAP_FAILED)
         atomic_store(&chunk_map_broken, 1);
     else
-        atomic_store(&chunk_map, (_Atomic uint64_t *)m);
+        atomic_store(&heap_chunk_map, (_Atomic uint64_t *)m);
 }
 
 static void chunk_mark(const char *chunk, int on)
 {
     pthread_once(&chunk_map_once, chunk_map_init);
-    _Atomic uint64_t *m = atomic_load_explicit(&chunk_map, memory_order_acquire);
+    _Atomic uint64_t *m = atomic_load_explicit(&heap_chunk_map, memory_order_acquire);
     uintptr_t i = (uintptr_t)chunk >> CHUNK_SHIFT;
     if (!m || (i >> (ADDR_BITS - CHUNK_SHIFT))) {
         atomic_store(&chunk_map_broken, 1);
@@ -70,18 +71,9 @@ static void chunk_mark(const char *chunk, int on)
         atomic_fetch_and_explicit(&m[i >> 6], ~bit, memory_order_release);
 }
 
-int heap_owns(const void *p)
-{
-    _Atomic uint64_t *m = atomic_load_explicit(&chunk_map, memory_order_acquire);
-    uintptr_t i = (uintptr_t)p >> CHUNK_SHIFT;
-    if (!m || (i >> (ADDR_BITS - CHUNK_SHIFT)))
-        return 0;
-    return (int)((atomic_load_explicit(&m[i >> 6], memory_order_relaxed) >> (i & 63)) & 1);
-}
-
 int heap_owns_ready(void)
 {
-    return atomic_load_explicit(&chunk_map, memory_order_acquire) != NULL &&
+    return atomic_load_explicit(&heap_chunk_map, memory_order_acquire) != NULL &&
            !atomic_load_explicit(&chunk_map_broken, memory_order_relaxed);
 }
 

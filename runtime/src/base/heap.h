@@ -5,6 +5,7 @@
 #define SMARM_HEAP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,9 +114,17 @@ size_t heap_reserved(heap *h);
 
 /* Whether p lies in a chunk of some heap of this process: a block heap_alloc handed out
  * for n <= HEAP_MAX_SMALL does, memory from malloc or another allocator does not. One bit
- * per 2 MiB of address space, read without a lock (a chunk is marked before any of its
- * blocks is handed out). Valid only while heap_owns_ready() says so. */
-int heap_owns(const void *p);
+ * per 2 MiB of the 47-bit address space, read without a lock (a chunk is marked before any
+ * of its blocks is handed out). Valid only while heap_owns_ready() says so. */
+extern _Atomic(_Atomic uint64_t *) heap_chunk_map;
+static inline int heap_owns(const void *p)
+{
+    _Atomic uint64_t *m = atomic_load_explicit(&heap_chunk_map, memory_order_acquire);
+    uintptr_t i = (uintptr_t)p >> 21;
+    if (!m || (i >> (47 - 21)))
+        return 0;
+    return (int)((atomic_load_explicit(&m[i >> 6], memory_order_relaxed) >> (i & 63)) & 1);
+}
 /* Whether heap_owns can be trusted: its map could be made and every chunk is in it. */
 int heap_owns_ready(void);
 

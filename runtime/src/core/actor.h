@@ -108,6 +108,7 @@ typedef struct actor_vm {
     /* a state whose heap grew large allocates its small blocks from an arena of its own
      * (vm/luavm.c: the collector's walks keep their locality); NULL until then */
     void *arena;
+    void *arena_msp; /* its allocator's state (vm/ljx.c) */
     /* blocks malloc gave that LuaJIT now frees as small ones (a shrink kept in place when
      * every allocator refused): they are neither the heap's nor the arena's */
     void *kept[4];

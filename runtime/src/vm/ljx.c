@@ -481,6 +481,8 @@ void *ljx_arena_alloc(void *ar, void *ptr, size_t osize, size_t nsize)
     return lj_alloc_f(((arena *)ar)->msp, ptr, osize, nsize);
 }
 
+void *ljx_arena_msp(void *ar) { return ((arena *)ar)->msp; }
+
 void ljx_arena_free(void *ar)
 {
     if (!ar)

@@ -110,6 +110,10 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
  * returns all of its memory at once. */
 void *ljx_arena_new(void);
 void *ljx_arena_alloc(void *arena, void *ptr, size_t osize, size_t nsize);
+/* The same without the call through ljx.c, for the allocator's hot path: the arena's
+ * allocator state (ljx_arena_msp) and LuaJIT's own allocation function. */
+void *ljx_arena_msp(void *arena);
+extern void *lj_alloc_f(void *msp, void *ptr, size_t osize, size_t nsize);
 void ljx_arena_free(void *arena);
 
 #endif

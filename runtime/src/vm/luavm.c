@@ -48,6 +48,9 @@ LUA_UNWOUND_BEGIN
 
 #define HEAP_SLACK (64 * 1024)
 
+static void *actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+static void *actor_alloc_arena(void *ud, void *ptr, size_t osize, size_t nsize);
+
 /* ---- a large heap's arena ----
  * The runtime's heap serves size classes from per-thread magazines: cheap for the many
  * small states, but a block comes back wherever the last free of its class left one, so a
@@ -172,6 +175,40 @@ static void __attribute__((noinline, cold)) arena_start(actor *a)
     crit_exit();
     a->vm.general = a->vm.arena != NULL;
     a->vm.arena_at = a->vm.arena ? SIZE_MAX : a->vm.mem * 2;
+    if (!a->vm.arena)
+        return;
+    a->vm.arena_msp = ljx_arena_msp(a->vm.arena);
+    /* the plain allocation function gives way to the arena's own (a state under max_heap or
+     * a test hook keeps its function, whose calls reach alloc_general) */
+    void *ud;
+    if (a->vm.L && lua_getallocf(a->vm.L, &ud) == actor_alloc)
+        lua_setallocf(a->vm.L, actor_alloc_arena, a);
+}
+
+/* The allocation function of a state with an arena (set by arena_start when the state had
+ * the plain one): its common cases, a small block from the arena and a small block back to
+ * whichever allocator gave it, straight to LuaJIT's allocator; the rest to alloc_general. */
+static void *actor_alloc_arena(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    actor *a = ud;
+    /* No critical section around the arena's calls: the arena is this state's alone, so
+     * a stack overflow inside one leaves nothing of the runtime half done (luavm_abandon
+     * leaves such an arena alone, as it leaves the state) */
+    if (__builtin_expect(!a->vm.nkept, 1)) {
+        if (nsize == 0) {
+            if (ptr && osize <= HEAP_MAX_SMALL && !heap_owns(ptr)) {
+                a->vm.mem -= osize;
+                return lj_alloc_f(a->vm.arena_msp, ptr, osize, 0);
+            }
+        } else if (!ptr && nsize <= HEAP_MAX_SMALL) {
+            void *p = lj_alloc_f(a->vm.arena_msp, NULL, 0, nsize);
+            if (__builtin_expect(p != NULL, 1)) {
+                a->vm.mem += nsize;
+                return p;
+            }
+        }
+    }
+    return alloc_general(a, ptr, osize, nsize, 0);
 }
 
 /* alloc_in's cases off its fast path: a resize, the heap's slow paths, the arena check. */
@@ -240,7 +277,8 @@ static void *actor_alloc_capped(void *ud, void *ptr, size_t osize, size_t nsize)
         if (a->vm.mem + (nsize - old) - a->vm.max_heap > HEAP_SLACK)
             return NULL; /* LuaJIT raises "not enough memory"; the stop stands */
     }
-    return actor_alloc(ud, ptr, osize, nsize);
+    return a->vm.arena ? actor_alloc_arena(ud, ptr, osize, nsize)
+                       : actor_alloc(ud, ptr, osize, nsize);
 }
 
 /* Test hook (see luavm.h): the heap refuses the calling actor's state. */
@@ -919,8 +957,6 @@ static void forget_state(actor *a)
 {
     a->vm.L = NULL;
     a->vm.co = NULL;
-    /* a closed state gave back every block it held; an abandoned one is never read again */
-    ljx_arena_free(a->vm.arena);
     a->vm.arena = NULL;
     a->vm.nkept = 0;
     a->vm.general = 0;
@@ -937,13 +973,16 @@ void luavm_close(actor *a)
     if (!a->vm.L)
         return;
     a->vm.closing = 1;
-    lua_setallocf(a->vm.L, actor_alloc, a);
+    lua_setallocf(a->vm.L, a->vm.arena ? actor_alloc_arena : actor_alloc, a);
     lua_close(a->vm.L);
+    /* every block went back; the arena's memory goes with it */
+    ljx_arena_free(a->vm.arena);
     forget_state(a);
 }
 
 void luavm_abandon(actor *a)
 {
+    /* its arena is left as the state is: a stack overflow may have cut one of its calls */
     a->vm.closing = 1;
     forget_state(a);
 }
