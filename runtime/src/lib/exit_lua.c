@@ -113,6 +113,8 @@ static int l_demonitor(lua_State *L)
      * then a notice that already arrived is discarded */
     chan_close(c);
     chan_drain(c);
+    if (removed && dist_lua_alive())
+        dist_lua_demonitored(L, target); /* a remote monitor's proxy ends too */
     lua_pushboolean(L, removed);
     return 1;
 }
