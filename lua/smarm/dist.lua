@@ -72,8 +72,22 @@ function M.export(pid)
    return raw.export(pid)
 end
 
---- "<N.ID.SERIAL>" for a remote pid, N numbering its node in this process.
+-- The local number of p when p is a pid of this node as it is now (dist.export's value, or
+-- one that came back from another node inside an opaque term); false for a pid of an
+-- earlier run of this node's name (a pid that cannot be alive); nil for another node's.
+local function local_of(p)
+   local node, num, serial, creation = raw.pid_info(p)
+   local me, my_creation = raw.node()
+   if node == nil or node ~= me then return nil end
+   if creation ~= my_creation then return false end
+   return serial * 16777216 + num
+end
+
+--- "<N.ID.SERIAL>" for a remote pid, N numbering its node in this process; a pid of this
+-- node prints as the local one does ("<0.ID.SERIAL>").
 function M.pid_tostring(p)
+   local n_local = local_of(p)
+   if n_local then return smarm.pid_tostring(n_local) end
    local _, num, serial, _, n = raw.pid_info(p)
    return string.format("<%d.%d.%d>", n, num, serial)
 end
@@ -169,8 +183,9 @@ function M.send(dest, msg)
          local name = dest[1]
          return smarm.send(type(name) == "string" and name or atom_name(name), msg)
       end
-      local _, num, serial = raw.pid_info(dest)
-      return smarm.send(serial * 16777216 + num, msg)
+      local n = local_of(dest)
+      if not n then return nil, "dead" end -- a pid of an earlier run of this node
+      return smarm.send(n, msg)
    end
    if not alive() then return nil, "not_alive" end
    local packet = encode_send(dest, msg)
@@ -341,11 +356,12 @@ local function monitor_proxy(lp, rp, ref, conn)
    end
 end
 
--- An actor that ends at once with "noconnection", named as rp (nil: a name's) in its notice.
-local function unreachable(rp)
+-- An actor that ends at once with reason (default "noconnection"), named as rp (nil: a
+-- name's) in its notice.
+local function unreachable(rp, reason)
    local r = require "smarm.dist.raw"
    if rp then r.set_alias(rp) end
-   require("smarm").exit("noconnection")
+   require("smarm").exit(reason or "noconnection")
 end
 
 -- This actor's proxies (each actor has its own copy of this module): link_proxies[rp] =
@@ -376,6 +392,12 @@ end
 
 --- smarm.link for a remote pid: idempotent, as a local link.
 function M.link(rp)
+   local n = local_of(rp)
+   if n then return smarm.link(n) end
+   if n == false then -- as a link to a dead pid
+      smarm.spawn_link(unreachable, rp, "noproc")
+      return true
+   end
    local p = link_proxies[rp]
    if p and not smarm.terminal_reason(p) then return true end
    local conn = conn_for(node_of(rp))
@@ -396,6 +418,8 @@ end
 --- smarm.unlink for a remote pid: no signal of that link reaches this actor after it returns
 -- (one already queued on a trap_exit channel stays, as in Erlang).
 function M.unlink(rp)
+   local n = local_of(rp)
+   if n then return smarm.unlink(n) end
    local p = link_proxies[rp]
    link_proxies[rp] = nil
    if p then smarm.unlink(p) end
@@ -407,8 +431,14 @@ end
 --- smarm.monitor for a remote pid (or {name, node}): a monitor of the proxy, whose down
 -- notice names rp and carries the remote reason.
 function M.monitor(rp)
-   local conn = conn_for(node_of(rp))
    local pid = raw.pid_info(rp) and rp or nil
+   local n = pid and local_of(pid)
+   if n then return smarm.monitor(n) end
+   if n == false then
+      local _, mon = smarm.spawn_monitor(unreachable, pid, "noproc")
+      return mon
+   end
+   local conn = conn_for(node_of(rp))
    if not conn then
       local _, mon = smarm.spawn_monitor(unreachable, pid)
       return mon

@@ -110,6 +110,27 @@ smarm.send(v4, A("die"))
 local s5 = trapped:recv(10)
 check("remote_incoming_link_from", s5 and s5.from == v4 and s5.reason == "bye",
    s5 and tostring(s5.from), s5 and tostring(s5.reason))
+
+-- a pid of this node as dist.export makes it works here as the local pid does
+local function ends_on_go()
+   local s = require "smarm"
+   s.recv(10)
+   s.exit("bye")
+end
+local w1 = smarm.spawn(ends_on_go)
+local e1 = dist.export(w1)
+local wm = smarm.monitor(e1)
+smarm.send(e1, "go")
+local wd = wm:recv(10)
+local w2 = smarm.spawn(ends_on_go)
+local e2 = dist.export(w2)
+smarm.link(e2)
+smarm.send(e2, "go")
+local ws = trapped:recv(10)
+check("exported_local_pid", type(e1) == "userdata" and smarm.pid_tostring(e1) ==
+   smarm.pid_tostring(w1) and wd and wd.pid == w1 and wd.reason == "bye" and ws
+   and ws.from == w2 and ws.reason == "bye", smarm.pid_tostring(e1), wd and wd.reason,
+   ws and ws.reason)
 smarm.trap_exit(false)
 
 -- remote link and monitor when the peer halts: noconnection
