@@ -72,8 +72,22 @@ function M.export(pid)
    return raw.export(pid)
 end
 
---- "<N.ID.SERIAL>" for a remote pid, N numbering its node in this process.
+-- The local number of p when p is a pid of this node as it is now (dist.export's value, or
+-- one that came back from another node inside an opaque term); false for a pid of an
+-- earlier run of this node's name (a pid that cannot be alive); nil for another node's.
+local function local_of(p)
+   local node, num, serial, creation = raw.pid_info(p)
+   local me, my_creation = raw.node()
+   if node == nil or node ~= me then return nil end
+   if creation ~= my_creation then return false end
+   return serial * 16777216 + num
+end
+
+--- "<N.ID.SERIAL>" for a remote pid, N numbering its node in this process; a pid of this
+-- node prints as the local one does ("<0.ID.SERIAL>").
 function M.pid_tostring(p)
+   local n_local = local_of(p)
+   if n_local then return smarm.pid_tostring(n_local) end
    local _, num, serial, _, n = raw.pid_info(p)
    return string.format("<%d.%d.%d>", n, num, serial)
 end
@@ -169,8 +183,9 @@ function M.send(dest, msg)
          local name = dest[1]
          return smarm.send(type(name) == "string" and name or atom_name(name), msg)
       end
-      local _, num, serial = raw.pid_info(dest)
-      return smarm.send(serial * 16777216 + num, msg)
+      local n = local_of(dest)
+      if not n then return nil, "dead" end -- a pid of an earlier run of this node
+      return smarm.send(n, msg)
    end
    if not alive() then return nil, "not_alive" end
    local packet = encode_send(dest, msg)
@@ -265,35 +280,49 @@ end
 
 -- ---------------------------------------------------------------------------------------
 -- links and monitors of remote pids: proxies
+--
+-- A proxy is a local actor standing in for the remote process: it carries the remote pid as
+-- its alias (raw.set_alias), so the exit signal or down notice its end produces names the
+-- remote pid (sig.from == rp, down.pid == rp), as a link or monitor between local actors
+-- would. The functions below are spawned, so they take everything as arguments.
 
--- The proxy of a link between local actor lp and remote pid rp: linked to lp, trapping
--- exits, watching the connection. It ends with the remote reason (lp then gets it over the
--- link), or tells the peer when lp ends.
-local function link_proxy(lp, rp, conn)
+-- The proxy of a link between local actor lp and remote pid rp, for a link made here and
+-- for one a remote process made to lp (incoming: it links lp itself). Linked to lp, trapping
+-- exits, watching lp (a link does not signal a normal end) and the connection: it ends with
+-- the remote reason (lp then gets it over the link), with "noconnection" when the
+-- connection goes, or tells the peer when lp ends.
+local function link_proxy(lp, rp, conn, incoming)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
    local d = require "smarm.dist"
+   r.set_alias(rp)
    local trap = s.trap_exit(true)
-   local cmon = s.monitor(conn)
-   local function reason_of(v)
-      if r.atom_name(v) then return r.atom_name(v) end
-      return v
+   local function tell_peer(why)
+      s.send(conn, "p" .. r.encode(r.tuple(3, d.export(lp), rp,
+         type(why) == "string" and r.atom(why) or why)))
    end
-   while true do
-      local i, v = s.select({ trap, cmon, s.inbox })
-      if i == 1 then -- lp ended: tell the peer
-         s.send(conn, "p" .. r.encode(r.tuple(3, d.export(lp), rp,
-            type(v.reason) == "string" and r.atom(v.reason) or v.reason)))
+   if incoming then
+      s.link(lp)
+      local dead = s.terminal_reason(lp)
+      if dead then -- it ended before the link: the peer hears how
+         tell_peer(dead)
          s.send(conn, { op = "unlinked", lp = lp, rp = rp })
          return
-      elseif i == 2 then
+      end
+   end
+   local lmon = s.monitor(lp)
+   local cmon = s.monitor(conn)
+   while true do
+      local i, v = s.select({ trap, lmon, cmon, s.inbox })
+      if i == 1 or i == 2 then -- lp ended: tell the peer
+         tell_peer(v.reason)
+         s.send(conn, { op = "unlinked", lp = lp, rp = rp })
+         return
+      elseif i == 3 then
          s.exit("noconnection")
       elseif type(v) == "table" and v.op == "exit" then
-         local why = reason_of(v.reason)
-         if why == "normal" then
-            s.unlink(lp)
-            return
-         end
+         local why = r.atom_name(v.reason) or v.reason
+         if why == "normal" then return end -- as between local actors: no signal
          s.exit(why)
       elseif type(v) == "table" and v.op == "unlink" then
          s.unlink(lp)
@@ -303,18 +332,21 @@ local function link_proxy(lp, rp, conn)
 end
 
 -- The proxy of a monitor of remote pid (or name's atom) rp by local actor lp: lp monitors
--- it; it ends with the remote reason ("noconnection" when the connection goes).
+-- it; it ends with the remote reason ("noconnection" when the connection goes), or, when lp
+-- ends or demonitors, asks the peer to drop the monitor.
 local function monitor_proxy(lp, rp, ref, conn)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
    local d = require "smarm.dist"
+   if r.pid_info(rp) then r.set_alias(rp) end -- a name's monitor keeps the proxy's pid
    local cmon = s.monitor(conn)
    local lmon = s.monitor(lp)
    while true do
       local i, v = s.select({ cmon, lmon, s.inbox })
       if i == 1 then s.exit("noconnection") end
-      if i == 2 then
+      if i == 2 or (type(v) == "table" and v.op == "demonitor") then
          s.send(conn, "p" .. r.encode(r.tuple(20, d.export(lp), rp, ref)))
+         s.send(conn, { op = "demonitor", ref = ref })
          return
       end
       if type(v) == "table" and v.op == "down" then
@@ -324,35 +356,91 @@ local function monitor_proxy(lp, rp, ref, conn)
    end
 end
 
---- smarm.link for a remote pid.
+-- An actor that ends at once with reason (default "noconnection"), named as rp (nil: a
+-- name's) in its notice.
+local function unreachable(rp, reason)
+   local r = require "smarm.dist.raw"
+   if rp then r.set_alias(rp) end
+   require("smarm").exit(reason or "noconnection")
+end
+
+-- This actor's proxies (each actor has its own copy of this module): link_proxies[rp] =
+-- proxy, monitor_proxies[proxy] = true. Entries of ended proxies are swept as they pile up.
+local link_proxies, monitor_proxies = {}, {}
+local proxies_count, proxies_sweep_at = 0, 64
+
+local function note_proxy()
+   proxies_count = proxies_count + 1
+   if proxies_count < proxies_sweep_at then return end
+   proxies_count = 0
+   for rp, p in pairs(link_proxies) do
+      if smarm.terminal_reason(p) then
+         link_proxies[rp] = nil
+      else
+         proxies_count = proxies_count + 1
+      end
+   end
+   for p in pairs(monitor_proxies) do
+      if smarm.terminal_reason(p) then
+         monitor_proxies[p] = nil
+      else
+         proxies_count = proxies_count + 1
+      end
+   end
+   proxies_sweep_at = math.max(64, 2 * proxies_count)
+end
+
+--- smarm.link for a remote pid: idempotent, as a local link.
 function M.link(rp)
-   local node = node_of(rp)
-   local conn = conn_for(node)
-   local self = smarm.self()
-   if not conn then
-      -- as a link to a dead pid: an exit signal with reason "noconnection"
-      smarm.spawn_link(function() require("smarm").exit("noconnection") end)
+   local n = local_of(rp)
+   if n then return smarm.link(n) end
+   if n == false then -- as a link to a dead pid
+      smarm.spawn_link(unreachable, rp, "noproc")
       return true
    end
-   local proxy = smarm.spawn_link(link_proxy, self, rp, smarm.whereis(conn))
+   local p = link_proxies[rp]
+   if p and not smarm.terminal_reason(p) then return true end
+   local conn = conn_for(node_of(rp))
+   local self = smarm.self()
+   if not conn then
+      -- as a link to a dead pid: an exit signal from rp with reason "noconnection"
+      smarm.spawn_link(unreachable, rp)
+      return true
+   end
+   local proxy = smarm.spawn_link(link_proxy, self, rp, smarm.whereis(conn), false)
+   link_proxies[rp] = proxy
+   note_proxy()
    -- from here, so that it goes before anything this actor sends rp next
    smarm.send(conn, { op = "link", proxy = proxy, lp = self, rp = rp })
    return true
 end
 
---- smarm.unlink for a remote pid.
+--- smarm.unlink for a remote pid: no signal of that link reaches this actor after it returns
+-- (one already queued on a trap_exit channel stays, as in Erlang).
 function M.unlink(rp)
+   local n = local_of(rp)
+   if n then return smarm.unlink(n) end
+   local p = link_proxies[rp]
+   link_proxies[rp] = nil
+   if p then smarm.unlink(p) end
    local conn = smarm.whereis(CONN .. (node_of(rp) or ""))
    if conn then smarm.send(conn, { op = "unlink", lp = smarm.self(), rp = rp }) end
    return true
 end
 
---- smarm.monitor for a remote pid: a monitor (of the proxy) whose down notice carries the
--- remote reason.
+--- smarm.monitor for a remote pid (or {name, node}): a monitor of the proxy, whose down
+-- notice names rp and carries the remote reason.
 function M.monitor(rp)
+   local pid = raw.pid_info(rp) and rp or nil
+   local n = pid and local_of(pid)
+   if n then return smarm.monitor(n) end
+   if n == false then
+      local _, mon = smarm.spawn_monitor(unreachable, pid, "noproc")
+      return mon
+   end
    local conn = conn_for(node_of(rp))
    if not conn then
-      local _, mon = smarm.spawn_monitor(function() require("smarm").exit("noconnection") end)
+      local _, mon = smarm.spawn_monitor(unreachable, pid)
       return mon
    end
    local ref = M.make_ref()
@@ -362,10 +450,21 @@ function M.monitor(rp)
    end
    local proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
       smarm.whereis(conn))
+   monitor_proxies[proxy] = true
+   note_proxy()
    -- from here, so that the request goes before anything this actor sends rp next
    smarm.send(conn, { op = "monitor", proxy = proxy, ref = ref })
    smarm.send(conn, "p" .. raw.encode(tuple(MONITOR_P, M.export(smarm.self()), target, ref)))
    return mon
+end
+
+--- Called by smarm.demonitor (lib/dist_lua.c) after it removed a monitor of pid: a remote
+-- monitor's proxy asks the peer to drop it and ends.
+function M.demonitored(pid)
+   if monitor_proxies[pid] then
+      monitor_proxies[pid] = nil
+      smarm.send(pid, { op = "demonitor" })
+   end
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -503,6 +602,15 @@ local function to_local(p)
    return nil
 end
 
+-- Erlang's exit(Pid, Reason) from remote process rp to local actor lp: smarm.exit(lp,
+-- reason) from an actor named rp, so a trapping lp gets {from = rp, reason = reason}.
+local function signal_from(rp, lp, reason)
+   local s = require "smarm"
+   local r = require "smarm.dist.raw"
+   r.set_alias(rp)
+   s.exit(lp, r.atom_name(reason) or reason)
+end
+
 -- Runs a connection after its handshake: registered as CONN .. peer until it ends.
 local function run_conn(sock, peer)
    sock:setoption("nodelay", true)
@@ -567,54 +675,18 @@ local function run_conn(sock, peer)
          if lp then
             local from = ctl[2]
             links[from] = links[from] or {}
-            links[from][lp] = smarm.spawn(function(rp, lpid, conn)
-               -- a remote actor linked to lpid: the same proxy, started from here
-               local s = require "smarm"
-               local d = require "smarm.dist"
-               local r = require "smarm.dist.raw"
-               local trap = s.trap_exit(true)
-               s.link(lpid)
-               local dead = s.terminal_reason(lpid)
-               if dead then -- it ended before the link: the peer hears how
-                  s.send(conn, "p" .. r.encode(r.tuple(3, d.export(lpid), rp,
-                     type(dead) == "string" and r.atom(dead) or dead)))
-                  return
-               end
-               local cmon = s.monitor(conn)
-               while true do
-                  local i, v = s.select({ trap, cmon, s.inbox })
-                  if i == 1 then
-                     local why = v.reason
-                     s.send(conn, "p" .. r.encode(r.tuple(3, d.export(lpid), rp,
-                        type(why) == "string" and r.atom(why) or why)))
-                     s.send(conn, { op = "unlinked", lp = lpid, rp = rp })
-                     return
-                  elseif i == 2 then
-                     s.exit("noconnection")
-                  elseif type(v) == "table" and v.op == "exit" then
-                     local why = r.atom_name(v.reason) or v.reason
-                     if why == "normal" then
-                        s.unlink(lpid)
-                        return
-                     end
-                     s.exit(why)
-                  elseif type(v) == "table" and v.op == "unlink" then
-                     s.unlink(lpid)
-                     return
-                  end
-               end
-            end, ctl[2], lp, smarm.self())
+            links[from][lp] = smarm.spawn(link_proxy, lp, from, smarm.self(), true)
          end
-      elseif op == EXIT or op == EXIT2 then
+      elseif op == EXIT then -- a linked remote process ended
          local lp = to_local(ctl[3])
          local byr = links[ctl[2]]
          if lp and byr and byr[lp] then
             smarm.send(byr[lp], { op = "exit", reason = ctl[4] })
             byr[lp] = nil
-         elseif lp and op == EXIT2 then
-            local why = atom_name(ctl[4]) or ctl[4]
-            if why == "kill" then smarm.kill(lp) elseif why ~= "normal" then smarm.shutdown(lp) end
          end
+      elseif op == EXIT2 then -- exit(Pid, Reason): a signal from the remote process
+         local lp = to_local(ctl[3])
+         if lp then smarm.spawn(signal_from, ctl[2], lp, ctl[4]) end
       elseif op == UNLINK_ID then
          local lp = to_local(ctl[4])
          local byr = links[ctl[3]]
@@ -678,6 +750,8 @@ local function run_conn(sock, peer)
          end
       elseif m.op == "monitor" then
          monitors[m.ref[TERM]] = m.proxy
+      elseif m.op == "demonitor" then
+         monitors[m.ref[TERM]] = nil
       end
    end
 

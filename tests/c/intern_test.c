@@ -11,8 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <lauxlib.h>
+#include <lua.h>
+
 #include "base/intern.h"
+#include "base/wire.h"
 #include "lib/dist_lua.h"
+#include "vm/codec.h"
 
 static void atoms_are_unique(void **state)
 {
@@ -102,6 +107,35 @@ static void md5_vectors(void **state)
     }
 }
 
+/* What core/exit.c writes for an alias (wire_put_intern) is what the codec reads as that
+ * record's light userdata: the pid a proxy's notice names is == to the one Lua holds. */
+static void intern_on_the_wire(void **state)
+{
+    (void)state;
+    const intern_rec *p = intern_pid("w@host", 6, 7, 8, 9);
+    assert_non_null(p);
+    wire_buf b;
+    wire_buf_init(&b);
+    assert_int_equal(wire_put_table(&b, 0, 1), 0);
+    assert_int_equal(wire_put_string(&b, "pid", 3), 0);
+    assert_int_equal(wire_put_intern(&b, p), 0);
+    lua_State *L = luaL_newstate();
+    char err[128];
+    assert_int_equal(codec_decode(L, b.data, b.len, err, sizeof err), 0);
+    lua_getfield(L, -1, "pid");
+    assert_int_equal(lua_type(L, -1), LUA_TLIGHTUSERDATA);
+    assert_ptr_equal(lua_touserdata(L, -1), p);
+    lua_close(L);
+    /* an address that is no record is refused, not made a value */
+    wire_buf_reset(&b);
+    int x;
+    assert_int_equal(wire_put_intern(&b, &x), 0);
+    L = luaL_newstate();
+    assert_int_equal(codec_decode(L, b.data, b.len, err, sizeof err), -1);
+    lua_close(L);
+    wire_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -110,6 +144,7 @@ int main(void)
         cmocka_unit_test(lookup_refuses_other_pointers),
         cmocka_unit_test(threads_agree),
         cmocka_unit_test(md5_vectors),
+        cmocka_unit_test(intern_on_the_wire),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

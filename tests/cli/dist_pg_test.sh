@@ -27,6 +27,7 @@ status=0 out=$(cat "$TMP/out") err=$(cat "$TMP/err")
 timeout -k 5 120 erl -noshell -pa "$TMP" -sname "erlP$tag@localhost" -setcookie "$cookie" \
    -eval "dist_pg_peer:run(\"luaP$tag@localhost\")" >"$TMP/beam" 2>&1 || true
 for c in connect erl_sees_lua_member dollar_group_stays_local lua_sees_erl_member lua_sends_to_erl_member \
+   lua_picks_across_nodes lua_dispatches_across_nodes \
    lua_sees_erl_leave lua_leave_answered erl_sees_lua_leave erl_sees_lua_join \
    erl_sees_lua_death lua_sees_erl_rejoin; do
    grep -qx "OK $c" "$TMP/beam" || fail "pg: $c ($(grep " $c" "$TMP/beam" || head -c 600 "$TMP/beam"))"

@@ -69,7 +69,9 @@ timeout -k 5 150 "$SMARM_LUA" --sname "luaB$tag" --cookie "$cookie" tests/cli/di
 set -e
 for c in connect nodes call_beam_put cast_then_call_beam terms_beam call_noproc \
    100k_to_beam connect_lua send_lua_both_ways call_lua 100k_to_lua remote_pid_value \
-   remote_monitor_exit remote_monitor_noconnection remote_link_noconnection monitor_node; do
+   remote_monitor_exit remote_link_exit_from remote_unlink remote_demonitor \
+   remote_exit_signal_from remote_incoming_link_from exported_local_pid \
+   remote_monitor_noconnection remote_link_noconnection monitor_node; do
    grep -q "^OK $c" "$TMP/outB" || fail "smarm-lua -> BEAM/smarm-lua: $c ($(grep " $c" "$TMP/outB" || head -c 600 "$TMP/errB"))"
 done
 

@@ -130,6 +130,16 @@ int wire_put_boolean(wire_buf *b, int v)
     return 0;
 }
 
+int wire_put_intern(wire_buf *b, const void *p)
+{
+    if (wire_buf_reserve(b, 9) != 0)
+        return -1;
+    b->data[b->len++] = (char)WIRE_INTERN;
+    memcpy(b->data + b->len, &p, 8);
+    b->len += 8;
+    return 0;
+}
+
 int wire_put_number(wire_buf *b, double d)
 {
     if (wire_buf_reserve(b, 9) != 0)

@@ -76,6 +76,8 @@ int wire_put_table(wire_buf *b, unsigned narr, unsigned nhash);
 int wire_put_string(wire_buf *b, const char *s, size_t n);
 int wire_put_number(wire_buf *b, double d);
 int wire_put_boolean(wire_buf *b, int v);
+/* An interned record's address (base/intern.h), as the codec writes a light userdata. */
+int wire_put_intern(wire_buf *b, const void *p);
 
 /* ---- channel and socket references ----
  * A message that carries channel endpoints or sockets starts with a refs prefix (WIRE_REFS for a

@@ -102,6 +102,12 @@ void exit_set_error(actor *a, const char *msg, const char *traceback)
     a->ex.err_tb = traceback ? strdup(traceback) : NULL;
 }
 
+/* pid as a notice names it: the interned remote pid a stands in for, if it has one */
+static int put_subject(wire_buf *b, const actor *a, uint64_t pid)
+{
+    return a->ex.alias ? wire_put_intern(b, a->ex.alias) : wire_put_number(b, (double)pid);
+}
+
 /* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
  * signals, plus request = true for a shutdown asked of the receiver (exit_shutdown:
  * not a death, so a supervisor can tell it from a linked actor that ended so) */
@@ -112,12 +118,12 @@ static msg *notice_ref(actor *a, uint64_t pid, int exit_signal, int request, uin
     unsigned n = 2 + (a->ex.err_msg != NULL) + (a->ex.err_tb != NULL) + (exit_signal != 0) +
                  (request != 0) + (ref != 0);
     int bad = wire_put_table(&b, 0, n);
-    bad |= wire_put_string(&b, "pid", 3) | wire_put_number(&b, (double)pid);
+    bad |= wire_put_string(&b, "pid", 3) | put_subject(&b, a, pid);
     /* a monitor's notice names the monitor (mon.ref) */
     if (ref)
         bad |= wire_put_string(&b, "ref", 3) | wire_put_number(&b, (double)ref);
     if (exit_signal)
-        bad |= wire_put_string(&b, "from", 4) | wire_put_number(&b, (double)pid);
+        bad |= wire_put_string(&b, "from", 4) | put_subject(&b, a, pid);
     if (request)
         bad |= wire_put_string(&b, "request", 7) | wire_put_boolean(&b, 1);
     bad |= wire_put_string(&b, "reason", 6);
@@ -188,9 +194,28 @@ void exit_reset(actor *a, uint64_t pid, uint64_t owner)
     free(a->ex.exit_override);
     a->ex.exit_override = NULL;
     a->ex.exit_override_len = 0;
+    a->ex.alias = NULL;
     cold_unlock(a);
     clear_reason(a);
     a->ex.reason_abnormal = 0;
+}
+
+void exit_set_alias(actor *a, const void *alias)
+{
+    cold_lock(a);
+    a->ex.alias = alias;
+    cold_unlock(a);
+}
+
+/* The alias of pid's actor (NULL if none or not alive). */
+static const void *alias_of(smarm_runtime *rt, uint64_t pid)
+{
+    actor *a = lock_live(rt, pid);
+    if (!a)
+        return NULL;
+    const void *alias = a->ex.alias;
+    cold_unlock(a);
+    return alias;
 }
 
 static void stop_linked(smarm_runtime *rt, uint64_t peer_pid, actor *dying)
@@ -453,6 +478,8 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
 int exit_signal(smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reason, size_t len,
                 enum exit_kind kind)
 {
+    /* read before the target's lock: one cold lock at a time */
+    const void *alias = kind == EXIT_KILL || from == pid ? NULL : alias_of(rt, from);
     actor *t = lock_live(rt, pid);
     if (!t)
         return -1;
@@ -467,6 +494,7 @@ int exit_signal(smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reas
          * message (trapping) or a stop (not), never both nor neither */
         actor tmp;
         memset(&tmp, 0, sizeof tmp);
+        tmp.ex.alias = alias;
         char *copy = dup_bytes(reason, len);
         exit_set_reason_bytes(&tmp, copy, copy ? len : 0, 1);
         send_or_drop(trap, notice_req(&tmp, from, 1, 0));

@@ -14,6 +14,8 @@
 #include <lua.h>
 
 #include "base/intern.h"
+#include "core/exit.h"
+#include "vm/luavm.h"
 #include "lib/args.h"
 #include "base/sanitize.h"
 #include "base/slot.h"
@@ -591,6 +593,17 @@ static int l_export(lua_State *L)
     return 1;
 }
 
+/* raw.set_alias(pid): the calling actor's exit signals and down notices name it as pid
+ * from now on (a proxy standing in for a process of another node: core/exit.c) */
+static int l_set_alias(lua_State *L)
+{
+    const intern_rec *r = rec_at(L, 1, INTERN_PID);
+    if (!r)
+        return luaL_error(L, "dist: set_alias: a remote pid expected, got %s", luaL_typename(L, 1));
+    exit_set_alias(luavm_actor(L), r);
+    return 0;
+}
+
 /* raw.set_node(name, creation): this node's identity, once registered */
 static int l_set_node(lua_State *L)
 {
@@ -625,6 +638,24 @@ int dist_lua_is_remote(lua_State *L, int idx, int pairs)
 
 int dist_lua_alive(void) { return __atomic_load_n(&self_node, __ATOMIC_ACQUIRE) != NULL; }
 
+void dist_lua_demonitored(lua_State *L, uint64_t target)
+{
+    int top = lua_gettop(L);
+    /* only a state that loaded smarm.dist can have made a remote monitor: no require here */
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "smarm.dist");
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "demonitored");
+            if (lua_isfunction(L, -1)) {
+                lua_pushnumber(L, (lua_Number)target);
+                lua_call(L, 1, 0);
+            }
+        }
+    }
+    lua_settop(L, top);
+}
+
 void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres)
 {
     lua_getfield(L, LUA_GLOBALSINDEX, "require");
@@ -649,9 +680,19 @@ const luaL_Reg dist_lua_funcs[] = {
 };
 
 static const luaL_Reg raw_funcs[] = {
-    {"encode", l_encode}, {"decode", l_decode},       {"pid", l_pid},     {"pid_info", l_pid_info},
-    {"export", l_export}, {"set_node", l_set_node},   {"md5", l_md5},     {"node", l_node},
-    {"atom", l_atom},     {"atom_name", l_atom_name}, {"tuple", l_tuple}, {"is_tuple", l_is_tuple},
+    {"encode", l_encode},
+    {"decode", l_decode},
+    {"pid", l_pid},
+    {"pid_info", l_pid_info},
+    {"export", l_export},
+    {"set_node", l_set_node},
+    {"md5", l_md5},
+    {"node", l_node},
+    {"atom", l_atom},
+    {"atom_name", l_atom_name},
+    {"tuple", l_tuple},
+    {"is_tuple", l_is_tuple},
+    {"set_alias", l_set_alias},
     {NULL, NULL},
 };
 

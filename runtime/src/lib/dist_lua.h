@@ -24,6 +24,10 @@ int dist_lua_alive(void);
  * keeping nres results: smarm.pg's hooks when this node is distributed. */
 void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres);
 
+/* After smarm.demonitor removed a monitor of target: if this actor's smarm.dist holds target
+ * as the proxy of a remote monitor, the proxy is told (it demonitors on the peer and ends). */
+void dist_lua_demonitored(lua_State *L, uint64_t target);
+
 void dist_md5(const void *data, size_t n, unsigned char out[16]);
 
 #endif

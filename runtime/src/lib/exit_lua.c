@@ -113,6 +113,8 @@ static int l_demonitor(lua_State *L)
      * then a notice that already arrived is discarded */
     chan_close(c);
     chan_drain(c);
+    if (removed && dist_lua_alive())
+        dist_lua_demonitored(L, target); /* a remote monitor's proxy ends too */
     lua_pushboolean(L, removed);
     return 1;
 }
@@ -307,14 +309,77 @@ static int l_pg_members(lua_State *L)
     return 1;
 }
 
+/* A spread of picks across nodes (xorshift, per scheduler thread; no need to be secret). */
+static uint64_t pick_random(const actor *a)
+{
+    static __thread uint64_t rng;
+    if (!rng)
+        rng = (a->pid * 0x9E3779B97F4A7C15ull) ^ (uint64_t)(uintptr_t)&rng ^ 1;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Pushes a member of g (this node's or another's, each as likely), or nothing: the other
+ * nodes' members come from the pg scope, one round trip as for members. */
+static int pick_across(lua_State *L, actor *a, const char *g)
+{
+    uint32_t nl = pg_members(a->rt, g, NULL, 0);
+    lua_pushstring(L, g);
+    lua_newtable(L);
+    dist_lua_pg_call(L, "members", 2, 1);
+    uint64_t nr = lua_objlen(L, -1);
+    if (nl + nr == 0)
+        return 0;
+    uint64_t r = pick_random(a) % (nl + nr);
+    if (r < nl) {
+        uint64_t pid = pg_pick(a->rt, g);
+        if (pid) {
+            lua_pushnumber(L, (lua_Number)pid);
+            return 1;
+        }
+        if (!nr) /* this node's members left meanwhile */
+            return 0;
+        r = nl + r % nr;
+    }
+    lua_rawgeti(L, -1, (int)(r - nl + 1));
+    return 1;
+}
+
 static int l_pg_pick(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    uint64_t pid = pg_pick(a->rt, lib_check_name(L, 1, "smarm.pg.pick"));
+    const char *g = lib_check_name(L, 1, "smarm.pg.pick");
+    if (pg_global(g))
+        return pick_across(L, a, g);
+    uint64_t pid = pg_pick(a->rt, g);
     if (!pid)
         return 0;
     lua_pushnumber(L, (lua_Number)pid);
     return 1;
+}
+
+/* dispatch of a group seen across nodes: [group, msg] on the stack */
+static int dispatch_across(lua_State *L, actor *a, const char *g)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        lua_settop(L, 2);
+        if (!pick_across(L, a, g))
+            break;
+        int pid = lua_gettop(L);
+        lua_pushcfunction(L, smarm_lua_send);
+        lua_pushvalue(L, pid);
+        lua_pushvalue(L, 2);
+        lua_call(L, 2, 1);
+        if (lua_toboolean(L, -1)) {
+            lua_pushvalue(L, pid);
+            return 1;
+        }
+    }
+    lua_pushnil(L);
+    lua_pushliteral(L, "no_member");
+    return 2;
 }
 
 static int l_pg_dispatch(lua_State *L)
@@ -323,6 +388,10 @@ static int l_pg_dispatch(lua_State *L)
     const char *g = lib_check_name(L, 1, "smarm.pg.dispatch");
     if (lua_gettop(L) < 2)
         return luaL_error(L, "smarm.pg.dispatch: a message expected (argument 2)");
+    if (pg_global(g)) {
+        lua_settop(L, 2);
+        return dispatch_across(L, a, g);
+    }
     /* a member that dies between the pick and the send is picked around */
     for (int tries = 0; tries < 8; tries++) {
         uint64_t pid = pg_pick(a->rt, g);

@@ -55,7 +55,83 @@ check("remote_pid_value", p == p2 and keys[p2]
 local mon = smarm.monitor(p)
 smarm.send(p, A("die"))
 local down = mon:recv(10)
-check("remote_monitor_exit", down and down.reason == "bye", down and tostring(down.reason))
+check("remote_monitor_exit", down and down.reason == "bye" and down.pid == p,
+   down and tostring(down.reason), down and tostring(down.pid))
+
+-- the notices of remote links and monitors name the remote pid, as local ones do
+local function victim()
+   smarm.send({ "victims", erl }, T(dist.export(smarm.self()), A("new")))
+   return smarm.recv(10)[2]
+end
+local function info(pid) -- the victim's count of links and of monitors, as the BEAM sees it
+   smarm.send(pid, T(dist.export(smarm.self()), A("info")))
+   local m = smarm.recv(10)
+   return m and m[2], m and m[3]
+end
+local trapped = smarm.trap_exit(true)
+local v1 = victim()
+smarm.link(v1)
+smarm.link(v1) -- a second link is the same link
+local l1 = info(v1)
+smarm.send(v1, A("die"))
+local s1 = trapped:recv(10)
+check("remote_link_exit_from", l1 == 1 and s1 and s1.from == v1 and s1.reason == "bye",
+   l1, s1 and tostring(s1.from), s1 and tostring(s1.reason))
+
+local v2 = victim()
+smarm.link(v2)
+local before = info(v2)
+smarm.unlink(v2)
+smarm.sleep(0.3)
+local after = info(v2)
+smarm.send(v2, A("die"))
+local s2 = trapped:recv(1)
+check("remote_unlink", before == 1 and after == 0 and s2 == nil, before, after,
+   s2 and tostring(s2.reason))
+
+local v3 = victim()
+local m3 = smarm.monitor(v3)
+local _, mbefore = info(v3)
+smarm.demonitor(m3)
+smarm.sleep(0.3)
+local _, mafter = info(v3)
+check("remote_demonitor", mbefore == 1 and mafter == 0, mbefore, mafter)
+smarm.send(v3, A("die"))
+
+-- a remote process's exit(Pid, Reason) and the end of a link it made
+local v4 = victim()
+smarm.send(v4, T(A("exit_to"), dist.export(smarm.self()), A("boom")))
+local s4 = trapped:recv(10)
+check("remote_exit_signal_from", s4 and s4.from == v4 and s4.reason == "boom",
+   s4 and tostring(s4.from), s4 and tostring(s4.reason))
+smarm.send(v4, T(A("link_to"), dist.export(smarm.self())))
+smarm.sleep(0.3)
+smarm.send(v4, A("die"))
+local s5 = trapped:recv(10)
+check("remote_incoming_link_from", s5 and s5.from == v4 and s5.reason == "bye",
+   s5 and tostring(s5.from), s5 and tostring(s5.reason))
+
+-- a pid of this node as dist.export makes it works here as the local pid does
+local function ends_on_go()
+   local s = require "smarm"
+   s.recv(10)
+   s.exit("bye")
+end
+local w1 = smarm.spawn(ends_on_go)
+local e1 = dist.export(w1)
+local wm = smarm.monitor(e1)
+smarm.send(e1, "go")
+local wd = wm:recv(10)
+local w2 = smarm.spawn(ends_on_go)
+local e2 = dist.export(w2)
+smarm.link(e2)
+smarm.send(e2, "go")
+local ws = trapped:recv(10)
+check("exported_local_pid", type(e1) == "userdata" and smarm.pid_tostring(e1) ==
+   smarm.pid_tostring(w1) and wd and wd.pid == w1 and wd.reason == "bye" and ws
+   and ws.from == w2 and ws.reason == "bye", smarm.pid_tostring(e1), wd and wd.reason,
+   ws and ws.reason)
+smarm.trap_exit(false)
 
 -- remote link and monitor when the peer halts: noconnection
 smarm.send({ "victims", erl }, T(dist.export(smarm.self()), A("new")))
@@ -67,9 +143,11 @@ local nmon = smarm.monitor_node(erl)
 smarm.sleep(0.2)
 smarm.send({ "kv", erl }, A("halt"))
 local d2 = mon2:recv(15)
-check("remote_monitor_noconnection", d2 and d2.reason == "noconnection", d2 and d2.reason)
+check("remote_monitor_noconnection", d2 and d2.reason == "noconnection" and d2.pid == q,
+   d2 and d2.reason)
 local sig = trap:recv(15)
-check("remote_link_noconnection", sig and sig.reason == "noconnection", sig and sig.reason)
+check("remote_link_noconnection", sig and sig.reason == "noconnection" and sig.from == q,
+   sig and sig.reason)
 local nd = nmon:recv(15)
 check("monitor_node", nd and nd.reason == "noconnection")
 smarm.send({ "ctl", lua }, A("stop"))

@@ -63,9 +63,23 @@ sink(N, Ok) ->
 
 victims() ->
     receive {From, new} ->
-        P = spawn(fun() -> receive die -> exit(bye) end end),
+        P = spawn(fun victim/0),
         From ! {victim, P},
         victims()
+    end.
+
+%% A victim ends with bye on die; it also reports how many links and monitors it has, links
+%% to a process, and sends an exit signal, when asked.
+victim() ->
+    receive
+        die -> exit(bye);
+        {From, info} ->
+            {links, L} = process_info(self(), links),
+            {monitored_by, M} = process_info(self(), monitored_by),
+            From ! {info, length(L), length(M)},
+            victim();
+        {link_to, To} -> link(To), victim();
+        {exit_to, To, Reason} -> exit(To, Reason), victim()
     end.
 
 init(S) -> {ok, S}.

@@ -52,6 +52,14 @@ steps(Lua) ->
         {member_got, {hello_from_lua, _}} -> report(lua_sends_to_erl_member, true)
     after 5000 -> report(lua_sends_to_erl_member, timeout)
     end,
+    %% pick and dispatch there choose among both members, E's messages arrive here
+    case ask(Lua, spread) of
+        {spread, Picked, Sent} when Picked > 0, Picked < 64, Sent > 0, Sent < 64 ->
+            report(lua_picks_across_nodes, true),
+            report(lua_dispatches_across_nodes, poll(fun() ->
+                {message_queue_len, Sent} =:= process_info(E, message_queue_len) end, 50));
+        Other0 -> report(lua_picks_across_nodes, Other0)
+    end,
     ok = pg:leave(workers, E),
     report(lua_sees_erl_leave, ask(Lua, check_gone) =:= {gone, 0}),
     report(lua_leave_answered, ask(Lua, leave_local) =:= {left, true}),

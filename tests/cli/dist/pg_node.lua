@@ -32,6 +32,17 @@ while true do
       smarm.send(from, T(A("remote_seen"), #got, got[1] or A("none"),
          #smarm.pg.members("workers")))
       if got[1] then smarm.send(got[1], T(A("hello_from_lua"), smarm.node())) end
+   elseif op == "spread" then -- 64 picks and 64 dispatches: how many chose the remote member
+      local picked, sent = 0, 0
+      for _ = 1, 64 do
+         if type(smarm.pg.pick("workers")) ~= "number" then picked = picked + 1 end
+      end
+      for i = 1, 64 do
+         if type(smarm.pg.dispatch("workers", T(A("spread"), i))) ~= "number" then
+            sent = sent + 1
+         end
+      end
+      smarm.send(from, T(A("spread"), picked, sent))
    elseif op == "check_gone" then
       poll(function() return #remote_members() == 0 end, 10)
       smarm.send(from, T(A("gone"), #remote_members()))
