@@ -72,6 +72,15 @@ static inline void lib_took(actor *a)
     if (__builtin_expect(h != NULL, 0))
         host_after_take(h);
 }
+/* Before a message goes out: a stop already decided for the sender (a kill, its max_heap
+ * crossed while a pcall caught the error that followed) takes effect now, so nothing is
+ * sent after it. A stopped actor's switch does not return. */
+static inline void lib_stop_point(actor *a)
+{
+    if (__builtin_expect(atomic_load_explicit(&a->run.stop, memory_order_acquire) != 0, 0) &&
+        !a->run.blocking && !atomic_load_explicit(&a->run.host, memory_order_relaxed))
+        sched_yield_actor(a);
+}
 /* A message went out: the sender's count and its scheduler's s (metrics; NULL on a host). */
 static inline void lib_count_send(actor *a, sched *s)
 {

@@ -284,6 +284,7 @@ static int l_tx_send(lua_State *L)
     chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:send");
     if (lua_gettop(L) < 2)
         return luaL_error(L, "tx:send: a value expected (argument 1)");
+    lib_stop_point(luavm_actor(L));
     sched *s = sched_current();
     msg *m = lib_encode(L, 2, "tx:send", s);
     if (chan_send(ep->c, m) != 0) {

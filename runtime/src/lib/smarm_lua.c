@@ -302,6 +302,7 @@ int smarm_lua_send(lua_State *L)
     }
     if (lua_gettop(L) < 2)
         return luaL_error(L, "smarm.send: a message expected (argument 2)");
+    lib_stop_point(a);
     /* nothing below switches the actor to another thread */
     sched *s = sched_current();
     msg *m = lib_encode(L, 2, "smarm.send", s);
