@@ -72,13 +72,17 @@ static inline void lib_took(actor *a)
     if (__builtin_expect(h != NULL, 0))
         host_after_take(h);
 }
-/* Before a message goes out: a stop already decided for the sender (a kill, its max_heap
- * crossed while a pcall caught the error that followed) takes effect now, so nothing is
- * sent after it. A stopped actor's switch does not return. */
+/* Before a message goes out: an actor past its max_heap (stopped at the allocation that
+ * crossed it, and maybe still running because a pcall caught the error that followed) ends
+ * here, so nothing is sent after the overflow: as on BEAM, where a process over its
+ * max_heap_size is killed where it stands. (Other stops, a kill or the runtime's end, take
+ * effect at the next safe point as before: signals are asynchronous.) A stopped actor's
+ * switch does not return. */
 static inline void lib_stop_point(actor *a)
 {
-    if (__builtin_expect(atomic_load_explicit(&a->run.stop, memory_order_acquire) != 0, 0) &&
-        !a->run.blocking && !atomic_load_explicit(&a->run.host, memory_order_relaxed))
+    if (__builtin_expect(a->vm.heap_exceeded, 0) &&
+        atomic_load_explicit(&a->run.stop, memory_order_acquire) && !a->run.blocking &&
+        !atomic_load_explicit(&a->run.host, memory_order_relaxed))
         sched_yield_actor(a);
 }
 /* A message went out: the sender's count and its scheduler's s (metrics; NULL on a host). */
