@@ -105,6 +105,7 @@ typedef struct actor_vm {
      * jit_retuned once done */
     _Atomic int retune_due;
     int jit_retuned;
+    int recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
 } actor_vm;
 
 /* Counters for introspection. */
