@@ -71,7 +71,7 @@ void ljx_str_shrink(lua_State *L, unsigned slots);
  * metatable (whose finalizer would run later, in the next actor). Else 0. */
 int ljx_state_resettable(lua_State *L);
 
-/* Makes everything Lua code could reach in L unreachable: a new registry and globals table,
+/* Makes everything Lua code could reach in L unreachable: an empty registry and globals table,
  * no base-type metatables or default files, no hook, the GC's parameters and threshold as
  * in a new state, the JIT's flags and parameters as from's (ljx_jit_copy) with fresh hot
  * counters. A GC cycle under way, or a heap above collect_at bytes, is then collected in

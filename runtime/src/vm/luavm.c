@@ -816,7 +816,7 @@ void luavm_abandon(actor *a)
  *
  * Making a state and closing it are most of a short actor's cost: lua_newstate interns
  * LuaJIT's fixed strings and builds its dispatch table, and lua_close sweeps them again. So
- * the state of an actor whose body returned or raised is reset instead (vm/ljx.c: a new
+ * the state of an actor whose body returned or raised is reset instead (vm/ljx.c: an empty
  * registry and globals table, no base-type metatables, no hook, the JIT set up as a new
  * state's) and kept for the next spawn on the same scheduler, which boots it as it would a
  * new one. Lua code cannot tell: what it could reach of the last actor hung from the
