@@ -185,6 +185,38 @@ static int preload_lib(lua_State *L)
 
 static int fast_require(lua_State *L);
 
+/* The modules the jit library registers when it opens (jit.opt in package.loaded, jit.util
+ * and jit.profile in package.preload): until then these preload entries open it first. */
+static const char *const jit_modules[] = {"jit.opt", "jit.util", "jit.profile", NULL};
+
+static int preload_jit_module(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    lua_getfield(L, -1, LUA_JITLIBNAME);
+    int open = !lua_isnil(L, -1);
+    lua_pop(L, 2);
+    if (!open) {
+        for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
+            if (lib->open == luaopen_jit)
+                open_lib(L, lib);
+    }
+    /* jit.opt (require has put its sentinel, a light userdata, under the name meanwhile) */
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    lua_getfield(L, -1, name);
+    if (lua_istable(L, -1))
+        return 1;
+    lua_pop(L, 2);
+    /* jit.util, jit.profile: the jit library's own loader took this entry's place */
+    lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
+    lua_getfield(L, -1, name);
+    if (!lua_isfunction(L, -1) || lua_tocfunction(L, -1) == preload_jit_module)
+        return luaL_error(L, "module '%s' not found", name);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
 /* require "smarm": the library above installs how its table is made (luavm_shared) */
 static void push_library(lua_State *L) { luavm_runtime(L)->vm->push_library(L); }
 
@@ -241,6 +273,15 @@ static void open_package(lua_State *L)
         lua_pushlightuserdata(L, (void *)lib);
         lua_pushcclosure(L, preload_lib, 1);
         lua_setfield(L, -2, lib->name);
+    }
+    for (const char *const *m = jit_modules; *m; m++) {
+        lua_getfield(L, -1, *m);
+        int have = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (!have) {
+            lua_pushcfunction(L, preload_jit_module);
+            lua_setfield(L, -2, *m);
+        }
     }
     lua_pop(L, 1);
     /* keep the real require for the fast require below */
