@@ -38,6 +38,7 @@ typedef struct smarm_actor_info {
     char child_id[40];      /* its id in its supervisor's children, "" if none */
     int32_t kind;           /* 0 not supervised, 1 worker, 2 supervisor */
     int32_t arena;          /* 1 once its heap grew large enough for an arena of its own */
+    int32_t recycled;       /* 1 if its state is an ended actor's, reset (the state pool) */
 } smarm_actor_info;
 
 /* Marks pid as a supervised child: id as in its child spec (NULL keeps the one it has: a
@@ -55,6 +56,8 @@ typedef struct smarm_runtime_stats {
     int64_t timers;         /* entries in the timer heap */
     uint64_t heap_bytes;    /* bytes the actors' Lua states hold */
     int32_t schedulers;     /* scheduler threads */
+    uint64_t states_recycled; /* spawns that booted an ended actor's reset state */
+    int64_t states_pooled;    /* reset states waiting for a spawn */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -54,6 +54,7 @@ function M.info(pid)
       monitors = tonumber(out.monitors),
       trapping = out.trapping ~= 0,
       name = out.name[0] ~= 0 and ffi.string(out.name) or nil,
+      recycled = out.recycled ~= 0, -- its state is an ended actor's, reset (the state pool)
    }
 end
 

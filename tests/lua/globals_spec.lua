@@ -165,4 +165,23 @@ describe("globals", function()
       end)
       assert.matches("bad argument #1 to 'pairs' %(table expected, got number%)", m.err)
    end)
+
+   it("requires jit.util, jit.opt and jit.profile before jit is named", function()
+      local m = in_fresh_actor("jitmods", function(parent, tag)
+         local util = require "jit.util"
+         local opt = require "jit.opt"
+         local profile = require "jit.profile"
+         require("smarm").send(parent, {
+            tag = tag,
+            util = type(util) == "table" and type(util.traceinfo) == "function",
+            opt = type(opt) == "table" and opt == jit.opt,
+            profile = type(profile) == "table" and type(profile.start) == "function",
+            same = require("jit.util") == package.loaded["jit.util"],
+         })
+      end)
+      assert.is_true(m.util)
+      assert.is_true(m.opt)
+      assert.is_true(m.profile)
+      assert.is_true(m.same)
+   end)
 end)

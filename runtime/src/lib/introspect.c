@@ -12,6 +12,7 @@
 #include "base/sanitize.h"
 #include "core/scheduler.h"
 #include "core/stable.h"
+#include "vm/luavm.h"
 
 /* An actor's scheduler's runtime, or on a host thread its handle's (embedding) */
 static smarm_runtime *current_runtime(void)
@@ -82,6 +83,8 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
             out->heap_bytes += rt->actors[i].vm.mem;
     }
     out->schedulers = rt->nsched;
+    out->states_recycled = atomic_load_explicit(&rt->vm->states_recycled, memory_order_relaxed);
+    out->states_pooled = (int64_t)luavm_pooled(rt->vm);
 }
 
 int64_t smarm_ffi_sched_busy_ns(int32_t i)
@@ -132,6 +135,7 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->trapping = a->ex.trap != NULL;
     registry_name_of(rt, a, out->name, sizeof out->name);
     out->messages_out = a->stats.msgs_out;
+    out->recycled = a->vm.recycled;
     out->stack_high_water = a->stats.stack_hw;
     out->stack_shrinks = a->stats.stack_shrinks;
     out->stack_released = a->stats.stack_released;

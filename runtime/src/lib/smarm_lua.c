@@ -101,6 +101,9 @@ static void append_bytecode(lua_State *L, int fidx, wire_buf *b)
     size_t len;
     const char *bc = lua_tolstring(L, -1, &len);
     uint32_t n = (uint32_t)len;
+    /* the payload's one allocation, with room for a few arguments (growing it from 64
+     * bytes cost a realloc or two per spawn) */
+    wire_buf_reserve(b, 4 + len + 64);
     wire_buf_append(b, &n, 4);
     wire_buf_append(b, bc, len);
     lua_pop(L, 2);

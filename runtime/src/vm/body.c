@@ -479,7 +479,7 @@ void body_entry(actor *a)
         nargs = 0;
     }
     body_finish(a, st);
-    luavm_close(a);
+    luavm_release(a);
     sched_leave(a, LEAVE_DONE);
 }
 

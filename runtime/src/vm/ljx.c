@@ -490,3 +490,75 @@ void ljx_arena_free(void *ar)
     lj_alloc_destroy(((arena *)ar)->msp);
     free(ar);
 }
+
+/* -- Resetting a state for reuse (the state pool) ------------------------------------------ */
+
+int ljx_state_resettable(lua_State *L)
+{
+    global_State *g = G(L);
+    jit_State *J = L2J(L);
+    if (L->status != LUA_OK || cframe_raw(L->cframe) != NULL || gcref(L->openupval) != NULL)
+        return 0;
+    /* cdata finalizers, the C type table (luaopen_ffi would make a second one) */
+    if (ctype_ctsG(g) != NULL)
+        return 0;
+    /* no machine code was ever allocated, so no trace exists (a flush frees the areas) */
+    if (J->state != LJ_TRACE_IDLE || J->mcarea != NULL || tvref(g->jit_base) != NULL)
+        return 0;
+    /* in a hook, a finalizer or a vmevent handler; a profiler (process-wide timer) running */
+    if ((g->hookmask & ~HOOK_EVENTMASK) != 0 || g->vmevmask != 0)
+        return 0;
+    if (gcref(g->gc.mmudata) != NULL)
+        return 0;
+    /* every userdata follows the main thread in the GC's list (lj_udata_new); live or not
+     * yet swept, one with a metatable may have a __gc that must run at this actor's end */
+    for (GCobj *o = gcref(mainthread(g)->nextgc); o != NULL; o = gcref(o->gch.nextgc)) {
+        if (o->gch.gct != ~LJ_TUDATA || gcref(gco2ud(o)->metatable) != NULL)
+            return 0;
+    }
+    return 1;
+}
+
+/* t emptied, without a metatable, if it is no bigger than a hash part of 2^hbits slots and an
+ * array part of asize (what the last actor left in it is garbage now); else a new table of
+ * that shape. Reusing them spares the next collection a table (the globals' is 1.5 KB). */
+static GCtab *emptied(lua_State *L, GCtab *t, uint32_t asize, uint32_t hbits)
+{
+    if (t == NULL || t->hmask + 1 > (1u << hbits) || t->asize > asize)
+        return lj_tab_new(L, 0, hbits);
+    lj_tab_clear(t);
+    setgcrefnull(t->metatable);
+    t->nomm = (uint8_t)~0;
+    return t;
+}
+
+void ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at)
+{
+    global_State *g = G(L);
+    jit_State *J = L2J(L);
+    lua_settop(L, 0);
+    setgcref(g->cur_L, obj2gco(L));
+    /* NOBARRIER: a cycle under way is redone in full below; in the pause nothing is black */
+    GCtab *reg = tvistab(registry(L)) ? tabV(registry(L)) : NULL;
+    GCtab *env = tabref(L->env);
+    if (env == reg)
+        env = NULL;
+    settabV(L, registry(L), emptied(L, reg, 16, 4));
+    setgcref(L->env, obj2gco(emptied(L, env, 0, LJ_MIN_GLOBAL)));
+    for (int i = GCROOT_BASEMT; i < GCROOT_MAX; i++) /* base metatables, io's default files */
+        setgcrefnull(g->gcroot[i]);
+    lua_sethook(L, NULL, 0, 0);
+    g->gc.pause = LUAI_GCPAUSE;
+    g->gc.stepmul = LUAI_GCMUL;
+    /* flags (jit.off, optimisations), parameters (a retuned actor's), hot counters, and the
+     * penalties of prototypes that are garbage now */
+    ljx_jit_copy(L, from);
+    lj_dispatch_init_hotcount(g);
+    memset(J->penalty, 0, sizeof J->penalty);
+    J->penaltyslot = 0;
+    if (g->gc.state != GCSpause || g->gc.total > collect_at)
+        lj_gc_fullgc(L);
+    /* about the room lua_newstate leaves before the first cycle (collectgarbage("stop") left
+     * it at the maximum) */
+    g->gc.threshold = g->gc.total + 32 * 1024;
+}

@@ -65,6 +65,19 @@ int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v);
  * it grows by itself as strings are interned. */
 void ljx_str_shrink(lua_State *L, unsigned slots);
 
+/* A state that can be made to look just created again (the state pool, vm/luavm.c): 1 if
+ * nothing runs on L, it never opened the FFI (its C types cannot be forgotten), never
+ * compiled a trace, runs no profiler or vmevent handler, and holds no userdata with a
+ * metatable (whose finalizer would run later, in the next actor). Else 0. */
+int ljx_state_resettable(lua_State *L);
+
+/* Makes everything Lua code could reach in L unreachable: an empty registry and globals table,
+ * no base-type metatables or default files, no hook, the GC's parameters and threshold as
+ * in a new state, the JIT's flags and parameters as from's (ljx_jit_copy) with fresh hot
+ * counters. A GC cycle under way, or a heap above collect_at bytes, is then collected in
+ * full (which may free what the reset let go of). For a state ljx_state_resettable took. */
+void ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at);
+
 /* Whether pc lies in one of L's machine-code areas (JIT-compiled traces).
  * Async-signal-safe on the thread running L. */
 int ljx_pc_in_mcode(lua_State *L, uintptr_t pc);

@@ -27,6 +27,7 @@
 #include "core/logsink.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
+#include "base/spin.h"
 #include "core/scheduler.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -360,6 +361,38 @@ static int preload_lib(lua_State *L)
 
 static int fast_require(lua_State *L);
 
+/* The modules the jit library registers when it opens (jit.opt in package.loaded, jit.util
+ * and jit.profile in package.preload): until then these preload entries open it first. */
+static const char *const jit_modules[] = {"jit.opt", "jit.util", "jit.profile", NULL};
+
+static int preload_jit_module(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    lua_getfield(L, -1, LUA_JITLIBNAME);
+    int open = !lua_isnil(L, -1);
+    lua_pop(L, 2);
+    if (!open) {
+        for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
+            if (lib->open == luaopen_jit)
+                open_lib(L, lib);
+    }
+    /* jit.opt (require has put its sentinel, a light userdata, under the name meanwhile) */
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    lua_getfield(L, -1, name);
+    if (lua_istable(L, -1))
+        return 1;
+    lua_pop(L, 2);
+    /* jit.util, jit.profile: the jit library's own loader took this entry's place */
+    lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
+    lua_getfield(L, -1, name);
+    if (!lua_isfunction(L, -1) || lua_tocfunction(L, -1) == preload_jit_module)
+        return luaL_error(L, "module '%s' not found", name);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
 /* require "smarm": the library above installs how its table is made (luavm_shared) */
 static void push_library(lua_State *L) { luavm_runtime(L)->vm->push_library(L); }
 
@@ -416,6 +449,15 @@ static void open_package(lua_State *L)
         lua_pushlightuserdata(L, (void *)lib);
         lua_pushcclosure(L, preload_lib, 1);
         lua_setfield(L, -2, lib->name);
+    }
+    for (const char *const *m = jit_modules; *m; m++) {
+        lua_getfield(L, -1, *m);
+        int have = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (!have) {
+            lua_pushcfunction(L, preload_jit_module);
+            lua_setfield(L, -2, *m);
+        }
     }
     lua_pop(L, 1);
     /* keep the real require for the fast require below */
@@ -682,10 +724,11 @@ static int fast_require(lua_State *L)
     return lua_gettop(L);
 }
 
-static int open_state(lua_State *L)
+static int open_state(lua_State *L, int fresh)
 {
-    /* a state starts with a small string table; it grows as strings come */
-    ljx_str_shrink(L, 64);
+    /* a new state starts with a small string table; it grows as strings come */
+    if (fresh)
+        ljx_str_shrink(L, 64);
     /* _G's metatable opens the libraries, base included, on demand */
     lua_createtable(L, NSLOTS, 1);
     lua_pushcfunction(L, lazy_global);
@@ -773,7 +816,7 @@ static int boot_protected(lua_State *L)
     struct boot_call *bc = lua_touserdata(L, 1);
     lua_pop(L, 1);
     actor *a = bc->a;
-    open_state(L);
+    open_state(L, !a->vm.recycled);
     lua_State *co = lua_newthread(L);
     a->vm.co = co;
     /* the coroutine stays reachable from the registry for the actor's life */
@@ -920,18 +963,23 @@ void luavm_drop_boot(actor *a)
     a->vm.boot = NULL;
 }
 
+static lua_State *pool_take(actor *a);
+
 /* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
  * half-done by a refused allocation); the limit applies from the end of the boot on. */
 int luavm_boot(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
-    lua_State *L = new_state(a);
-    if (!L)
-        return -1;
+    lua_State *L = pool_take(a);
+    if (!L) {
+        L = new_state(a);
+        if (!L)
+            return -1;
+        ljx_jit_copy(L, vm->tmpl); /* a pooled state's reset did this */
+    }
     a->vm.L = L;
     /* every module it requires from here on is the newest version */
     a->vm.code_epoch = atomic_load_explicit(&vm->reload_epoch, memory_order_acquire);
-    ljx_jit_copy(L, vm->tmpl);
     struct boot_call bc = {a, 0};
     int st = lua_cpcall(L, boot_protected, &bc);
     luavm_drop_boot(a); /* arguments the boot decoded were marked taken */
@@ -985,6 +1033,147 @@ void luavm_abandon(actor *a)
     /* its arena is left as the state is: a stack overflow may have cut one of its calls */
     a->vm.closing = 1;
     forget_state(a);
+}
+
+/* ---- the state pool ----
+ *
+ * Making a state and closing it are most of a short actor's cost: lua_newstate interns
+ * LuaJIT's fixed strings and builds its dispatch table, and lua_close sweeps them again. So
+ * the state of an actor whose body returned or raised is reset instead (vm/ljx.c: an empty
+ * registry and globals table, no base-type metatables, no hook, the JIT set up as a new
+ * state's) and kept for the next spawn on the same scheduler, which boots it as it would a
+ * new one. Lua code cannot tell: what it could reach of the last actor hung from the
+ * registry, the globals, the metatables of the basic types, the hook and the JIT state, and
+ * math.random's seed, package.loaded and the libraries are all made anew by the boot. What
+ * a reset cannot undo makes a state ineligible (ljx_state_resettable: the FFI's C types,
+ * compiled traces, userdata with a metatable, whose __gc must run at the actor's end), as
+ * do a killed or abandoned actor, a crash on the main state, a heap that went over max_heap
+ * and a test hook's allocator. The last actor's garbage comes along until the GC takes it,
+ * and counts on the new actor's memory, so a spawn with max_heap always makes a new state;
+ * a state bigger than POOL_COLLECT_AT after its reset is collected in full, and one still
+ * bigger than POOL_STATE_MAX is closed. */
+
+#define POOL_SLOTS 16               /* pools; a scheduler uses the one of its id */
+#define POOL_STATES 32              /* states per pool */
+#define POOL_COLLECT_AT (32 * 1024) /* a reset state above this is collected in full */
+#define POOL_STATE_MAX (48 * 1024)  /* and closed if it is still above this */
+
+typedef struct luavm_pool {
+    _Atomic uint32_t lock; /* a spare scheduler may share its pool with another */
+    _Atomic uint32_t n;    /* written under the lock, read without it as a hint */
+    struct pooled {
+        lua_State *L;
+        size_t mem;
+    } st[POOL_STATES];
+} luavm_pool;
+
+static luavm_pool *pool_of_thread(luavm_shared *vm)
+{
+    sched *s = sched_current();
+    if (!vm->pools || !s || s->kind == SCHED_POOL)
+        return NULL;
+    return &vm->pools[(unsigned)s->id % POOL_SLOTS];
+}
+
+/* A pooled state allocates nothing until a spawn takes it; closing the pools at the end
+ * frees it into the heap's depot. */
+static void *pooled_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    return heap_realloc(ud, NULL, ptr, osize, nsize);
+}
+
+/* A pooled state for a, or NULL. */
+static lua_State *pool_take(actor *a)
+{
+    luavm_shared *vm = a->rt->vm;
+    /* a max_heap counts the last actor's garbage; the boot-failure test hook counts states */
+    if (a->vm.max_heap || a->vm.boot_kind == BOOT_HOST ||
+        atomic_load_explicit(&inject_state, memory_order_relaxed) > 0)
+        return NULL;
+    luavm_pool *p = pool_of_thread(vm);
+    if (!p || !atomic_load_explicit(&p->n, memory_order_relaxed))
+        return NULL;
+    struct pooled got = {NULL, 0};
+    spin_lock(&p->lock);
+    uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    if (n) {
+        got = p->st[n - 1];
+        atomic_store_explicit(&p->n, n - 1, memory_order_relaxed);
+    }
+    spin_unlock(&p->lock);
+    if (!got.L)
+        return NULL;
+    lua_setallocf(got.L, actor_alloc, a);
+    a->vm.mem = got.mem;
+    a->vm.recycled = 1;
+    atomic_fetch_add_explicit(&vm->states_recycled, 1, memory_order_relaxed);
+    return got.L;
+}
+
+/* Whether a's state may go back to a pool (besides what ljx_state_resettable checks). */
+static int may_recycle(actor *a)
+{
+    lua_Alloc f = lua_getallocf(a->vm.L, NULL);
+    /* a state with an arena of its own (a large heap) is closed: its allocation function is
+     * actor_alloc_arena, so the test below refuses it */
+    return a->vm.boot_kind != BOOT_HOST && a->pid != a->rt->root_pid && !a->vm.heap_exceeded &&
+           !a->run.overflowed && !a->vm.cret_slot && !a->vm.decoding && !a->vm.in_cont &&
+           (f == actor_alloc || f == actor_alloc_capped) && ljx_state_resettable(a->vm.L);
+}
+
+static void reset_protected(lua_State *L, void *tmpl) { ljx_state_reset(L, tmpl, POOL_COLLECT_AT); }
+
+void luavm_release(actor *a)
+{
+    luavm_shared *vm = a->rt->vm;
+    luavm_pool *p = a->vm.L ? pool_of_thread(vm) : NULL;
+    if (!p || atomic_load_explicit(&p->n, memory_order_relaxed) >= POOL_STATES || !may_recycle(a)) {
+        luavm_close(a);
+        return;
+    }
+    lua_State *L = a->vm.L;
+    a->vm.closing = 1; /* no preemption hook is armed from here on */
+    lua_setallocf(L, actor_alloc, a);
+    /* protected: the reset allocates (a registry, a globals table) */
+    if (ljx_cpcall(L, reset_protected, vm->tmpl) != 0 || a->vm.mem > POOL_STATE_MAX) {
+        lua_close(L);
+        forget_state(a);
+        return;
+    }
+    struct pooled entry = {L, a->vm.mem};
+    lua_setallocf(L, pooled_alloc, &a->rt->heap);
+    a->vm.mem = 0;
+    spin_lock(&p->lock);
+    uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    int kept = n < POOL_STATES;
+    if (kept) {
+        p->st[n] = entry;
+        atomic_store_explicit(&p->n, n + 1, memory_order_relaxed);
+    }
+    spin_unlock(&p->lock);
+    if (!kept)
+        lua_close(L);
+    forget_state(a);
+}
+
+size_t luavm_pooled(luavm_shared *vm)
+{
+    size_t n = 0;
+    for (int i = 0; vm->pools && i < POOL_SLOTS; i++)
+        n += atomic_load_explicit(&vm->pools[i].n, memory_order_relaxed);
+    return n;
+}
+
+static void pools_free(luavm_shared *vm)
+{
+    for (int i = 0; vm->pools && i < POOL_SLOTS; i++) {
+        luavm_pool *p = &vm->pools[i];
+        for (uint32_t n = atomic_load(&p->n); n > 0; n--)
+            lua_close(p->st[n - 1].L);
+        atomic_store(&p->n, 0);
+    }
+    free(vm->pools);
+    vm->pools = NULL;
 }
 
 /* ---- decoding a received message ---- */
@@ -1096,6 +1285,9 @@ int luavm_shared_init(luavm_shared *vm, const char *app_dir)
     (void)luaL_dostring(vm->tmpl, "jit.opt.start('hotloop=2000')");
     if (dump_pairs_maker(vm) != 0)
         return SMARM_ENOMEM;
+    vm->pools = calloc(POOL_SLOTS, sizeof *vm->pools);
+    if (!vm->pools)
+        return SMARM_ENOMEM;
     if (app_dir) {
         size_t n = strlen(app_dir) * 2 + 32;
         vm->package_path = malloc(n);
@@ -1134,6 +1326,7 @@ void luavm_shared_free(luavm_shared *vm)
         p = next;
     }
     atomic_store(&vm->host_preloads, NULL);
+    pools_free(vm);
     modcache_free(vm);
     if (vm->tmpl)
         lua_close(vm->tmpl);

@@ -60,6 +60,9 @@ typedef struct luavm_shared {
     char *pairs_bc;
     size_t pairs_bc_len;
     int pairs_uv[6];
+    /* states of ended actors, reset and kept for new ones (luavm.c), one pool per scheduler */
+    struct luavm_pool *pools;
+    _Atomic uint64_t states_recycled; /* spawns that took a pooled state */
 } luavm_shared;
 
 /* Adds a host module: every state that opens its package library from now on can require
@@ -102,6 +105,12 @@ int luavm_decode(struct actor *a, lua_State *L, struct msg *m, char *err, size_t
 void luavm_gc_catch_up(lua_State *L);
 /* Closes the state (its finalizers run) without max_heap. */
 void luavm_close(struct actor *a);
+/* The end of an actor whose body returned or raised: its state is reset and kept for a
+ * later spawn on this scheduler if nothing of it can outlive the reset (see luavm.c), else
+ * closed as luavm_close does. */
+void luavm_release(struct actor *a);
+/* States waiting in the pools now. */
+size_t luavm_pooled(luavm_shared *vm);
 /* Lets go of the state of an actor whose C stack overflowed without closing it: the fault
  * may have come in the middle of any LuaJIT operation, so nothing of the state is read
  * again. Its memory stays allocated, and what its objects held (channel ends, monitors'

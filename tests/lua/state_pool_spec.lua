@@ -1,0 +1,272 @@
+-- The state pool: an actor whose body returned leaves its state, reset, for a later spawn.
+-- A recycled state must look new to Lua code however the last actor left it, and a state
+-- the reset could not make new (FFI types, finalizers, traces, a kill) is closed instead.
+-- The bodies keep values they never read:
+-- luacheck: ignore 241
+
+-- Dirties every part of its state Lua code can reach, then returns (so it is recycled).
+local function dirty(parent)
+   local s = require "smarm"
+   rawset(_G, "pool_dirt", 1)
+   rawset(_G, "print", nil)
+   rawset(string, "pool_dirt", 1)
+   rawset(math, "floor", nil)
+   rawset(table, "concat", nil)
+   package.loaded.pool_dirt = {}
+   package.preload.pool_dirt = function() end
+   package.path, package.cpath = "dirt", "dirt"
+   debug.getregistry().pool_dirt = true
+   getmetatable("").pool_dirt = 1
+   getmetatable("").__index = { len = function() return "dirt" end }
+   debug.setmetatable(0, { __index = { dirt = 1 } })
+   debug.setmetatable(true, { __index = { dirt = 1 } })
+   debug.setmetatable(nil, { __index = { dirt = 1 } })
+   debug.setmetatable(print or type, { __index = { dirt = 1 } })
+   debug.setmetatable(coroutine.create(type), { __index = { dirt = 1 } })
+   math.randomseed(42)
+   local _ = math.random()
+   -- a suspended coroutine holding an open upvalue, kept in the registry
+   local co = coroutine.create(function()
+      local x = 1
+      coroutine.yield(function() x = x + 1 end)
+   end)
+   coroutine.resume(co)
+   debug.getregistry().pool_co = co
+   collectgarbage("setpause", 150)
+   collectgarbage("setstepmul", 300)
+   collectgarbage("stop")
+   -- JIT off, other parameters: nothing compiles meanwhile, so the state stays poolable
+   jit.off()
+   jit.opt.start("hotloop=1", "-fold")
+   setmetatable(_G, { __index = function() return "dirt" end })
+   s.send(parent, "dirty")
+   -- last: a line hook still set when the body returns
+   debug.sethook(function() end, "l")
+end
+
+-- What a state shows Lua code, sent to parent as {tag, r}; then waits for "bye" (so the
+-- parent can read its smarm.info while it lives).
+local function observe(parent, tag)
+   local s = require "smarm"
+   local r = {}
+   local function keys(t)
+      local out = {}
+      for k, v in pairs(t) do out[#out + 1] = tostring(k) .. ":" .. type(v) end
+      table.sort(out)
+      return table.concat(out, " ")
+   end
+   r.registry = keys(debug.getregistry())
+   r.globals = keys(_G)
+   for _, lib in ipairs({ "string", "table", "math", "os", "io", "debug", "coroutine", "bit",
+                          "jit", "package" }) do
+      r[lib] = keys(_G[lib])
+   end
+   r.loaded = keys(package.loaded)
+   r.preload = keys(package.preload)
+   r.path, r.cpath = package.path, package.cpath
+   r.gmt = keys(getmetatable(_G) or {})
+   r.strmt = keys(getmetatable(""))
+   r.strmt_is_string = getmetatable("").__index == string
+   local basemt = {}
+   for _, v in ipairs({ 0, true, print, coroutine.create(type) }) do
+      basemt[#basemt + 1] = type(v) .. ":" .. type(debug.getmetatable(v))
+   end
+   basemt[#basemt + 1] = "nil:" .. type(debug.getmetatable(nil))
+   r.basemt = table.concat(basemt, " ")
+   local hook = { debug.gethook() }
+   for i = 1, 3 do hook[i] = tostring(hook[i]) end
+   r.hook = table.concat(hook, " ")
+   r.pause = collectgarbage("setpause", 200)
+   r.stepmul = collectgarbage("setstepmul", 200)
+   local rnd = {}
+   for i = 1, 4 do rnd[i] = math.random(1e9) end
+   r.random = table.concat(rnd, " ")
+   local status = { jit.status() }
+   for i = 1, #status do status[i] = tostring(status[i]) end
+   r.jit = table.concat(status, " ")
+   -- a stopped collector does not free: count garbage made and dropped
+   local before = collectgarbage("count")
+   local keep = {}
+   for i = 1, 2e4 do keep[i % 8] = { i, i, i } end
+   r.collects = collectgarbage("count") - before < 500
+   -- last: loading the FFI makes this state unpoolable
+   local ffi = require "ffi"
+   r.cdef = pcall(ffi.typeof, "struct pool_dirt")
+   s.send(parent, { tag = tag, r = r })
+   s.recv()
+end
+
+local smarm = require "smarm" -- below the bodies, so none of them can capture it
+local ffi = require "ffi"
+local C = require "smarm.ffi"
+
+local function pool_stats()
+   local st = ffi.new("smarm_runtime_stats")
+   C.smarm_ffi_runtime_stats(st)
+   return tonumber(st.states_pooled), tonumber(st.states_recycled)
+end
+
+-- The reply tagged tag (earlier specs may have left other messages in this inbox).
+local function reply(tag)
+   while true do
+      local m = assert(smarm.recv(10), "no reply")
+      if type(m) == "table" and m.tag == tag then return m end
+   end
+end
+
+local tags = 0
+
+-- Runs observe in a new actor (spawn_opt's opts, if given): its report and whether its
+-- state was recycled.
+local function observed(opts)
+   tags = tags + 1
+   local tag = "pool" .. tags
+   local pid
+   if opts then
+      pid = smarm.spawn_opt(opts, observe, smarm.self(), tag)
+   else
+      pid = smarm.spawn(observe, smarm.self(), tag)
+   end
+   local m = reply(tag)
+   local info = assert(smarm.info(pid))
+   smarm.send(pid, "bye")
+   return m.r, info.recycled
+end
+
+local function await_down(mon)
+   local down = assert(mon:recv(10), "no down notice")
+   return down.reason
+end
+
+local function run_dirty()
+   local _, mon = smarm.spawn_monitor(dirty, smarm.self())
+   assert.are.equal("dirty", smarm.recv(10))
+   assert.are.equal("normal", await_down(mon))
+end
+
+-- How many states went to the pools while body(...) ran in an actor and ended (its own
+-- spawn may take one: pooled + recycled counts both ways). Waits for a change up to wait s.
+local function pooled_by(wait, body, ...)
+   local p0, r0 = pool_stats()
+   local pid, mon = smarm.spawn_monitor(body, ...)
+   local reason = await_down(mon)
+   local deadline = smarm.now() + wait
+   local p, r
+   repeat
+      smarm.sleep(0.01)
+      p, r = pool_stats()
+   until p + r ~= p0 + r0 or smarm.now() > deadline
+   return p + r - (p0 + r0), reason, pid
+end
+
+local function nothing() end
+
+describe("state pool", function()
+   it("reuses the state of an actor whose body returned", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      -- the spawn may boot on another scheduler than the one whose pool holds the state
+      local recycled
+      for _ = 1, 20 do
+         pooled_by(5, nothing)
+         _, recycled = observed()
+         if recycled then break end
+      end
+      assert.is_true(recycled, "no spawn after an actor ended took its state")
+   end)
+
+   it("boots a recycled state that Lua code cannot tell from a new one", function()
+      -- a new state for reference: a spawn with max_heap never takes a pooled one
+      local fresh, fresh_recycled = observed({ max_heap = 64 * 1024 * 1024 })
+      assert.is_false(fresh_recycled)
+      assert.are.equal("nil  0", fresh.hook)
+      local got
+      for _ = 1, 50 do
+         -- several, so each scheduler's pool holds dirtied states on top
+         for _ = 1, 4 do run_dirty() end
+         local r, recycled = observed()
+         if recycled then
+            got = r
+            break
+         end
+      end
+      assert(got, "no observer ran on a recycled state")
+      for k, v in pairs(fresh) do
+         assert.are.equal(v, got[k], "a recycled state differs in " .. k)
+      end
+      for k in pairs(got) do assert(fresh[k] ~= nil, k) end
+   end)
+
+   it("closes a state whose userdata has a finalizer, and runs it at the actor's end", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      local n, reason = pooled_by(0.3, function(parent)
+         local p = newproxy(true)
+         getmetatable(p).__gc = function() require("smarm").send(parent, "finalized") end
+         rawset(_G, "keep", p)
+      end, smarm.self())
+      assert.are.equal("normal", reason)
+      assert.are.equal(0, n)
+      assert.are.equal("finalized", smarm.recv(5))
+   end)
+
+   it("closes a state that opened the FFI (its C types cannot be forgotten)", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      local n = pooled_by(0.3, function()
+         local f = require "ffi"
+         f.cdef("struct pool_dirt { int x; };")
+      end)
+      assert.are.equal(0, n)
+   end)
+
+   it("closes a state that compiled traces", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      local n = pooled_by(0.3, function()
+         -- an actor that computes a whole timeslice flushes its traces once, when it takes
+         -- LuaJIT's own JIT parameters: that happens first, in an interpreted spin
+         local s = require "smarm"
+         local function spin(seconds)
+            local t0 = s.now()
+            while s.now() - t0 < seconds do end
+         end
+         jit.off(spin)
+         spin(0.05)
+         local util = require "jit.util"
+         local t = 0
+         for _ = 1, 100 do
+            for i = 1, 1e4 do t = t + i end
+            if util.traceinfo(1) then break end
+         end
+         assert(util.traceinfo(1), "no trace compiled")
+      end)
+      assert.are.equal(0, n)
+   end)
+
+   it("closes the state of a killed actor", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      local p0, r0 = pool_stats()
+      local pid, mon = smarm.spawn_monitor(function(parent)
+         local s = require "smarm"
+         s.send(parent, "waiting")
+         s.recv()
+      end, smarm.self())
+      assert.are.equal("waiting", smarm.recv(10))
+      smarm.kill(pid)
+      assert.are.equal("killed", await_down(mon))
+      smarm.sleep(0.3)
+      local p, r = pool_stats()
+      assert.are.equal(p0 + r0, p + r)
+   end)
+
+   it("recycles the state of an actor that raised", function()
+      local n, reason = pooled_by(5, function() error("pool crash") end)
+      assert.are.equal("error", reason)
+      assert.are.equal(1, n)
+   end)
+
+   it("gives a spawn with max_heap a new state", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      local p0 = pool_stats()
+      assert.is_true(p0 > 0)
+      local _, recycled = observed({ max_heap = 1024 * 1024 })
+      assert.is_false(recycled)
+   end)
+end)
