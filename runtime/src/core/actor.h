@@ -82,8 +82,7 @@ typedef struct actor_vm {
     lua_State *L;  /* the actor's own state */
     lua_State *co; /* the coroutine its body runs in */
     actor_cont cont;
-    int cont_ref; /* registry ref of the continuation trampoline */
-    int closing;  /* the state is being closed: no more waiting */
+    int closing; /* the state is being closed: no more waiting */
     int boot_kind;
     char *boot; /* spawn payload, freed once booted */
     size_t boot_len;
@@ -125,6 +124,7 @@ typedef struct actor_stats {
     char where[56]; /* the chunk of its last wait or preemption in Lua code */
     int32_t where_line;
     const void *where_chunk; /* what where names (vm/ljx.c) */
+    const void *where_pc;    /* the wait's call site where_line was taken at (vm/ljx.c) */
     char child_id[40];       /* its id in its supervisor's child specs ("" = none) */
     uint8_t kind;            /* 0 not supervised, 1 worker, 2 supervisor */
 } actor_stats;

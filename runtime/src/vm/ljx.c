@@ -417,15 +417,22 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
  * straight from the frame (lua_getstack and lua_getinfo cost a thousand instructions more,
  * most of it formatting a name that rarely changes). The name is formatted only when the
  * chunk is another than *chunk. */
-void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line)
+void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
+                      const void **at)
 {
     cTValue *f = L->base - 1;
     if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
         return;
     const BCIns *pc = frame_pc(f);
+    /* the same call site as last time: line and chunk are written already, and the
+     * prototype and its line table (cold in a state that waits most of the time) stay
+     * untouched */
+    if ((const void *)pc == *at)
+        return;
     GCfunc *fn = frame_func(frame_prevl(f));
     if (!isluafunc(fn))
         return;
+    *at = pc;
     GCproto *pt = funcproto(fn);
     BCPos pos = proto_bcpos(pt, pc) - 1;
     *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;

@@ -101,7 +101,9 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 
 /* Inside a C function called from Lua: writes its Lua caller's line to *line and, if the
  * chunk is not *chunk (then updated), the chunk's name to file (n bytes). Leaves all alone
- * when no Lua function called it. */
-void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line);
+ * when no Lua function called it, or when the call's bytecode address is *at (the last
+ * one written; then updated). Whoever else writes line or file clears *at. */
+void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
+                      const void **at);
 
 #endif
