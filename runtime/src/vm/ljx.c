@@ -126,6 +126,42 @@ void *ljx_lightud(lua_State *L, uint64_t bits)
     return lightudV(G(L), &o);
 }
 
+/* -- Dumping a function for another state ----------------------------------------------- */
+
+/* A table constructor with a computed field ({hop = k + 1}) keeps the key in its template
+ * with a nil value, so the table it duplicates already has the node and the store that
+ * follows fills it. lua_dump writes only the non-nil fields, so a state that loads the dump
+ * gets an empty template and every such constructor rehashes its table on the store (a
+ * ring member spent ~160 instructions and a second allocation per message on it). Those
+ * keys get false in the template instead: the constructor stores every one of them right
+ * after the duplication, before any code can see the table, so nothing observes the
+ * difference, in the dump or in the dumping state. Only the hash part: a nil array slot may
+ * be one a multiple-result call leaves empty. */
+static void keep_template_keys(GCproto *pt, int depth)
+{
+    for (MSize i = 0; i < pt->sizekgc; i++) {
+        GCobj *o = proto_kgc(pt, -(ptrdiff_t)(i + 1));
+        if (o->gch.gct == ~LJ_TPROTO) {
+            if (depth < 200)
+                keep_template_keys(gco2pt(o), depth + 1);
+        } else if (o->gch.gct == ~LJ_TTAB) {
+            GCtab *t = gco2tab(o);
+            Node *node = noderef(t->node);
+            for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
+                if (tvisnil(&node[j].val) && tvisstr(&node[j].key))
+                    setboolV(&node[j].val, 0);
+        }
+    }
+}
+
+int ljx_dump(lua_State *L, lua_Writer writer, void *ud)
+{
+    cTValue *o = L->top - 1;
+    if (o >= L->base && tvisfunc(o) && isluafunc(funcV(o)))
+        keep_template_keys(funcproto(funcV(o)), 0);
+    return lua_dump(L, writer, ud);
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)

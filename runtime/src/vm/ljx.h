@@ -106,4 +106,9 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
                       const void **at);
 
+/* lua_dump of the function on top of L, keeping the keys of its table constructors'
+ * templates that have no constant value (see ljx.c): the state that loads the dump builds
+ * those tables without a rehash. */
+int ljx_dump(lua_State *L, lua_Writer writer, void *ud);
+
 #endif
