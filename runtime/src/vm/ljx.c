@@ -162,6 +162,35 @@ int ljx_dump(lua_State *L, lua_Writer writer, void *ud)
     return lua_dump(L, writer, ud);
 }
 
+/* -- Raw writes for the decoder: what lua_createtable, lua_rawset and lua_rawseti do, without
+ * the API's index lookups and GC check (the decoder holds the GC, and reserved the stack) -- */
+
+void *ljx_new_table(lua_State *L, uint32_t narr, uint32_t nhash)
+{
+    GCtab *t = lj_tab_new_ah(L, (int32_t)narr, (int32_t)nhash);
+    settabV(L, L->top, t);
+    incr_top(L);
+    return t;
+}
+
+void ljx_set_pair(lua_State *L, void *table)
+{
+    GCtab *t = table;
+    TValue *o = lj_tab_set(L, t, L->top - 2);
+    copyTV(L, o, L->top - 1);
+    lj_gc_anybarriert(L, t);
+    L->top -= 2;
+}
+
+void ljx_set_index(lua_State *L, void *table, uint32_t i)
+{
+    GCtab *t = table;
+    TValue *o = lj_tab_setint(L, t, (int32_t)i);
+    copyTV(L, o, L->top - 1);
+    lj_gc_anybarriert(L, t);
+    L->top--;
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)
