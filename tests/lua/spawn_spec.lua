@@ -12,6 +12,34 @@ describe("spawn", function()
       assert.are.equal(child, m.me)
    end)
 
+   it("builds tables from constructors in the spawned function as the spawner would", function()
+      -- the function travels as bytecode: its constructors' computed fields must come out
+      -- the same (nil fields absent, a call's missing results absent, not false)
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         local function none() end
+         local function nothing() return nil end
+         local keys = function(t)
+            local ks = {}
+            for k, v in pairs(t) do
+               ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
+            end
+            table.sort(ks)
+            return table.concat(ks, " ")
+         end
+         local x = 7
+         s.send(parent, {
+            keys({ hop = x + 1 }),
+            keys({ a = nothing(), b = x, c = "k" }),
+            keys({ "k", none() }),
+            keys({ tag = "t", x, none() }),
+            keys({ u = nothing() }),
+         })
+      end, smarm.self())
+      local m = assert(smarm.recv(5))
+      assert.are.same({ "hop=8", "b=7 c=k", "1=k", "1=7 tag=t", "" }, m)
+   end)
+
    it("gives every actor a distinct pid that prints as <0.IDX.GEN>", function()
       local a = smarm.spawn(function() end)
       local b = smarm.spawn(function() end)

@@ -25,13 +25,14 @@ typedef struct mailbox {
     msg *head, *tail;       /* shared list, under lock */
     msg *priv, *priv_tail;  /* owner-only */
     _Atomic uint32_t depth; /* queued messages (approximate, for introspection) */
+    uint32_t epoch;         /* bumped by every removal: a scan of an older epoch is stale */
+    msg *mark;              /* the newest message queued when the mark was made (NULL: none) */
     /* owner-only, for selective receive: a scan walks the private list from its start or
-     * from a mark; at is the message it returned last, before the one ahead of it */
+     * from a mark; at is the message it returned last, before the one ahead of it (after
+     * the fields a push and a pop touch, which share a cache line) */
     msg *scan_at, *scan_before;
     int scan_can_take;
-    uint32_t epoch;      /* bumped by every removal: a scan of an older epoch is stale */
     uint32_t scan_epoch; /* the epoch the scan saw */
-    msg *mark;           /* the newest message queued when the mark was made (NULL: none) */
     uint32_t mark_id;    /* which mark is current; 0 = none */
 } mailbox;
 

@@ -51,15 +51,20 @@ enum boot_kind { BOOT_FUNC = 1, BOOT_FILE, BOOT_STRING, BOOT_HOST };
  * on the coroutine and returns their count, or -1 to park again. */
 typedef int (*actor_cont)(struct actor *a, lua_State *co);
 
-/* The scheduler's part (scheduler.c, preempt.c): where the actor runs and how it left. */
+/* The scheduler's part (scheduler.c, preempt.c): where the actor runs and how it left. The
+ * fields every message touches (a wake, a switch in, a park) come first, so that with the
+ * inbox's and the vm part's they fill few cache lines: in a ring of a thousand actors each
+ * line of a woken actor's record is a miss. */
 typedef struct actor_run {
-    stack *stk;                     /* its C stack while it holds one */
-    void *sp;                       /* saved stack pointer while switched out holding its stack */
-    size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
+    stack *stk;                    /* its C stack while it holds one */
+    void *sp;                      /* saved stack pointer while switched out holding its stack */
+    struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
+    /* a host actor (embedding, core/host.h): a thread of the host is its body; its slot
+     * stays RUNNING, and a wake signals this instead of queueing it */
+    _Atomic(struct host *) host;
+    uint64_t deadline; /* of the current wait, 0 = none */
     enum actor_leave leave;
     enum actor_leave yield_leave; /* how to leave when its coroutine yields to the entry */
-    uint64_t deadline;            /* of the current wait, 0 = none */
-    _Atomic uint64_t wake_armed;  /* its earliest wake in the timer heap, 0 = none */
     _Atomic int stop;             /* a stop was requested: STOP_* (0 = none) */
     int stopping;                 /* its stop entry has been set up */
     int last_sched;               /* the scheduler it last ran on (-1 = none yet) */
@@ -67,34 +72,35 @@ typedef struct actor_run {
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
     int spawned;                  /* it spawned an actor during its current slice */
     int blocking;                 /* runs on a pool thread, inside smarm.blocking */
-    struct actor *blocking_next;  /* link in the blocking pool's queue */
+    /* the rest is seldom touched */
     int overflowed; /* its C stack overflowed: it is abandoned, its state never touched again */
-    struct actor *pin_next;        /* link in its scheduler's pinned list */
-    struct heap_cache *heap_cache; /* its state allocates from this thread's cache */
-    void *fiber;                   /* TSan fiber */
-    /* a host actor (embedding, core/host.h): a thread of the host is its body; its slot
-     * stays RUNNING, and a wake signals this instead of queueing it */
-    _Atomic(struct host *) host;
+    size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
+    _Atomic uint64_t wake_armed;    /* its earliest wake in the timer heap, 0 = none */
+    struct actor *blocking_next;    /* link in the blocking pool's queue */
+    struct actor *pin_next;         /* link in its scheduler's pinned list */
+    void *fiber;                    /* TSan fiber */
 } actor_run;
 
-/* The vm layer's part: the Lua state, the boot payload, the heap accounting. */
+/* The vm layer's part: the Lua state, the boot payload, the heap accounting (per message
+ * fields first, as in actor_run). */
 typedef struct actor_vm {
     lua_State *L;  /* the actor's own state */
     lua_State *co; /* the coroutine its body runs in */
     actor_cont cont;
-    int cont_ref; /* registry ref of the continuation trampoline */
-    int closing;  /* the state is being closed: no more waiting */
+    size_t mem;           /* bytes held by the Lua state */
+    size_t arena_at;      /* the heap size at which it asks for an arena (0: not set yet) */
+    int general;          /* an arena or a kept block: allocations take the general path */
+    size_t max_heap;      /* 0 = unlimited */
+    struct msg *decoding; /* a message being decoded there; freed if decoding raises */
+    int closing;          /* the state is being closed: no more waiting */
+    int in_cont;          /* a wait's continuation runs (protected, GC held: vm/body.c) */
+    int heap_exceeded;    /* an allocation was refused for max_heap */
+    uint32_t code_epoch;  /* the module cache's reload epoch this state last looked at */
     int boot_kind;
     char *boot; /* spawn payload, freed once booted */
     size_t boot_len;
-    size_t mem;           /* bytes held by the Lua state */
-    size_t max_heap;      /* 0 = unlimited */
-    int heap_exceeded;    /* an allocation was refused for max_heap */
-    int in_cont;          /* a wait's continuation runs (protected, GC held: vm/body.c) */
-    struct msg *decoding; /* a message being decoded there; freed if decoding raises */
-    char *exit_bytes;     /* the reason smarm.exit was given, encoded at the call (or NULL) */
+    char *exit_bytes; /* the reason smarm.exit was given, encoded at the call (or NULL) */
     size_t exit_len;
-    uint32_t code_epoch; /* the module cache's reload epoch this state last looked at */
     /* a C call's return address that the preemption handler replaced (vm/body.c) */
     uintptr_t *volatile cret_slot;
     uintptr_t cret_orig;
@@ -113,28 +119,28 @@ typedef struct actor_vm {
      * every allocator refused): they are neither the heap's nor the arena's */
     void *kept[4];
     int nkept;
-    int general;     /* an arena or a kept block: every allocation takes the general path */
-    size_t arena_at; /* the heap size at which it asks for an arena (0: not set yet) */
     int recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
 } actor_vm;
 
-/* Counters for introspection. */
+/* Counters for introspection (those every message touches first). */
 typedef struct actor_stats {
-    uint64_t parks, yields, msgs_in;
-    uint64_t slices;     /* times it was switched in */
-    uint64_t migrations; /* times it resumed on another scheduler than before */
-    uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
-    uint64_t preempt_cret; /* switched out as a C function returned to Lua */
-    uint64_t msgs_out;     /* messages it sent (smarm.send, tx:send) */
+    uint64_t parks, msgs_in;
+    uint64_t msgs_out; /* messages it sent (smarm.send, tx:send) */
+    uint64_t slices;   /* times it was switched in */
     /* its C stack, sampled at waits, switches and preemption signals (core/stackwatch.h) */
     size_t stack_hw;             /* the deepest it was seen */
     size_t stack_recent;         /* the deepest since its last shrink */
+    const void *where_pc;        /* the wait's call site where_line was taken at (vm/ljx.c) */
     uint32_t parks_since_shrink; /* the cooldown before dirty pages below are released */
-    uint64_t stack_shrinks;      /* times pages of its stack were given back */
-    uint64_t stack_released;     /* bytes given back */
-    /* for introspection only, written by the actor or its supervisor, read racily */
-    char where[56]; /* the chunk of its last wait or preemption in Lua code */
     int32_t where_line;
+    uint64_t yields;
+    uint64_t migrations; /* times it resumed on another scheduler than before */
+    uint64_t preempt_hook, preempt_jit, preempt_safe; /* preemptions by tier */
+    uint64_t preempt_cret;   /* switched out as a C function returned to Lua */
+    uint64_t stack_shrinks;  /* times pages of its stack were given back */
+    uint64_t stack_released; /* bytes given back */
+    /* for introspection only, written by the actor or its supervisor, read racily */
+    char where[56];          /* the chunk of its last wait or preemption in Lua code */
     const void *where_chunk; /* what where names (vm/ljx.c) */
     char child_id[40];       /* its id in its supervisor's child specs ("" = none) */
     uint8_t kind;            /* 0 not supervised, 1 worker, 2 supervisor */
@@ -176,16 +182,18 @@ typedef struct actor_names {
     struct stab *_Atomic tables; /* stable.c: the shared tables it owns */
 } actor_names;
 
+/* Aligned to cache lines, so the hot fields at the front of its parts (the inbox, run, vm,
+ * stats) always fill the same few lines. */
 typedef struct actor {
-    struct smarm_runtime *rt;
+    _Alignas(64) struct smarm_runtime *rt;
     uint64_t pid;
-    uint64_t parent;
     mailbox inbox;
     actor_run run;
     actor_vm vm;
     actor_stats stats;
     actor_exit ex;
     actor_names names;
+    uint64_t parent;
 } actor;
 
 /* A fresh tenancy's scheduling state, with its stack shape (0 = the defaults). */

@@ -24,7 +24,8 @@ uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const smarm_
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
     double d = lua_tonumber(L, idx);
-    if (!(d >= 1 && d < 9007199254740992.0) || d != floor(d))
+    /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
+    if (!(d >= 1 && d < 9007199254740992.0) || d != (double)(uint64_t)d)
         luaL_error(L, "%s: bad pid (%s is not a pid)", fname, lua_tostring(L, idx));
     uint64_t pid = (uint64_t)d;
     if (pid_index(pid) >= rt->slots.max || pid_gen(pid) == 0)

@@ -20,6 +20,7 @@
 #include "lib/recv_lua.h"
 #include "vm/codec.h"
 #include "vm/body.h"
+#include "vm/ljx.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "core/chan.h"
@@ -90,7 +91,7 @@ static void append_bytecode(lua_State *L, int fidx, wire_buf *b)
         wire_buf tmp;
         wire_buf_init(&tmp);
         lua_pushvalue(L, fidx);
-        lua_dump(L, dump_writer, &tmp);
+        ljx_dump(L, dump_writer, &tmp);
         lua_pop(L, 1);
         lua_pushlstring(L, tmp.data, tmp.len);
         wire_buf_free(&tmp);

@@ -323,23 +323,23 @@ void body_stop_entry(actor *a)
     sched_leave(a, LEAVE_DONE);
 }
 
-/* Runs a continuation in protected mode on the actor's main state and moves its
- * results to the coroutine about to be resumed (decoding may raise out of memory). */
+/* Runs a parked actor's continuation in protected mode on its main state and moves its
+ * results to the coroutine about to be resumed (decoding may raise out of memory). A C
+ * protected call: no closure, registry slot or light userdata to look up per wake. */
 struct cont_call {
     actor *a;
     int nres;
 };
 
-int body_cont_trampoline(lua_State *L)
+static void cont_protected(lua_State *L, void *ud)
 {
-    struct cont_call *cc = lua_touserdata(L, 1);
-    lua_pop(L, 1);
+    struct cont_call *cc = ud;
+    actor *a = cc->a;
     int base = lua_gettop(L);
-    cc->nres = cc->a->vm.cont(cc->a, L);
+    cc->nres = a->vm.cont(a, L);
     if (cc->nres > 0)
-        lua_xmove(L, cc->a->vm.co, cc->nres);
+        lua_xmove(L, a->vm.co, cc->nres);
     lua_settop(L, base);
-    return 0;
 }
 
 int body_wait(lua_State *L, actor *a, actor_cont cont)
@@ -353,7 +353,7 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     a->stats.parks++;
     stackwatch_sample(a, __builtin_frame_address(0));
     ljx_caller_where(L, &a->stats.where_chunk, a->stats.where, sizeof a->stats.where,
-                     &a->stats.where_line);
+                     &a->stats.where_line, &a->stats.where_pc);
     host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
     if (__builtin_expect(h != NULL, 0)) {
         /* a host thread (embedding) is its own body: it sleeps on its parker, by the
@@ -436,15 +436,11 @@ void body_entry(actor *a)
         }
     } else {
         struct cont_call cc = {a, 0};
-        /* the trampoline is made once per state (lua_cpcall would allocate a
-         * closure on every resume) */
-        lua_rawgeti(a->vm.L, LUA_REGISTRYINDEX, a->vm.cont_ref);
-        lua_pushlightuserdata(a->vm.L, &cc);
         /* no __gc finalizer runs in the continuation: an error one raised there would end
          * the actor (no pcall of its own is around) and lose what the wait took */
         size_t held = ljx_gc_hold(a->vm.L);
         a->vm.in_cont = 1;
-        int st = lua_pcall(a->vm.L, 1, 0, 0);
+        int st = ljx_cpcall(a->vm.L, cont_protected, &cc);
         a->vm.in_cont = 0;
         ljx_gc_resume(a->vm.L, held);
         if (st != 0) {
@@ -532,6 +528,7 @@ static void hook_yield(lua_State *L, lua_Debug *ar)
     a->stats.preempt_hook++;
     luavm_where(L, a->stats.where, sizeof a->stats.where, &a->stats.where_line,
                 &a->stats.where_chunk);
+    a->stats.where_pc = NULL;
     if (L == a->vm.co && ljx_can_yield(L)) {
         /* a yield from a hook unwinds the hook dispatcher's C frames: the
          * actor then holds no stack and may resume on any thread */

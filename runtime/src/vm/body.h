@@ -30,8 +30,6 @@ void body_retune(struct actor *a);
  * lua_CFunction must return: a coroutine park when L can yield (the actor then holds no C
  * stack), a stack park otherwise. cont returns -1 to keep waiting. */
 int body_wait(lua_State *L, struct actor *a, int (*cont)(struct actor *, lua_State *));
-/* Runs a parked actor's continuation (protected, on its main state). */
-int body_cont_trampoline(lua_State *L);
 
 /* smarm.blocking: moves the calling actor (its C stack with it) to a pool thread, where it
  * returns 1; the caller makes its call there and then calls body_blocking_leave, which

@@ -625,25 +625,27 @@ static int dec_table(dec *d, int depth)
     if (!lua_checkstack(L, 4))
         return dec_fail(d, "Lua stack exhausted (at byte %zu)", at);
     d->pending += (size_t)(narr + 2 * nhash);
-    lua_createtable(L, (int)narr, (int)nhash);
+    /* the table stays at the top between its elements: each is pushed and set at once */
+    void *t = ljx_new_table(L, (uint32_t)narr, (uint32_t)nhash);
     for (uint64_t i = 1; i <= narr; i++) {
         d->pending--;
         if (dec_value(d, depth + 1))
             return -1;
-        lua_rawseti(L, -2, (int)i);
+        ljx_set_index(L, t, (uint32_t)i);
     }
     for (uint64_t i = 0; i < nhash; i++) {
         size_t kat = (size_t)(d->p - d->start);
+        /* only these tags make a nil or a NaN */
+        unsigned ktag = d->p < d->end ? *d->p : 0;
         d->pending--;
         if (dec_value(d, depth + 1))
             return -1;
-        int kt = lua_type(L, -1);
-        if (kt == LUA_TNIL || (kt == LUA_TNUMBER && isnan(lua_tonumber(L, -1))))
-            return dec_fail(d, "%s table key (at byte %zu)", kt == LUA_TNIL ? "nil" : "NaN", kat);
+        if (ktag == WIRE_NIL || (ktag == WIRE_DOUBLE && isnan(lua_tonumber(L, -1))))
+            return dec_fail(d, "%s table key (at byte %zu)", ktag == WIRE_NIL ? "nil" : "NaN", kat);
         d->pending--;
         if (dec_value(d, depth + 1))
             return -1;
-        lua_rawset(L, -3);
+        ljx_set_pair(L, t);
     }
     return 0;
 }

@@ -129,6 +129,71 @@ void *ljx_lightud(lua_State *L, uint64_t bits)
     return lightudV(G(L), &o);
 }
 
+/* -- Dumping a function for another state ----------------------------------------------- */
+
+/* A table constructor with a computed field ({hop = k + 1}) keeps the key in its template
+ * with a nil value, so the table it duplicates already has the node and the store that
+ * follows fills it. lua_dump writes only the non-nil fields, so a state that loads the dump
+ * gets an empty template and every such constructor rehashes its table on the store (a
+ * ring member spent ~160 instructions and a second allocation per message on it). Those
+ * keys get false in the template instead: the constructor stores every one of them right
+ * after the duplication, before any code can see the table, so nothing observes the
+ * difference, in the dump or in the dumping state. Only the hash part: a nil array slot may
+ * be one a multiple-result call leaves empty. */
+static void keep_template_keys(GCproto *pt, int depth)
+{
+    for (MSize i = 0; i < pt->sizekgc; i++) {
+        GCobj *o = proto_kgc(pt, -(ptrdiff_t)(i + 1));
+        if (o->gch.gct == ~LJ_TPROTO) {
+            if (depth < 200)
+                keep_template_keys(gco2pt(o), depth + 1);
+        } else if (o->gch.gct == ~LJ_TTAB) {
+            GCtab *t = gco2tab(o);
+            Node *node = noderef(t->node);
+            for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
+                if (tvisnil(&node[j].val) && tvisstr(&node[j].key))
+                    setboolV(&node[j].val, 0);
+        }
+    }
+}
+
+int ljx_dump(lua_State *L, lua_Writer writer, void *ud)
+{
+    cTValue *o = L->top - 1;
+    if (o >= L->base && tvisfunc(o) && isluafunc(funcV(o)))
+        keep_template_keys(funcproto(funcV(o)), 0);
+    return lua_dump(L, writer, ud);
+}
+
+/* -- Raw writes for the decoder: what lua_createtable, lua_rawset and lua_rawseti do, without
+ * the API's index lookups and GC check (the decoder holds the GC, and reserved the stack) -- */
+
+void *ljx_new_table(lua_State *L, uint32_t narr, uint32_t nhash)
+{
+    GCtab *t = lj_tab_new_ah(L, (int32_t)narr, (int32_t)nhash);
+    settabV(L, L->top, t);
+    incr_top(L);
+    return t;
+}
+
+void ljx_set_pair(lua_State *L, void *table)
+{
+    GCtab *t = table;
+    TValue *o = lj_tab_set(L, t, L->top - 2);
+    copyTV(L, o, L->top - 1);
+    lj_gc_anybarriert(L, t);
+    L->top -= 2;
+}
+
+void ljx_set_index(lua_State *L, void *table, uint32_t i)
+{
+    GCtab *t = table;
+    TValue *o = lj_tab_setint(L, t, (int32_t)i);
+    copyTV(L, o, L->top - 1);
+    lj_gc_anybarriert(L, t);
+    L->top--;
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)
@@ -420,15 +485,22 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
  * straight from the frame (lua_getstack and lua_getinfo cost a thousand instructions more,
  * most of it formatting a name that rarely changes). The name is formatted only when the
  * chunk is another than *chunk. */
-void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line)
+void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
+                      const void **at)
 {
     cTValue *f = L->base - 1;
     if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
         return;
     const BCIns *pc = frame_pc(f);
+    /* the same call site as last time: line and chunk are written already, and the
+     * prototype and its line table (cold in a state that waits most of the time) stay
+     * untouched */
+    if ((const void *)pc == *at)
+        return;
     GCfunc *fn = frame_func(frame_prevl(f));
     if (!isluafunc(fn))
         return;
+    *at = pc;
     GCproto *pt = funcproto(fn);
     BCPos pos = proto_bcpos(pt, pc) - 1;
     *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;

@@ -114,8 +114,23 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 
 /* Inside a C function called from Lua: writes its Lua caller's line to *line and, if the
  * chunk is not *chunk (then updated), the chunk's name to file (n bytes). Leaves all alone
- * when no Lua function called it. */
-void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line);
+ * when no Lua function called it, or when the call's bytecode address is *at (the last
+ * one written; then updated). Whoever else writes line or file clears *at. */
+void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
+                      const void **at);
+
+/* For the decoder, with the GC held and room on the stack: pushes a new table with room for
+ * narr array and nhash hash values (lua_createtable), sets t[top-2] = top-1 and pops both
+ * (lua_rawset; the key is neither nil nor NaN), sets t[i] = top-1 and pops it (lua_rawseti).
+ * t is the table ljx_new_table returned. */
+void *ljx_new_table(lua_State *L, uint32_t narr, uint32_t nhash);
+void ljx_set_pair(lua_State *L, void *t);
+void ljx_set_index(lua_State *L, void *t, uint32_t i);
+
+/* lua_dump of the function on top of L, keeping the keys of its table constructors'
+ * templates that have no constant value (see ljx.c): the state that loads the dump builds
+ * those tables without a rehash. */
+int ljx_dump(lua_State *L, lua_Writer writer, void *ud);
 
 /* A private arena of LuaJIT's own allocator (its dlmalloc: freed neighbours coalesce and
  * new blocks are carved in order, so objects allocated together lie together), or NULL.

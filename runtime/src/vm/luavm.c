@@ -821,8 +821,6 @@ static int boot_protected(lua_State *L)
     a->vm.co = co;
     /* the coroutine stays reachable from the registry for the actor's life */
     luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushcfunction(L, body_cont_trampoline);
-    a->vm.cont_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (a->vm.boot_kind == BOOT_HOST) {
         bc->nargs = 0; /* a host thread drives the main state: no body */
         return 0;

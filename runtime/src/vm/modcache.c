@@ -18,6 +18,7 @@
 #include "base/wire.h"
 #include "core/runtime.h"
 #include "smarm_embedded.h"
+#include "vm/ljx.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -65,7 +66,7 @@ static luavm_version *cache_compile(luavm_shared *vm, luavm_module *m, const cha
     }
     wire_buf b;
     wire_buf_init(&b);
-    lua_dump(T, dump_writer, &b);
+    ljx_dump(T, dump_writer, &b);
     lua_pop(T, 1);
     luavm_version *v = calloc(1, sizeof *v);
     if (!v || !b.data) {
