@@ -142,6 +142,9 @@ local function acceptor(o, report)
       report(false, err)
       return nil, err
    end
+   -- accepted sockets inherit TCP_NODELAY from the listening one (Linux): a connection
+   -- then need not set it itself (one syscall less per connection)
+   if server:setoption("nodelay", true) then o.nodelay_set = true end
    local port = server:port()
    local self = smarm.self()
    -- "$": a group of this node only, even when it is distributed

@@ -203,7 +203,8 @@ end
 -- @param sock a connected socket (smarm.net)
 -- @param o checked server options
 function M.connection(sock, o)
-   sock:setoption("nodelay", true)
+   -- (unless the acceptor's listening socket gave it to every accepted one)
+   if not o.nodelay_set then sock:setoption("nodelay", true) end
    local now = smarm.now
    local buf, pos = "", 1
    local out, nout = {}, 0

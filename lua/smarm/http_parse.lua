@@ -106,6 +106,7 @@ local host_value = (unreserved + pct_encoded + sub_delims + S(":[]")) ^ 0 * P(-1
 
 local function has_token(list, tok)
    -- Connection and similar comma lists; case-insensitive whole-element match
+   if list == tok then return true end -- "close", the common one: no patterns
    for item in list:gmatch("[^,]+") do
       if lower((item:gsub("^[ \t]+", ""):gsub("[ \t]+$", ""))) == tok then return true end
    end

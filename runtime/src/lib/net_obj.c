@@ -499,6 +499,17 @@ int net_lua_try_arm(lua_State *L, int idx, actor *a)
     /* closed: ready (its operations answer "closed"); read-ahead bytes: ready */
     if (!o->s || (arm->events & NETPOLL_READ && io_sock_buffered(o->s)))
         return 1;
+    /* a server whose last accept found nothing (an acceptor's loop between connections):
+     * any connection since then left an edge, which the arm reports, so the poll is not
+     * needed; the edge must not be taken first. At worst an edge from before that accept
+     * wakes the select once for nothing. */
+    if (o->kind == IO_LISTEN && o->s->drained && arm->events == NETPOLL_READ) {
+        int rc = io_sock_arm(netpoll_of(L), o->s, arm->events, a->pid);
+        if (rc != 0)
+            return 1; /* ready, or cannot be watched: its accept reports why */
+        lua_pop(L, 1);
+        return -1;
+    }
     /* an edge taken before a poll (the one that woke this select, if any) */
     io_sock_take_ready(o->s);
     for (;;) {
