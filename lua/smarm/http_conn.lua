@@ -219,10 +219,11 @@ function M.connection(sock, o)
    end
 
    -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
-   -- ("timeout") or when the peer went ("closed", ...)
-   local function fill(deadline)
+   -- ("timeout") or when the peer went ("closed", ...). The wait between requests gives a
+   -- timeout instead (it starts now: no clock reading).
+   local function fill(deadline, timeout)
       if nout > 0 and not flush() then return nil, "closed" end
-      local left = deadline - now()
+      local left = timeout or deadline - now()
       if left <= 0 then return nil, "timeout" end
       local data, err = sock:recv("*r", left)
       if not data then return nil, err end
@@ -259,7 +260,7 @@ function M.connection(sock, o)
       -- between requests the idle timeout runs; from a request's first byte until its
       -- body is read, the request timeout
       if pos > #buf then
-         local got = fill(now() + idle_timeout)
+         local got = fill(nil, idle_timeout)
          if not got then return sock:close() end
       end
       local deadline = now() + request_timeout
