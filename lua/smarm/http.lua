@@ -142,11 +142,14 @@ local function acceptor(o, report)
       report(false, err)
       return nil, err
    end
+   -- accepted sockets inherit TCP_NODELAY from the listening one (Linux): a connection
+   -- then need not set it itself (one syscall less per connection)
+   if server:setoption("nodelay", true) then o.nodelay_set = true end
    local port = server:port()
    local self = smarm.self()
    -- "$": a group of this node only, even when it is distributed
    local group = format("$smarm.http %s", smarm.pid_tostring(self))
-   local members, join, send = smarm.pg.members, smarm.pg.join, smarm.send
+   local members, join, send, recv = smarm.pg.members, smarm.pg.join, smarm.send, smarm.recv
    -- busy: connections being served (an estimate, recounted at the limit); idle: a stack
    -- of connection actors waiting for another connection
    local busy, max = 0, o.max_connections
@@ -162,7 +165,35 @@ local function acceptor(o, report)
       smarm.exit(reason)
    end
 
+   -- a message in the inbox: a connection actor offering itself, a port query, a stop
+   local function inbox_msg(v)
+      if type(v) ~= "table" then return end
+      if v.http_idle then
+         busy = busy > 0 and busy - 1 or 0
+         if nidle < max_idle then
+            nidle = nidle + 1
+            idle[nidle] = v.http_idle
+         else
+            send(v.http_idle, { http_exit = true })
+         end
+      elseif v.http_port then
+         v.http_port:send(port)
+      elseif v.http_stop then
+         return stop("normal")
+      end
+   end
+
    local function dispatch(sock)
+      -- while connections keep coming, select keeps finding the server ready first: the
+      -- offers of actors that finished are taken here, or each connection would spawn
+      if nidle == 0 then
+         local m = recv(0)
+         while m ~= nil do
+            inbox_msg(m)
+            if nidle > 0 then break end
+            m = recv(0)
+         end
+      end
       -- the count is recounted (dead members leave the group) only at the limit
       if busy >= max then busy = #members(group) - nidle end
       if busy >= max then return reject(sock) end
@@ -197,20 +228,8 @@ local function acceptor(o, report)
       elseif i == 2 then
          -- shut down (or the parent ended): stop accepting, close the connections
          return stop(v.reason)
-      elseif type(v) == "table" then
-         if v.http_idle then
-            busy = busy > 0 and busy - 1 or 0
-            if nidle < max_idle then
-               nidle = nidle + 1
-               idle[nidle] = v.http_idle
-            else
-               send(v.http_idle, { http_exit = true })
-            end
-         elseif v.http_port then
-            v.http_port:send(port)
-         elseif v.http_stop then
-            return stop("normal")
-         end
+      else
+         inbox_msg(v)
       end
    end
 end

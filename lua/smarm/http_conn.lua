@@ -50,6 +50,41 @@ end
 local is_token, is_field_value = parse.is_token, parse.is_field_value
 local has_token, lower_name = parse.has_token, parse.lower_name
 
+-- "Name: value\r\n" lines already checked, by name then value: a handler sends the same
+-- few headers with every response, so most lines are one lookup, not a check and four
+-- pieces to join. Bounded: a server that sends ever-new values checks each.
+local header_lines, header_line_count = {}, 0
+-- and the lower-case forms of the names checked
+local header_names, header_name_count = {}, 0
+local MAX_HEADER_LINES = 1024
+
+-- "Content-Length: n\r\n" for small n (most bodies are small)
+local length_lines = {}
+local MAX_LENGTH_LINE = 4096
+
+-- The pieces of the response being built: response() runs to its end without yielding,
+-- so one table serves every call (it stops growing at the largest response's count).
+local pieces = {}
+
+-- The line for name (a checked token): v (v a string or number) | nil (a bad value).
+local function header_line(name, v)
+   local lines = header_lines[name]
+   local line = lines and lines[v]
+   if line then return line end
+   if type(v) == "number" then v = tostring(v) end
+   if type(v) ~= "string" or not is_field_value(v) then return nil end
+   line = name .. ": " .. v .. "\r\n"
+   if header_line_count < MAX_HEADER_LINES and #line <= 256 then
+      if not lines then
+         lines = {}
+         header_lines[name] = lines
+      end
+      lines[v] = line
+      header_line_count = header_line_count + 1
+   end
+   return line
+end
+
 --- Builds one response as a string.
 -- @param status an integer from 100 to 999
 -- @param headers nil or {name = value | {values...}}; values are strings or numbers
@@ -68,31 +103,37 @@ function M.response(status, headers, body, connection, head)
    elseif type(body) ~= "string" then
       return nil, "body must be a string, got " .. type(body)
    end
-   local out, n = { status_line(status), date_header() }, 2
+   pieces[1], pieces[2] = status_line(status), date_header()
+   local n = 2
    local has_length, closes = false, connection == "close"
    if headers ~= nil then
       if type(headers) ~= "table" then
          return nil, "headers must be a table, got " .. type(headers)
       end
       for name, value in pairs(headers) do
-         if type(name) ~= "string" or not is_token(name) then
-            return nil, "bad header name " .. tostring(name)
+         local lname = header_names[name]
+         if not lname then
+            if type(name) ~= "string" or not is_token(name) then
+               return nil, "bad header name " .. tostring(name)
+            end
+            lname = lower_name(name)
+            if header_name_count < MAX_HEADER_LINES then
+               header_names[name] = lname
+               header_name_count = header_name_count + 1
+            end
          end
-         local lname = lower_name(name)
          -- one value, or a list of them (no table made for the one)
          local list = type(value) == "table" and value
          local i, v = 1, value
          if list then v = list[1] end
          while v ~= nil do
-            if type(v) == "number" then v = tostring(v) end
-            if type(v) ~= "string" or not is_field_value(v) then
-               return nil, "bad value for header " .. name
-            end
-            out[n + 1], out[n + 2], out[n + 3], out[n + 4] = name, ": ", v, "\r\n"
-            n = n + 4
+            local line = header_line(name, v)
+            if not line then return nil, "bad value for header " .. name end
+            n = n + 1
+            pieces[n] = line
             if lname == "connection" then
                connection = nil
-               closes = has_token(v, "close")
+               closes = has_token(type(v) == "number" and tostring(v) or v, "close")
             end
             if not list then break end
             i = i + 1
@@ -104,16 +145,26 @@ function M.response(status, headers, body, connection, head)
    -- no body for 1xx, 204 and 304 (RFC 9110 sections 6.4.1, 8.6)
    local bodiless = status < 200 or status == 204 or status == 304
    if not has_length and not bodiless then
-      out[n + 1], out[n + 2], out[n + 3] = "Content-Length: ", #body, "\r\n"
-      n = n + 3
+      local len = #body
+      local line = length_lines[len]
+      if not line then
+         line = "Content-Length: " .. len .. "\r\n"
+         if len <= MAX_LENGTH_LINE then length_lines[len] = line end
+      end
+      n = n + 1
+      pieces[n] = line
    end
    if connection then
-      out[n + 1], out[n + 2], out[n + 3] = "Connection: ", connection, "\r\n"
+      pieces[n + 1], pieces[n + 2], pieces[n + 3] = "Connection: ", connection, "\r\n"
       n = n + 3
    end
-   out[n + 1] = "\r\n"
-   if not head and not bodiless then out[n + 2] = body end
-   return concat(out), closes
+   n = n + 1
+   pieces[n] = "\r\n"
+   if head or bodiless then return concat(pieces, "", 1, n), closes end
+   pieces[n + 1] = body
+   local resp = concat(pieces, "", 1, n + 1)
+   pieces[n + 1] = false -- the table does not keep a big body alive
+   return resp, closes
 end
 
 -- Crash reports -------------------------------------------------------------------------
@@ -152,7 +203,8 @@ end
 -- @param sock a connected socket (smarm.net)
 -- @param o checked server options
 function M.connection(sock, o)
-   sock:setoption("nodelay", true)
+   -- (unless the acceptor's listening socket gave it to every accepted one)
+   if not o.nodelay_set then sock:setoption("nodelay", true) end
    local now = smarm.now
    local buf, pos = "", 1
    local out, nout = {}, 0
@@ -167,10 +219,11 @@ function M.connection(sock, o)
    end
 
    -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
-   -- ("timeout") or when the peer went ("closed", ...)
-   local function fill(deadline)
+   -- ("timeout") or when the peer went ("closed", ...). The wait between requests gives a
+   -- timeout instead (it starts now: no clock reading).
+   local function fill(deadline, timeout)
       if nout > 0 and not flush() then return nil, "closed" end
-      local left = deadline - now()
+      local left = timeout or deadline - now()
       if left <= 0 then return nil, "timeout" end
       local data, err = sock:recv("*r", left)
       if not data then return nil, err end
@@ -207,7 +260,7 @@ function M.connection(sock, o)
       -- between requests the idle timeout runs; from a request's first byte until its
       -- body is read, the request timeout
       if pos > #buf then
-         local got = fill(now() + idle_timeout)
+         local got = fill(nil, idle_timeout)
          if not got then return sock:close() end
       end
       local deadline = now() + request_timeout

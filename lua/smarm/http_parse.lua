@@ -106,6 +106,7 @@ local host_value = (unreserved + pct_encoded + sub_delims + S(":[]")) ^ 0 * P(-1
 
 local function has_token(list, tok)
    -- Connection and similar comma lists; case-insensitive whole-element match
+   if list == tok then return true end -- "close", the common one: no patterns
    for item in list:gmatch("[^,]+") do
       if lower((item:gsub("^[ \t]+", ""):gsub("[ \t]+$", ""))) == tok then return true end
    end
@@ -143,7 +144,12 @@ function M.request_head(buf, pos, max)
    end
    -- a head without fields ends its request line with the empty line's CRLF
    if stop + 4 - pos > max then return nil, 431 end
-   local h = {}
+   -- Made with room for a few fields, so that adding them rehashes no table. Modules run
+   -- from bytecode dumps, which drop the keys a constructor's template holds for values
+   -- computed at run time: only constant values keep a template's size, hence false
+   -- (then cleared) here and in req below.
+   local h = { host = false, ["user-agent"] = false, accept = false, connection = false }
+   h.host, h["user-agent"], h.accept, h.connection = nil, nil, nil, nil
    local method, path, q, major, minor, next = match(request_head, buf, start, h)
    if not method then
       -- the first CRLF CRLF may end the request line itself ("GET / HTTP/1.1\r\n\r\n")
@@ -152,9 +158,8 @@ function M.request_head(buf, pos, max)
    if major ~= "1" then return nil, 505 end
    if h[false] then return nil, 400 end
    local version = minor == "0" and 1.0 or 1.1
-   local req = {
-      method = method, path = path, query = q, version = version, headers = h,
-   }
+   local req = { method = false, path = false, query = false, version = false, headers = false }
+   req.method, req.path, req.query, req.version, req.headers = method, path, q, version, h
    if version == 1.1 and h.host == nil then return nil, 400 end
    local host = h.host
    if host and not good_hosts[host] then

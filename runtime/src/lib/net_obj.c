@@ -231,18 +231,32 @@ static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64
     }
 }
 
-static void clear_anchor(lua_State *L)
+/* The anchor of a wait (the op, then the method's arguments) is one table per state, kept
+ * between waits: a connection waits once per request, and a table made and dropped each
+ * time is garbage to collect. Slot 0 holds the count in use; a wait clears its slots when
+ * it ends, so the table holds nothing alive between waits (one an interrupt ended is
+ * cleared by the next). */
+static void clear_anchor(lua_State *L, int t)
 {
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_pushnil(L);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, t, 0);
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    for (int i = 1; i <= n; i++) {
+        lua_pushnil(L);
+        lua_rawseti(L, t, i);
+    }
+    lua_pushinteger(L, 0);
+    lua_rawseti(L, t, 0);
 }
 
 static int net_cont(actor *a, lua_State *L)
 {
     lua_pushlightuserdata(L, (void *)&wait_key);
     lua_rawget(L, LUA_REGISTRYINDEX);
-    int t = lua_gettop(L), n = (int)lua_objlen(L, t);
+    int t = lua_gettop(L);
+    lua_rawgeti(L, t, 0);
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
     lua_rawgeti(L, t, 1);
     const net_op *op = lua_touserdata(L, -1);
     lua_pop(L, 1);
@@ -254,7 +268,8 @@ static int net_cont(actor *a, lua_State *L)
         io_sock_take_ready(o->s);
     int r = try_or_arm(L, a, op, base, a->run.deadline);
     if (r >= 0) {
-        clear_anchor(L);
+        /* the results sit above the arguments: clearing the table moves nothing */
+        clear_anchor(L, t);
         return r;
     }
     lua_settop(L, t - 1);
@@ -279,14 +294,32 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
     }
     int top = lua_gettop(L);
     lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_createtable(L, top - base + 2, 0);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_createtable(L, 8, 0);
+        lua_pushlightuserdata(L, (void *)&wait_key);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, LUA_REGISTRYINDEX);
+    }
     lua_pushlightuserdata(L, (void *)op);
     lua_rawseti(L, -2, 1);
     for (int i = base; i <= top; i++) {
         lua_pushvalue(L, i);
         lua_rawseti(L, -2, i - base + 2);
     }
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    /* a wait that ended without its continuation (an interrupt) left its count */
+    int n = top - base + 2;
+    lua_rawgeti(L, -1, 0);
+    int old = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    for (int i = n + 1; i <= old; i++) {
+        lua_pushnil(L);
+        lua_rawseti(L, -2, i);
+    }
+    lua_pushinteger(L, n);
+    lua_rawseti(L, -2, 0);
+    lua_pop(L, 1);
     return lib_wait(L, a, deadline, 0, net_cont);
 }
 
@@ -466,6 +499,17 @@ int net_lua_try_arm(lua_State *L, int idx, actor *a)
     /* closed: ready (its operations answer "closed"); read-ahead bytes: ready */
     if (!o->s || (arm->events & NETPOLL_READ && io_sock_buffered(o->s)))
         return 1;
+    /* a server whose last accept found nothing (an acceptor's loop between connections):
+     * any connection since then left an edge, which the arm reports, so the poll is not
+     * needed; the edge must not be taken first. At worst an edge from before that accept
+     * wakes the select once for nothing. */
+    if (o->kind == IO_LISTEN && o->s->drained && arm->events == NETPOLL_READ) {
+        int rc = io_sock_arm(netpoll_of(L), o->s, arm->events, a->pid);
+        if (rc != 0)
+            return 1; /* ready, or cannot be watched: its accept reports why */
+        lua_pop(L, 1);
+        return -1;
+    }
     /* an edge taken before a poll (the one that woke this select, if any) */
     io_sock_take_ready(o->s);
     for (;;) {

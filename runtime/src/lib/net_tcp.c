@@ -248,6 +248,7 @@ static int accept_try(lua_State *L, int base, unsigned *ev)
     for (;;) {
         int fd = accept4(o->s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
+            o->s->drained = 0;
             if (net_attach(c, fd) != 0)
                 return net_push_fail(L, "out of memory");
             return 1;
@@ -263,6 +264,7 @@ static int accept_try(lua_State *L, int base, unsigned *ev)
         case EWOULDBLOCK:
 #endif
             lua_pop(L, 1);
+            o->s->drained = 1; /* a select on acceptable() need not poll (net_lua_try_arm) */
             *ev = NETPOLL_READ;
             return -1;
         case EMFILE:
