@@ -115,7 +115,7 @@ typedef struct actor_vm {
     int nkept;
     int general;     /* an arena or a kept block: every allocation takes the general path */
     size_t arena_at; /* the heap size at which it asks for an arena (0: not set yet) */
-    int recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
+    int recycled;    /* its state was an ended actor's, reset (vm/luavm.c's pool) */
 } actor_vm;
 
 /* Counters for introspection. */
