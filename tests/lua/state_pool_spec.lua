@@ -240,6 +240,26 @@ describe("state pool", function()
       assert.are.equal(0, n)
    end)
 
+   it("closes a state that took an arena for a large heap, also under max_heap", function()
+      assert.are.equal(1, (pooled_by(5, nothing)))
+      local function big()
+         jit.off() -- no trace, which alone would make the state unpoolable
+         local t = {}
+         for i = 1, 2e5 do t[i] = { i } end -- some 10 MB: past the arena threshold
+         assert(#t == 2e5)
+         t = {}
+         collectgarbage()
+         return t
+      end
+      assert.are.equal(0, (pooled_by(0.3, big)))
+      local p0, r0 = pool_stats()
+      local _, mon = smarm.spawn_opt({ max_heap = 256 * 1024 * 1024, monitor = true }, big)
+      assert.are.equal("normal", await_down(mon))
+      smarm.sleep(0.3)
+      local p, r = pool_stats()
+      assert.are.equal(p0 + r0, p + r)
+   end)
+
    it("closes the state of a killed actor", function()
       assert.are.equal(1, (pooled_by(5, nothing)))
       local p0, r0 = pool_stats()

@@ -1112,10 +1112,12 @@ static lua_State *pool_take(actor *a)
 static int may_recycle(actor *a)
 {
     lua_Alloc f = lua_getallocf(a->vm.L, NULL);
-    /* a state with an arena of its own (a large heap) is closed: its allocation function is
-     * actor_alloc_arena, so the test below refuses it */
-    return a->vm.boot_kind != BOOT_HOST && a->pid != a->rt->root_pid && !a->vm.heap_exceeded &&
-           !a->run.overflowed && !a->vm.cret_slot && !a->vm.decoding && !a->vm.in_cont &&
+    /* a state with an arena of its own (a large heap; under max_heap it keeps
+     * actor_alloc_capped) or with kept malloc blocks is closed: the next tenant's allocator
+     * would free those blocks into the heap */
+    return !a->vm.arena && !a->vm.nkept && !a->vm.general && a->vm.boot_kind != BOOT_HOST &&
+           a->pid != a->rt->root_pid && !a->vm.heap_exceeded && !a->run.overflowed &&
+           !a->vm.cret_slot && !a->vm.decoding && !a->vm.in_cont &&
            (f == actor_alloc || f == actor_alloc_capped) && ljx_state_resettable(a->vm.L);
 }
 
