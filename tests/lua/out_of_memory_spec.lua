@@ -15,21 +15,8 @@ end
 -- Refused only blocks that shrink, it adds keys to a table whose array part then shrinks:
 -- LuaJIT does that after replacing the hash part, so a shrink must never fail.
 local function shrink_refused(parent)
-   local ffi = require "ffi"
-   ffi.cdef "void luavm_test_heap_refuses(int grow, int shrink);"
-   local s = require "smarm"
-   local t = {}
-   for i = 1, 64 do t[i] = i end
-   for i = 9, 64 do t[i] = nil end
-   local keys = {}
-   for i = 1, 40 do keys[i] = "k" .. i end
-   local function fill() for i = 1, 40 do t[keys[i]] = i end end
-   ffi.C.luavm_test_heap_refuses(0, 1)
-   local ok, err = pcall(fill)
-   ffi.C.luavm_test_heap_refuses(0, 0)
-   local n = 0
-   for _ in pairs(t) do n = n + 1 end
-   s.send(parent, { ok = ok, err = tostring(err), n = n })
+   local ok, err, n = require("support.shrink_refused").fill(64)
+   require("smarm").send(parent, { ok = ok, err = tostring(err), n = n })
 end
 
 local smarm = require "smarm" -- below the bodies, so none can capture it
