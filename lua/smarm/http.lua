@@ -95,13 +95,14 @@ end
 local function connection_main(sock, o, acceptor_pid)
    local s = require "smarm"
    local http = require "smarm.http_conn"
-   local self = s.self()
+   -- the offer is the same message every time (send copies it)
+   local offer = { http_idle = s.self() }
    while true do
       http.connection(sock, o)
       sock = nil
       -- a connection that held a big body leaves garbage behind
       if collectgarbage("count") > 1024 then collectgarbage() end
-      if not s.send(acceptor_pid, { http_idle = self }) then return end
+      if not s.send(acceptor_pid, offer) then return end
       repeat
          local m = s.recv()
          -- (_G.type: this module's local type would be an upvalue)
@@ -183,6 +184,10 @@ local function acceptor(o, report)
       end
    end
 
+   -- the message that hands a socket over, one table for all (send copies it, and moves
+   -- the socket); false, not nil, keeps its key in the constructor's template
+   local hand = { http_sock = false }
+
    local function dispatch(sock)
       -- while connections keep coming, select keeps finding the server ready first: the
       -- offers of actors that finished are taken here, or each connection would spawn
@@ -203,7 +208,9 @@ local function acceptor(o, report)
          nidle = nidle - 1
          -- a message to an actor that died takes the socket with it: the client sees
          -- the connection close (an idle actor dies only when killed from outside)
-         if send(pid, { http_sock = sock }) then busy = busy + 1 end
+         hand.http_sock = sock
+         if send(pid, hand) then busy = busy + 1 end
+         hand.http_sock = false
          return
       end
       -- at a full actor slab the socket is still ours (try_spawn refuses before it
