@@ -26,7 +26,7 @@
  * collector walks every object in allocation order (its sweep, its mark), touching pages all
  * over the heap; with 4 KiB pages a third of binary-trees' samples sat on the sweep's loads
  * of object headers (TLB misses: a cache simulation shows no more misses than plain luajit's). */
-#define CHUNK_SIZE (2048 * 1024)
+#define CHUNK_SIZE ((size_t)1 << HEAP_CHUNK_SHIFT)
 #define MAG_BYTES (16 * 1024) /* a magazine holds about this much ... */
 #define MAG_MIN 16            /* ... but never fewer blocks than this */
 #define MAG_MAX 128           /* or more than this */
@@ -35,11 +35,7 @@
  * A bit per CHUNK_SIZE of the 47-bit user address space: 2^26 bits, 8 MiB of reserved
  * address space of which only the pages covering chunks are ever touched. Shared by every
  * heap of the process (chunks never overlap). */
-#define ADDR_BITS 47
-#define CHUNK_SHIFT 21
-#define MAP_WORDS (((size_t)1 << (ADDR_BITS - CHUNK_SHIFT)) / 64)
-_Static_assert(CHUNK_SIZE == (size_t)1 << CHUNK_SHIFT && CHUNK_SHIFT == 21 && ADDR_BITS == 47,
-               "a chunk is one bit of the map (heap_owns in heap.h has the same numbers)");
+#define MAP_WORDS (((size_t)1 << (HEAP_ADDR_BITS - HEAP_CHUNK_SHIFT)) / 64)
 
 _Atomic(_Atomic uint64_t *) heap_chunk_map;
 static _Atomic int chunk_map_broken; /* a chunk could not be marked: heap_owns lies */
@@ -59,8 +55,8 @@ static void chunk_mark(const char *chunk, int on)
 {
     pthread_once(&chunk_map_once, chunk_map_init);
     _Atomic uint64_t *m = atomic_load_explicit(&heap_chunk_map, memory_order_acquire);
-    uintptr_t i = (uintptr_t)chunk >> CHUNK_SHIFT;
-    if (!m || (i >> (ADDR_BITS - CHUNK_SHIFT))) {
+    uintptr_t i = (uintptr_t)chunk >> HEAP_CHUNK_SHIFT;
+    if (!m || (i >> (HEAP_ADDR_BITS - HEAP_CHUNK_SHIFT))) {
         atomic_store(&chunk_map_broken, 1);
         return;
     }

@@ -116,12 +116,14 @@ size_t heap_reserved(heap *h);
  * for n <= HEAP_MAX_SMALL does, memory from malloc or another allocator does not. One bit
  * per 2 MiB of the 47-bit address space, read without a lock (a chunk is marked before any
  * of its blocks is handed out). Valid only while heap_owns_ready() says so. */
+#define HEAP_CHUNK_SHIFT 21 /* a chunk is 2 MiB, aligned to its size */
+#define HEAP_ADDR_BITS 47   /* the user address space the map covers */
 extern _Atomic(_Atomic uint64_t *) heap_chunk_map;
 static inline int heap_owns(const void *p)
 {
     _Atomic uint64_t *m = atomic_load_explicit(&heap_chunk_map, memory_order_acquire);
-    uintptr_t i = (uintptr_t)p >> 21;
-    if (!m || (i >> (47 - 21)))
+    uintptr_t i = (uintptr_t)p >> HEAP_CHUNK_SHIFT;
+    if (!m || (i >> (HEAP_ADDR_BITS - HEAP_CHUNK_SHIFT)))
         return 0;
     return (int)((atomic_load_explicit(&m[i >> 6], memory_order_relaxed) >> (i & 63)) & 1);
 }

@@ -88,7 +88,7 @@ typedef struct actor_vm {
     lua_State *co; /* the coroutine its body runs in */
     actor_cont cont;
     size_t mem;           /* bytes held by the Lua state */
-    size_t arena_at;      /* the heap size at which it asks for an arena (0: not set yet) */
+    size_t arena_at;      /* the heap size at which it asks for an arena (set at boot) */
     int general;          /* an arena or a kept block: allocations take the general path */
     size_t max_heap;      /* 0 = unlimited */
     struct msg *decoding; /* a message being decoded there; freed if decoding raises */

@@ -288,6 +288,20 @@ static void maybe_grow(stab *t)
     free(old);
 }
 
+/* The end of a write under bucket lock l: the lock goes, then what the write did not keep
+ * (an unused entry, a key not linked, the value replaced) is freed, then the table grows
+ * if the write linked a new entry. */
+static void write_done(stab *t, _Atomic uint32_t *l, entry *fresh, stab_blob *key, stab_blob *old,
+                       int grew)
+{
+    rwspin_write_unlock(l);
+    free(fresh);
+    stab_blob_release(key);
+    stab_blob_release(old);
+    if (grew)
+        maybe_grow(t);
+}
+
 /* Links e (made before the lock) at the end of a bucket's chain, *p, for key and val: the
  * table's count and bytes follow; the stripe's write lock is held. */
 static void link_entry(stab *t, entry **p, entry *e, uint64_t h, stab_blob *key, stab_blob *val)
@@ -331,12 +345,7 @@ int stab_insert(stab *t, stab_blob *key, stab_blob *val)
         key = NULL;
         grew = 1;
     }
-    rwspin_write_unlock(l);
-    free(fresh);
-    stab_blob_release(key);
-    stab_blob_release(old);
-    if (grew)
-        maybe_grow(t);
+    write_done(t, l, fresh, key, old, grew);
     return STAB_OK;
 }
 
@@ -473,13 +482,8 @@ int stab_update_counter(stab *t, stab_blob *key, double incr, int has_default, d
             grew = 1;
         }
     }
-    rwspin_write_unlock(l);
     free(nv);
-    free(fresh);
-    stab_blob_release(key);
-    stab_blob_release(old);
-    if (grew)
-        maybe_grow(t);
+    write_done(t, l, fresh, key, old, grew);
     return rc;
 }
 

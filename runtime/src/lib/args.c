@@ -148,9 +148,7 @@ void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const
     lua_setfield(L, -2, "__tostring");
     lua_pushstring(L, name);
     lua_setfield(L, -2, "__metatable");
-    lua_pushlightuserdata(L, (void *)key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    luavm_registry_keep(L, key);
 }
 
 LUA_UNWOUND_END

@@ -113,11 +113,8 @@ static int l_rx_recv(lua_State *L);
 static void push_mt(lua_State *L, int kind)
 {
     const char *key = kind == CHAN_TX ? &tx_mt_key : &rx_mt_key;
-    lua_pushlightuserdata(L, (void *)key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, key))
         return;
-    lua_pop(L, 1);
     lua_createtable(L, 0, 4);
     lua_createtable(L, 0, 2);
     if (kind == CHAN_TX) {
@@ -154,11 +151,8 @@ static int l_mon_index(lua_State *L)
 /* The metatable of monitors: an rx's, with mon.ref. */
 static void push_mon_mt(lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&mon_mt_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, &mon_mt_key))
         return;
-    lua_pop(L, 1);
     lua_createtable(L, 0, 4);
     push_mt(L, CHAN_RX);
     lua_getfield(L, -1, "__index");

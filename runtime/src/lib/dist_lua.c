@@ -578,13 +578,10 @@ static int l_node(lua_State *L)
 /* raw.export(localpid) -> this node's pid as a term (a remote-pid value naming this node) */
 static int l_export(lua_State *L)
 {
-    double d = luaL_checknumber(L, 1);
+    uint64_t pid = lib_check_pid(L, 1, "dist.export");
     const intern_rec *me = __atomic_load_n(&self_node, __ATOMIC_ACQUIRE);
     if (!me)
         return luaL_error(L, "dist: this node is not alive (start it with --sname or --name)");
-    if (!(d >= 1 && d < TWO53) || d != floor(d))
-        return luaL_error(L, "dist: a local pid expected");
-    uint64_t pid = (uint64_t)d;
     const intern_rec *r = intern_pid(me->name, me->len, pid_index(pid), pid_gen(pid),
                                      __atomic_load_n(&self_creation, __ATOMIC_RELAXED));
     if (!r)

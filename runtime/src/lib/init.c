@@ -21,6 +21,7 @@
 #include "lib/smarm_lua.h"
 #include "lib/table_lua.h"
 #include "lib/timer_lua.h"
+#include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
@@ -148,19 +149,14 @@ const luaL_Reg *const lib_preloads = preloads;
 
 void lib_push_smarm(lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&smarm_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, &smarm_key))
         return;
-    lua_pop(L, 1);
     lua_createtable(L, 0, 4);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, smarm_index);
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
-    lua_pushlightuserdata(L, (void *)&smarm_key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    luavm_registry_keep(L, &smarm_key);
 }
 
 LUA_UNWOUND_END

@@ -114,11 +114,8 @@ static void push_mt(lua_State *L, int kind)
     const char *key = kind == IO_TCP      ? &tcp_mt_key
                       : kind == IO_LISTEN ? &server_mt_key
                                           : &udp_mt_key;
-    lua_pushlightuserdata(L, (void *)key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, key))
         return;
-    lua_pop(L, 1);
     lua_createtable(L, 0, 4);
     const luaL_Reg *r = kind == IO_TCP      ? net_tcp_methods
                         : kind == IO_LISTEN ? net_server_methods
@@ -436,16 +433,11 @@ void net_push_arm(lua_State *L, unsigned events)
     net_arm *arm = lua_newuserdata(L, sizeof *arm);
     arm->magic = arm_magic();
     arm->events = events;
-    lua_pushlightuserdata(L, (void *)&arm_mt_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
+    if (!luavm_registry_get(L, &arm_mt_key)) {
         lua_createtable(L, 0, 1);
         lua_pushliteral(L, "smarm socket arm");
         lua_setfield(L, -2, "__metatable");
-        lua_pushlightuserdata(L, (void *)&arm_mt_key);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, LUA_REGISTRYINDEX);
+        luavm_registry_keep(L, &arm_mt_key);
     }
     lua_setmetatable(L, -2);
     lua_createtable(L, 1, 0);

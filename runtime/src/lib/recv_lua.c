@@ -27,15 +27,10 @@ static const char cache_key = 'c';
 /* Pushes the cache table of L's state, making it on first use. */
 static void push_cache(lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&cache_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, &cache_key))
         return;
-    lua_pop(L, 1);
     lua_newtable(L);
-    lua_pushlightuserdata(L, (void *)&cache_key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    luavm_registry_keep(L, &cache_key);
 }
 
 /* Pushes the decoded value of m (decoding and caching it if no scan did yet). */

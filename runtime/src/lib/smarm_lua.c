@@ -71,18 +71,13 @@ static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
 /* Appends fn's bytecode to b, dumping each function once per state. */
 static void append_bytecode(lua_State *L, int fidx, wire_buf *b)
 {
-    lua_pushlightuserdata(L, (void *)&dump_cache_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
+    if (!luavm_registry_get(L, &dump_cache_key)) {
         lua_newtable(L);
         lua_createtable(L, 0, 1);
         lua_pushliteral(L, "k");
         lua_setfield(L, -2, "__mode");
         lua_setmetatable(L, -2);
-        lua_pushlightuserdata(L, (void *)&dump_cache_key);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, LUA_REGISTRYINDEX);
+        luavm_registry_keep(L, &dump_cache_key);
     }
     lua_pushvalue(L, fidx);
     lua_rawget(L, -2);

@@ -43,19 +43,14 @@ static int exit_tostring(lua_State *L)
 /* Pushes the metatable of the error objects smarm.exit raises (made once per state). */
 static void push_exit_mt(lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&exit_mt_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, &exit_mt_key))
         return;
-    lua_pop(L, 1);
     lua_createtable(L, 0, 2);
     lua_pushcfunction(L, exit_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pushliteral(L, "smarm exit");
     lua_setfield(L, -2, "__metatable");
-    lua_pushlightuserdata(L, (void *)&exit_mt_key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    luavm_registry_keep(L, &exit_mt_key);
 }
 
 int body_raise_exit(lua_State *L, int idx)

@@ -548,11 +548,6 @@ void *ljx_arena_new(void)
     return ar;
 }
 
-void *ljx_arena_alloc(void *ar, void *ptr, size_t osize, size_t nsize)
-{
-    return lj_alloc_f(((arena *)ar)->msp, ptr, osize, nsize);
-}
-
 void *ljx_arena_msp(void *ar) { return ((arena *)ar)->msp; }
 
 void ljx_arena_free(void *ar)

@@ -134,12 +134,10 @@ int ljx_dump(lua_State *L, lua_Writer writer, void *ud);
 
 /* A private arena of LuaJIT's own allocator (its dlmalloc: freed neighbours coalesce and
  * new blocks are carved in order, so objects allocated together lie together), or NULL.
- * ljx_arena_alloc has lua_Alloc's semantics for blocks of that arena; ljx_arena_free
- * returns all of its memory at once. */
+ * Its blocks are allocated, resized and freed with LuaJIT's own allocation function, given
+ * the arena's allocator state (ljx_arena_msp); ljx_arena_free returns all of its memory at
+ * once. */
 void *ljx_arena_new(void);
-void *ljx_arena_alloc(void *arena, void *ptr, size_t osize, size_t nsize);
-/* The same without the call through ljx.c, for the allocator's hot path: the arena's
- * allocator state (ljx_arena_msp) and LuaJIT's own allocation function. */
 void *ljx_arena_msp(void *arena);
 extern void *lj_alloc_f(void *msp, void *ptr, size_t osize, size_t nsize);
 void ljx_arena_free(void *arena);

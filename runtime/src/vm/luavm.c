@@ -93,7 +93,7 @@ static int owner_of(actor *a, void *p, size_t osize)
 static void release(actor *a, void *p, size_t osize, int owner)
 {
     if (owner == FROM_ARENA)
-        ljx_arena_alloc(a->vm.arena, p, osize, 0);
+        lj_alloc_f(a->vm.arena_msp, p, osize, 0);
     else if (owner == FROM_MALLOC)
         free(p);
     else
@@ -105,7 +105,7 @@ static void release(actor *a, void *p, size_t osize, int owner)
 static void *obtain(actor *a, size_t n)
 {
     if (a->vm.arena && n <= HEAP_MAX_SMALL)
-        return ljx_arena_alloc(a->vm.arena, NULL, 0, n);
+        return lj_alloc_f(a->vm.arena_msp, NULL, 0, n);
     return heap_alloc(&a->rt->heap, a->run.heap_cache, n);
 }
 
@@ -125,7 +125,7 @@ static __attribute__((noinline)) void *alloc_general(actor *a, void *ptr, size_t
     } else if (!ptr) {
         p = obtain(a, nsize);
     } else if (owner == FROM_ARENA && nsize <= HEAP_MAX_SMALL) {
-        p = ljx_arena_alloc(a->vm.arena, ptr, osize, nsize);
+        p = lj_alloc_f(a->vm.arena_msp, ptr, osize, nsize);
     } else if (!a->vm.arena && (owner == FROM_HEAP || osize > HEAP_MAX_SMALL)) {
         p = heap_realloc(&a->rt->heap, a->run.heap_cache, ptr, osize, nsize);
     } else if (owner == FROM_MALLOC && osize > HEAP_MAX_SMALL && nsize > HEAP_MAX_SMALL) {
@@ -159,14 +159,9 @@ static __attribute__((noinline)) void *alloc_general(actor *a, void *ptr, size_t
 }
 
 /* The state's heap passed arena_at: it takes an arena if one can be had (else it goes on
- * with the heap, and asks again when it has doubled). A new tenancy's arena_at is 0: the
- * first allocation sets it. */
+ * with the heap, and asks again when it has doubled). */
 static void __attribute__((noinline, cold)) arena_start(actor *a)
 {
-    if (!a->vm.arena_at) {
-        a->vm.arena_at = ARENA_AT;
-        return;
-    }
     if (a->vm.closing || !heap_owns_ready()) {
         a->vm.arena_at = a->vm.mem * 2;
         return;
@@ -299,6 +294,23 @@ void luavm_test_heap_refuses(int grow, int shrink)
     atomic_store_explicit(&refuse_grow, grow, memory_order_relaxed);
     atomic_store_explicit(&refuse_shrink, shrink, memory_order_relaxed);
     lua_setallocf(a->vm.L, actor_alloc_refused, a);
+}
+
+int luavm_registry_get(lua_State *L, const void *key)
+{
+    lua_pushlightuserdata(L, (void *)key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1))
+        return 1;
+    lua_pop(L, 1);
+    return 0;
+}
+
+void luavm_registry_keep(lua_State *L, const void *key)
+{
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
 actor *luavm_actor(lua_State *L)
@@ -968,6 +980,7 @@ static lua_State *pool_take(actor *a);
 int luavm_boot(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
+    a->vm.arena_at = ARENA_AT;
     lua_State *L = pool_take(a);
     if (!L) {
         L = new_state(a);

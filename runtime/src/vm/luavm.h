@@ -120,6 +120,12 @@ void luavm_abandon(struct actor *a);
  * `current`; from a hook: costs a lua_getinfo); leaves them alone if no Lua function runs. */
 void luavm_where(lua_State *L, char *file, size_t n, int32_t *line, const void **chunk);
 struct smarm_runtime *luavm_runtime(lua_State *L);
+/* A per-state value kept in the registry under a light userdata key (a metatable, a cache
+ * table). luavm_registry_get pushes it and returns 1, or pushes nothing and returns 0, when
+ * the caller makes it and hands it to luavm_registry_keep, which keeps the value on top of
+ * the stack under key and leaves it there. */
+int luavm_registry_get(lua_State *L, const void *key);
+void luavm_registry_keep(lua_State *L, const void *key);
 /* A safe point between messages (a wait returned, or recv found a message at once): if a
  * module was reloaded since this actor last looked, its new versions are taken (the
  * library's take_reload). Values on L's stack are kept. Errors are reported, not raised. */

@@ -119,15 +119,10 @@ static const char loaded_key = 'v';
 
 void modcache_push_loaded(lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&loaded_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
+    if (luavm_registry_get(L, &loaded_key))
         return;
-    lua_pop(L, 1);
     lua_newtable(L);
-    lua_pushlightuserdata(L, (void *)&loaded_key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    luavm_registry_keep(L, &loaded_key);
 }
 
 int modcache_loaded_any(lua_State *L)
