@@ -21,15 +21,34 @@
 
 #include "smarm.h"
 
-static smarm_runtime *new_rt(void)
+/* A runtime of 2 schedulers and 4096 actors whose modules are found in dir (NULL: the
+ * default); started_rt also starts it, stop_rt stops and frees it. */
+static smarm_runtime *new_rt_in(const char *dir)
 {
     smarm_config cfg;
     smarm_config_init(&cfg);
     cfg.schedulers = 2;
     cfg.max_actors = 4096;
+    if (dir)
+        cfg.app_dir = dir;
     smarm_runtime *rt = NULL;
     assert_int_equal(smarm_runtime_new(&cfg, &rt), 0);
     return rt;
+}
+
+static smarm_runtime *new_rt(void) { return new_rt_in(NULL); }
+
+static smarm_runtime *started_rt(void)
+{
+    smarm_runtime *rt = new_rt();
+    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    return rt;
+}
+
+static void stop_rt(smarm_runtime *rt)
+{
+    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
+    smarm_runtime_free(rt);
 }
 
 /* Runs code on L with the given pid argument as ...; fails the test with its error. */
@@ -158,8 +177,7 @@ static int open_opener(lua_State *L)
 static void host_and_actor_send_both_ways(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     assert_true(smarm_host_pid(h) != 0);
@@ -197,8 +215,7 @@ static void host_and_actor_send_both_ways(void **state)
 static void host_recv_timeout_and_poll(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     lua_ok(smarm_host_lua(h),
@@ -219,8 +236,7 @@ static void host_recv_timeout_and_poll(void **state)
            "assert(s.recv(5) == 7)\n",
            0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 static int readable(int fd, int ms)
@@ -233,8 +249,7 @@ static int readable(int fd, int ms)
 static void host_fd_readable_while_inbox_nonempty(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     int fd = smarm_host_fd(h);
@@ -262,8 +277,7 @@ static void host_fd_readable_while_inbox_nonempty(void **state)
     assert_false(readable(fd, 50));
     assert_int_equal(smarm_host_close(h), 0);
     assert_int_equal(smarm_host_fd(h), SMARM_ECLOSED);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 /* A poll loop against actors sending as fast as they can: every message is seen, the
@@ -271,8 +285,7 @@ static void host_fd_readable_while_inbox_nonempty(void **state)
 static void host_fd_poll_loop_under_load(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     lua_State *L = smarm_host_lua(h);
@@ -305,15 +318,13 @@ static void host_fd_poll_loop_under_load(void **state)
     assert_int_equal(got, 4000);
     assert_false(readable(fd, 20));
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 static void monitors_both_ways(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     smarm_host *h2 = smarm_host_open(rt);
     assert_non_null(h);
@@ -349,8 +360,7 @@ static void monitors_both_ways(void **state)
            "assert(r.reason == 'normal' and r.pid == ..., tostring(r.reason))\n",
            (double)p2);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 /* A link from a host: trapped, the exit signal arrives on its channel; not trapped, the
@@ -358,8 +368,7 @@ static void monitors_both_ways(void **state)
 static void links_to_a_host(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt), *h2 = smarm_host_open(rt);
     assert_non_null(h);
     assert_non_null(h2);
@@ -384,8 +393,7 @@ static void links_to_a_host(void **state)
            "assert(d.reason == 'error', tostring(d.reason))\n",
            0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 static void gen_server_call_and_preload_from_host(void **state)
@@ -413,15 +421,13 @@ static void gen_server_call_and_preload_from_host(void **state)
            "assert(require('probe').add(1, 1) == 2)\n",
            0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 static void send_string_to_pid_and_name(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     lua_State *L = smarm_host_lua(h);
@@ -448,8 +454,7 @@ static void send_string_to_pid_and_name(void **state)
            "assert(s.recv(5).got == 'by name')\n",
            0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 static void errors_are_codes(void **state)
@@ -714,8 +719,7 @@ static void *forgetful_host_thread(void *arg)
 static void a_host_thread_ending_closes_its_handle(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     lua_State *L = smarm_host_lua(h);
@@ -738,16 +742,14 @@ static void a_host_thread_ending_closes_its_handle(void **state)
            0);
     assert_int_equal(smarm_host_close(h), 0);
     assert_int_equal(smarm_host_close(h), SMARM_ECLOSED);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 /* smarm.info and smarm.snapshot answer on a host thread (its state has no scheduler). */
 static void introspection_on_a_host(void **state)
 {
     (void)state;
-    smarm_runtime *rt = new_rt();
-    assert_int_equal(smarm_start(rt, NULL, 0, NULL), 0);
+    smarm_runtime *rt = started_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
     lua_ok(smarm_host_lua(h),
@@ -764,8 +766,7 @@ static void introspection_on_a_host(void **state)
            "s.kill(pid)\n",
            0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
 }
 
 static void start_stop_free_repeats(void **state)
@@ -850,18 +851,6 @@ static void hotmod_version(const char *dir, int v, int by_rename)
     write_file(dir, "hotmod.lua", src, by_rename);
 }
 
-static smarm_runtime *new_rt_in(const char *dir)
-{
-    smarm_config cfg;
-    smarm_config_init(&cfg);
-    cfg.schedulers = 2;
-    cfg.max_actors = 4096;
-    cfg.app_dir = dir;
-    smarm_runtime *rt = NULL;
-    assert_int_equal(smarm_runtime_new(&cfg, &rt), 0);
-    return rt;
-}
-
 static void remove_dir(const char *dir)
 {
     char cmd[600];
@@ -910,8 +899,7 @@ static void reload_and_watch_from_host(void **state)
            "assert(s.code_version('hotmod') == 2)",
            0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
     remove_dir(dir);
 }
 
@@ -976,8 +964,7 @@ static void reloads_race_spawns_and_exits(void **state)
     pthread_join(t, NULL);
     assert_true(r.done > 0);
     assert_int_equal(smarm_host_close(h), 0);
-    assert_int_equal(smarm_stop(rt, 1, NULL), 0);
-    smarm_runtime_free(rt);
+    stop_rt(rt);
     remove_dir(dir);
 }
 
