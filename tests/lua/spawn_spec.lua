@@ -40,6 +40,66 @@ describe("spawn", function()
       assert.are.same({ "hop=8", "b=7 c=k", "1=k", "1=7 tag=t", "" }, m)
    end)
 
+   it("keeps a constructor's nil fields nil, in the child and in the spawner", function()
+      -- {k = nil} has no store after it, a store after a branch or a call may not run
+      -- first, and a local captured by a closure may be seen before its store: none of
+      -- these keys may come out false (the spawn path fills the keys a constructor stores)
+      local function shapes(x, parent)
+         local function keys(t)
+            local ks = {}
+            for k, v in pairs(t) do
+               ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
+            end
+            table.sort(ks)
+            return table.concat(ks, " ")
+         end
+         local out = { keys({ unset_field_of_spawn_spec = nil, n = x }) }
+         local t = { a = nil }
+         if x > 100 then t.a = 1 end
+         out[#out + 1] = keys(t)
+         local t2 = { b = nil }
+         t2.b = x
+         out[#out + 1] = keys(t2)
+         local t3 = { c = nil }
+         local seen = keys(t3)
+         t3.c = 1
+         out[#out + 1] = seen
+         local cap
+         local function peek() return tostring(cap.z) end
+         cap = { z = nil }
+         local before = peek()
+         cap.z = 1
+         out[#out + 1] = before
+         if parent then require("smarm").send(parent, out) end
+         return out
+      end
+      local expected = { "n=7", "", "b=7", "", "nil" }
+      -- the spawner drops its garbage first: a nil field's key may then name a freed string
+      collectgarbage()
+      collectgarbage()
+      smarm.spawn(shapes, 7, smarm.self())
+      assert.are.same(expected, assert(smarm.recv(5)))
+      assert.are.same(expected, shapes(7))
+      for _ = 1, 3 do
+         smarm.spawn(function(parent, x)
+            local s = require "smarm"
+            local function keys(t)
+               local ks = {}
+               for k, v in pairs(t) do
+                  ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
+               end
+               return table.concat(ks, " ")
+            end
+            s.send(parent, { keys({ unset_field_of_spawn_spec = nil, n = x }) })
+         end, smarm.self(), 7)
+         collectgarbage()
+      end
+      for _ = 1, 3 do
+         assert.are.same({ "n=7" }, assert(smarm.recv(5)))
+      end
+      assert.are.same(expected, shapes(7))
+   end)
+
    it("gives every actor a distinct pid that prints as <0.IDX.GEN>", function()
       local a = smarm.spawn(function() end)
       local b = smarm.spawn(function() end)

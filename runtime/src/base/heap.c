@@ -83,8 +83,10 @@ static inline size_t class_size(unsigned c)
 }
 
 /* MAG_BYTES / size within [MAG_MIN, MAG_MAX], as a constant expression */
-#define MAGN(sz) \
-    (MAG_BYTES / (sz) < MAG_MIN ? MAG_MIN : MAG_BYTES / (sz) > MAG_MAX ? MAG_MAX : MAG_BYTES / (sz))
+#define MAGN(sz)                                      \
+    ((uint8_t)(MAG_BYTES / (sz) < MAG_MIN   ? MAG_MIN \
+               : MAG_BYTES / (sz) > MAG_MAX ? MAG_MAX \
+                                            : MAG_BYTES / (sz)))
 #define SMALL(c) MAGN(((c) + 1) * 16)
 #define MID(c) MAGN(256 + ((c)-15) * 64)
 #define BIG(c) MAGN(1024 + ((c)-27) * 256)

@@ -24,7 +24,9 @@
 #include "lj_trace.h"    /* GCtrace: mcode, szmcode, spadjust */
 #include "lj_vm.h"       /* lj_vm_exit_handler, lj_vm_exit_interp, lj_vm_cpcall */
 #include "lj_gc.h"       /* lj_gc_step_jit */
-#include "lj_debug.h"    /* lj_debug_line */
+#include "lj_debug.h"    /* lj_debug_line, VARNAME_* */
+#include "lj_bc.h"       /* bytecode operands and modes: keep_template_keys */
+#include "lj_buf.h"      /* lj_buf_ruleb128: a function's variable ranges */
 
 /* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
 LUALIB_API int luaopen_ffi(lua_State *L);
@@ -135,25 +137,106 @@ void *ljx_lightud(lua_State *L, uint64_t bits)
  * with a nil value, so the table it duplicates already has the node and the store that
  * follows fills it. lua_dump writes only the non-nil fields, so a state that loads the dump
  * gets an empty template and every such constructor rehashes its table on the store (a
- * ring member spent ~160 instructions and a second allocation per message on it). Those
- * keys get false in the template instead: the constructor stores every one of them right
- * after the duplication, before any code can see the table, so nothing observes the
- * difference, in the dump or in the dumping state. Only the hash part: a nil array slot may
- * be one a multiple-result call leaves empty. */
+ * ring member spent ~160 instructions and a second allocation per message on it). Such a
+ * key gets false in the template instead, when the bytecode proves that nothing can see
+ * the table before the store:
+ *  - the TDUP writes a temporary, not a named local (a local may be captured by a closure
+ *    made earlier, which a call before the store could run);
+ *  - the store (TSETS into the same register, key the same string constant) follows in
+ *    straight-line code: no branch, closure creation, tail call or return before it, and
+ *    no instruction in between reads or writes the register;
+ *  - the key is compared by address with a string constant of the function. A nil-valued
+ *    key keeps nothing alive, so {unset = nil} may name a string the GC has freed: such a
+ *    key is never read. ({unset = nil} has no store and keeps its nil.) */
+static int slot_is_local(const GCproto *pt, BCPos pc, BCReg slot)
+{
+    const uint8_t *p = proto_varinfo(pt);
+    BCPos lastpc = 0;
+    BCReg active = 0;
+    for (;;) {
+        uint32_t vn = *p;
+        if (vn < VARNAME__MAX) {
+            if (vn == VARNAME_END)
+                break;
+        } else {
+            while (*p)
+                p++;
+        }
+        p++;
+        const char *q = (const char *)p;
+        BCPos startpc = lastpc + lj_buf_ruleb128(&q);
+        lastpc = startpc;
+        if (startpc > pc)
+            break;
+        BCPos endpc = startpc + lj_buf_ruleb128(&q);
+        p = (const uint8_t *)q;
+        if (pc < endpc)
+            active++;
+    }
+    /* the active locals fill the lowest slots, in order */
+    return slot < active;
+}
+
+/* Whether an operand of mode m with value v may touch register r. */
+static int operand_touches(uint32_t m, BCReg v, BCReg r)
+{
+    if (m == BCMdst || m == BCMvar)
+        return v == r;
+    if (m == BCMbase || m == BCMrbase)
+        return v <= r; /* a range from v upward */
+    return 0;
+}
+
+static void keep_stored_keys(GCproto *pt, BCPos pc, GCtab *t)
+{
+    BCIns *bc = proto_bc(pt);
+    BCReg r = bc_a(bc[pc]);
+    Node *node = noderef(t->node);
+    for (BCPos i = pc + 1; i < pt->sizebc; i++) {
+        BCIns ins = bc[i];
+        BCOp op = bc_op(ins);
+        if (op <= BC_ISNUM || op == BC_FNEW || op == BC_UCLO || op >= BC_CALLMT)
+            return; /* a branch, a closure, a tail call, a return, a loop */
+        if ((op == BC_TSETS || op == BC_TSETB || op == BC_TSETV || op == BC_TSETR) &&
+            bc_b(ins) == r) {
+            if (bc_a(ins) == r || ((op == BC_TSETV || op == BC_TSETR) && bc_c(ins) == r))
+                return;
+            if (op != BC_TSETS)
+                continue;
+            GCobj *key = proto_kgc(pt, ~(ptrdiff_t)bc_c(ins));
+            for (uint32_t j = 0; j <= t->hmask; j++)
+                if (tvisnil(&node[j].val) && tvisstr(&node[j].key) && gcV(&node[j].key) == key)
+                    setboolV(&node[j].val, 0);
+            continue;
+        }
+        if (operand_touches(bcmode_a(op), bc_a(ins), r))
+            return;
+        if (bcmode_hasd(op)) {
+            if (operand_touches(bcmode_d(op), bc_d(ins), r))
+                return;
+        } else if (operand_touches(bcmode_b(op), bc_b(ins), r) ||
+                   operand_touches(bcmode_c(op), bc_c(ins), r)) {
+            return;
+        }
+    }
+}
+
 static void keep_template_keys(GCproto *pt, int depth)
 {
     for (MSize i = 0; i < pt->sizekgc; i++) {
         GCobj *o = proto_kgc(pt, -(ptrdiff_t)(i + 1));
-        if (o->gch.gct == ~LJ_TPROTO) {
-            if (depth < 200)
-                keep_template_keys(gco2pt(o), depth + 1);
-        } else if (o->gch.gct == ~LJ_TTAB) {
-            GCtab *t = gco2tab(o);
-            Node *node = noderef(t->node);
-            for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
-                if (tvisnil(&node[j].val) && tvisstr(&node[j].key))
-                    setboolV(&node[j].val, 0);
-        }
+        if (o->gch.gct == ~LJ_TPROTO && depth < 200)
+            keep_template_keys(gco2pt(o), depth + 1);
+    }
+    if (!proto_varinfo(pt))
+        return; /* stripped: which slots are locals is unknown */
+    BCIns *bc = proto_bc(pt);
+    for (BCPos pc = 0; pc < pt->sizebc; pc++) {
+        if (bc_op(bc[pc]) != BC_TDUP)
+            continue;
+        GCtab *t = gco2tab(proto_kgc(pt, ~(ptrdiff_t)bc_d(bc[pc])));
+        if (t->hmask && !slot_is_local(pt, pc, bc_a(bc[pc])))
+            keep_stored_keys(pt, pc, t);
     }
 }
 
