@@ -36,6 +36,7 @@ crash_with() {
 
 crash_with 'require("ffi").cast("int*", 0)[0] = 1' SIGSEGV 139
 grep -qF "(address 0x0)" <<<"$err" || fail "SIGSEGV: the line gives the faulting address"
+grep -qE "at pc 0x[0-9a-f]+" <<<"$err" || fail "SIGSEGV: the line gives the faulting instruction"
 crash_with 'local ffi = require("ffi") ffi.cdef "void abort(void);" ffi.C.abort()' SIGABRT 134
 crash_with 'local ffi = require("ffi") ffi.cdef "int raise(int);" ffi.C.raise(8)' SIGFPE 136
 crash_with 'local ffi = require("ffi") ffi.cdef "int raise(int);" ffi.C.raise(4)' SIGILL 132

@@ -107,6 +107,9 @@ static struct {
     uintptr_t lo, hi;
 } foreign_code[MAX_FOREIGN];
 static int nforeign;
+/* where the runtime's own object is loaded: a fault's pc is reported relative to it, which
+ * `addr2line -e OBJECT OFFSET` turns into a line */
+static uintptr_t own_base, own_lo, own_hi;
 
 static int note_object(struct dl_phdr_info *info, size_t size, void *self)
 {
@@ -117,8 +120,12 @@ static int note_object(struct dl_phdr_info *info, size_t size, void *self)
             if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
                 continue;
             uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-            if (pass == 0 && (uintptr_t)self >= lo && (uintptr_t)self < hi)
+            if (pass == 0 && (uintptr_t)self >= lo && (uintptr_t)self < hi) {
+                own_base = info->dlpi_addr;
+                own_lo = lo;
+                own_hi = hi;
                 return 0; /* the runtime's own object */
+            }
             if (pass == 1 && nforeign < MAX_FOREIGN) {
                 foreign_code[nforeign].lo = lo;
                 foreign_code[nforeign].hi = hi;
@@ -213,6 +220,16 @@ static void fault_handler(int sig, siginfo_t *si, void *uc)
             p = put_str(p, " (address ");
             p = put_hex(p, addr);
             p = put_str(p, ")");
+        }
+        uintptr_t pc = fault ? fault_pc(uc) : 0;
+        if (pc) {
+            p = put_str(p, " at pc ");
+            p = put_hex(p, pc);
+            if (pc >= own_lo && pc < own_hi) {
+                p = put_str(p, " (runtime object +");
+                p = put_hex(p, pc - own_base);
+                p = put_str(p, ")");
+            }
         }
         if (a) {
             p = put_str(p, " in actor ");
