@@ -70,11 +70,14 @@ cat >"$TMP/read.lua" <<'LUA'
 local s = require "smarm"
 s.spawn(function(root)
    local smarm = require "smarm"
-   smarm.send(root, "reading")
-   smarm.blocking(io.read)
+   -- said from inside the call: a stop that came before the call began would end the
+   -- actor without it
+   smarm.blocking(function(to)
+      smarm.send(to, "reading")
+      return io.read()
+   end, root)
 end, s.self())
 assert(s.recv(5) == "reading")
-s.sleep(0.1)
 print("root done")
 LUA
 for opts in "-S 1" "-S 2"; do
