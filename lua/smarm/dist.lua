@@ -333,12 +333,13 @@ end
 
 -- The proxy of a monitor of remote pid (or name's atom) rp by local actor lp: lp monitors
 -- it; it ends with the remote reason ("noconnection" when the connection goes), or, when lp
--- ends or demonitors, asks the peer to drop the monitor.
-local function monitor_proxy(lp, rp, ref, conn)
+-- ends or demonitors, asks the peer to drop the monitor. Its notice names rp, or the tuple
+-- {name, node} for a monitor by name (as Erlang's 'DOWN' names {Name, Node}).
+local function monitor_proxy(lp, rp, ref, conn, name, node)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
    local d = require "smarm.dist"
-   if r.pid_info(rp) then r.set_alias(rp) end -- a name's monitor keeps the proxy's pid
+   if name then r.set_alias(name, node) else r.set_alias(rp) end
    local cmon = s.monitor(conn)
    local lmon = s.monitor(lp)
    while true do
@@ -356,12 +357,27 @@ local function monitor_proxy(lp, rp, ref, conn)
    end
 end
 
--- An actor that ends at once with reason (default "noconnection"), named as rp (nil: a
--- name's) in its notice.
-local function unreachable(rp, reason)
-   local r = require "smarm.dist.raw"
-   if rp then r.set_alias(rp) end
-   require("smarm").exit(reason or "noconnection")
+-- An actor that ends at once with reason, named in its notice as remote pid a, or as the
+-- tuple {a, b} when a is a name and b its node.
+local function unreachable(reason, a, b)
+   require("smarm.dist.raw").set_alias(a, b)
+   require("smarm").exit(reason)
+end
+
+-- The proxy of a monitor of {name, node} by local actor lp where node is this node and target
+-- the actor name stood for when lp asked (nil: none): it ends with target's reason ("noproc"
+-- if none), named {name, node} in its notice, or quietly when lp ends or demonitors.
+local function name_proxy(lp, target, name, node)
+   local s = require "smarm"
+   require("smarm.dist.raw").set_alias(name, node)
+   if not target then s.exit("noproc") end
+   local tmon = s.monitor(target)
+   local lmon = s.monitor(lp)
+   local i, v = s.select({ tmon, lmon, s.inbox })
+   if i == 1 then
+      -- it may have ended between the caller's look-up and this monitor
+      s.exit(v.reason == "noproc" and s.terminal_reason(target) or v.reason)
+   end
 end
 
 -- This actor's proxies (each actor has its own copy of this module): link_proxies[rp] =
@@ -395,7 +411,7 @@ function M.link(rp)
    local n = local_of(rp)
    if n then return smarm.link(n) end
    if n == false then -- as a link to a dead pid
-      smarm.spawn_link(unreachable, rp, "noproc")
+      smarm.spawn_link(unreachable, "noproc", rp)
       return true
    end
    local p = link_proxies[rp]
@@ -404,7 +420,7 @@ function M.link(rp)
    local self = smarm.self()
    if not conn then
       -- as a link to a dead pid: an exit signal from rp with reason "noconnection"
-      smarm.spawn_link(unreachable, rp)
+      smarm.spawn_link(unreachable, "noconnection", rp)
       return true
    end
    local proxy = smarm.spawn_link(link_proxy, self, rp, smarm.whereis(conn), false)
@@ -428,28 +444,41 @@ function M.unlink(rp)
    return true
 end
 
---- smarm.monitor for a remote pid (or {name, node}): a monitor of the proxy, whose down
--- notice names rp and carries the remote reason.
+--- smarm.monitor for a remote pid or {name, node}: a monitor of a proxy whose down notice
+-- names what was monitored (the remote pid, or the tuple {name, node} of two strings) and
+-- carries the remote reason: "noproc" for a name nobody holds, "noconnection" when the node
+-- cannot be reached or the connection goes.
 function M.monitor(rp)
    local pid = raw.pid_info(rp) and rp or nil
+   local name, node
+   if not pid then
+      name, node = rp[1], node_of(rp)
+      name = type(name) == "string" and name or atom_name(name)
+      if not name then
+         error("smarm.monitor: {name, node} with a string or atom name expected, got a "
+            .. type(rp[1]) .. " name", 2)
+      end
+   end
    local n = pid and local_of(pid)
    if n then return smarm.monitor(n) end
-   if n == false then
-      local _, mon = smarm.spawn_monitor(unreachable, pid, "noproc")
+   if n == false then return select(2, smarm.spawn_monitor(unreachable, "noproc", pid)) end
+   local proxy, mon
+   if name and node == M.node() then
+      raw.hook_demonitor()
+      proxy, mon = smarm.spawn_monitor(name_proxy, smarm.self(), smarm.whereis(name), name,
+         node)
+      monitor_proxies[proxy] = true
+      note_proxy()
       return mon
    end
-   local conn = conn_for(node_of(rp))
+   local conn = conn_for(node or node_of(pid))
    if not conn then
-      local _, mon = smarm.spawn_monitor(unreachable, pid)
-      return mon
+      return select(2, smarm.spawn_monitor(unreachable, "noconnection", pid or name, node))
    end
    local ref = M.make_ref()
-   local target = rp
-   if type(rp) == "table" then -- {name, node}: monitored by name
-      target = type(rp[1]) == "string" and atom(rp[1]) or rp[1]
-   end
-   local proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
-      smarm.whereis(conn))
+   local target = pid or atom(name)
+   proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
+      smarm.whereis(conn), name, node)
    monitor_proxies[proxy] = true
    note_proxy()
    -- from here, so that the request goes before anything this actor sends rp next

@@ -6,7 +6,8 @@
 #   gen_server, terms and refs and pids round trip, monitor and link of Lua actors,
 #   100,000 messages in order;
 # - smarm-lua -> BEAM and smarm-lua -> smarm-lua: call/cast, 100,000 messages each way,
-#   remote pids as values, remote monitor and link ending with "noconnection" when the
+#   remote pids as values, monitors of {name, node} (down notices naming {name, node},
+#   noproc, demonitor), remote monitor and link ending with "noconnection" when the
 #   BEAM node halts, monitor_node;
 # - a BEAM node with the wrong cookie is refused, and the refusal logged.
 set -euo pipefail
@@ -70,8 +71,9 @@ set -e
 for c in connect nodes call_beam_put cast_then_call_beam terms_beam call_noproc \
    100k_to_beam connect_lua send_lua_both_ways call_lua 100k_to_lua remote_pid_value \
    remote_monitor_exit remote_link_exit_from remote_unlink remote_demonitor \
-   remote_exit_signal_from remote_incoming_link_from exported_local_pid \
-   remote_monitor_noconnection remote_link_noconnection monitor_node; do
+   remote_exit_signal_from remote_incoming_link_from remote_name_monitor \
+   remote_name_monitor_noproc exported_local_pid remote_monitor_noconnection \
+   remote_link_noconnection remote_name_monitor_noconnection monitor_node; do
    grep -q "^OK $c" "$TMP/outB" || fail "smarm-lua -> BEAM/smarm-lua: $c ($(grep " $c" "$TMP/outB" || head -c 600 "$TMP/errB"))"
 done
 

@@ -14,6 +14,7 @@
 #include <lua.h>
 
 #include "base/intern.h"
+#include "base/wire.h"
 #include "core/exit.h"
 #include "vm/luavm.h"
 #include "lib/args.h"
@@ -590,14 +591,34 @@ static int l_export(lua_State *L)
     return 1;
 }
 
-/* raw.set_alias(pid): the calling actor's exit signals and down notices name it as pid
- * from now on (a proxy standing in for a process of another node: core/exit.c) */
+/* raw.set_alias(pid) or raw.set_alias(name, node): the calling actor's exit signals and down
+ * notices name it as pid, or as the tuple {name, node} (two strings), from now on (a proxy
+ * standing in for a process of another node, or for a name there: core/exit.c) */
 static int l_set_alias(lua_State *L)
 {
-    const intern_rec *r = rec_at(L, 1, INTERN_PID);
-    if (!r)
-        return luaL_error(L, "dist: set_alias: a remote pid expected, got %s", luaL_typename(L, 1));
-    exit_set_alias(luavm_actor(L), r);
+    wire_buf b;
+    wire_buf_init(&b);
+    int bad;
+    if (lua_type(L, 1) == LUA_TSTRING && lua_type(L, 2) == LUA_TSTRING) {
+        size_t nn, dn;
+        const char *name = lua_tolstring(L, 1, &nn), *node = lua_tolstring(L, 2, &dn);
+        bad = wire_put_table(&b, 2, 1) | wire_put_string(&b, name, nn) |
+              wire_put_string(&b, node, dn) | wire_put_intern(&b, marker("$tuple")) |
+              wire_put_number(&b, 2);
+    } else {
+        const intern_rec *r = rec_at(L, 1, INTERN_PID);
+        if (!r)
+            return luaL_error(L,
+                              "dist: set_alias: a remote pid or a name and a node expected, "
+                              "got %s",
+                              luaL_typename(L, 1));
+        bad = wire_put_intern(&b, r);
+    }
+    if (bad || exit_set_alias(luavm_actor(L), b.data, b.len)) {
+        wire_buf_free(&b);
+        return luaL_error(L, "dist: set_alias: out of memory");
+    }
+    wire_buf_free(&b);
     return 0;
 }
 
@@ -634,6 +655,23 @@ int dist_lua_is_remote(lua_State *L, int idx, int pairs)
 }
 
 int dist_lua_alive(void) { return __atomic_load_n(&self_node, __ATOMIC_ACQUIRE) != NULL; }
+
+/* Set once a monitor of a name of this node was made without the node being alive (its proxy
+ * must hear of a demonitor too); an alive node always hooks. */
+static int name_proxies;
+
+int dist_lua_hooks_demonitor(void)
+{
+    return dist_lua_alive() || __atomic_load_n(&name_proxies, __ATOMIC_RELAXED);
+}
+
+/* raw.hook_demonitor(): from now on smarm.demonitor tells smarm.dist (dist_lua_demonitored) */
+static int l_hook_demonitor(lua_State *L)
+{
+    (void)L;
+    __atomic_store_n(&name_proxies, 1, __ATOMIC_RELAXED);
+    return 0;
+}
 
 void dist_lua_demonitored(lua_State *L, uint64_t target)
 {
@@ -690,6 +728,7 @@ static const luaL_Reg raw_funcs[] = {
     {"tuple", l_tuple},
     {"is_tuple", l_is_tuple},
     {"set_alias", l_set_alias},
+    {"hook_demonitor", l_hook_demonitor},
     {NULL, NULL},
 };
 

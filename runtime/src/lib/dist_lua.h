@@ -24,6 +24,9 @@ int dist_lua_alive(void);
  * keeping nres results: smarm.pg's hooks when this node is distributed. */
 void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres);
 
+/* Whether smarm.demonitor must call dist_lua_demonitored (cheap: the node is alive, or a
+ * monitor of a name of this node was made). */
+int dist_lua_hooks_demonitor(void);
 /* After smarm.demonitor removed a monitor of target: if this actor's smarm.dist holds target
  * as the proxy of a remote monitor, the proxy is told (it demonitors on the peer and ends). */
 void dist_lua_demonitored(lua_State *L, uint64_t target);

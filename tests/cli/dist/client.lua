@@ -111,6 +111,28 @@ local s5 = trapped:recv(10)
 check("remote_incoming_link_from", s5 and s5.from == v4 and s5.reason == "bye",
    s5 and tostring(s5.from), s5 and tostring(s5.reason))
 
+-- a monitor of {name, node}: its notices name {name, node}, as Erlang's 'DOWN' does
+local function is_name(t, name, node)
+   return smarm.is_tuple(t) and #t == 2 and t[1] == name and t[2] == node
+end
+local v5 = victim()
+smarm.send(v5, T(A("register_as"), A("named_victim"), dist.export(smarm.self())))
+smarm.recv(10)
+local m5 = smarm.monitor({ "named_victim", erl })
+local _, nbefore = info(v5)
+smarm.demonitor(m5)
+smarm.sleep(0.3)
+local _, nafter = info(v5)
+m5 = smarm.monitor({ "named_victim", erl })
+smarm.send({ "named_victim", erl }, A("die"))
+local d5 = m5:recv(10)
+check("remote_name_monitor", nbefore == 1 and nafter == 0 and d5 and d5.reason == "bye"
+   and is_name(d5.pid, "named_victim", erl) and d5.ref == m5.ref, nbefore, nafter,
+   d5 and tostring(d5.reason), d5 and tostring(d5.pid))
+local d6 = smarm.monitor({ "nobody", erl }):recv(10)
+check("remote_name_monitor_noproc", d6 and d6.reason == "noproc"
+   and is_name(d6.pid, "nobody", erl), d6 and tostring(d6.reason))
+
 -- a pid of this node as dist.export makes it works here as the local pid does
 local function ends_on_go()
    local s = require "smarm"
@@ -140,6 +162,7 @@ local trap = smarm.trap_exit(true)
 smarm.link(q)
 local mon2 = smarm.monitor(q)
 local nmon = smarm.monitor_node(erl)
+local kvmon = smarm.monitor({ "kv", erl })
 smarm.sleep(0.2)
 smarm.send({ "kv", erl }, A("halt"))
 local d2 = mon2:recv(15)
@@ -148,6 +171,9 @@ check("remote_monitor_noconnection", d2 and d2.reason == "noconnection" and d2.p
 local sig = trap:recv(15)
 check("remote_link_noconnection", sig and sig.reason == "noconnection" and sig.from == q,
    sig and sig.reason)
+local kd = kvmon:recv(15)
+check("remote_name_monitor_noconnection", kd and kd.reason == "noconnection"
+   and is_name(kd.pid, "kv", erl), kd and tostring(kd.reason), kd and tostring(kd.pid))
 local nd = nmon:recv(15)
 check("monitor_node", nd and nd.reason == "noconnection")
 smarm.send({ "ctl", lua }, A("stop"))
