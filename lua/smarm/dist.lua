@@ -72,6 +72,10 @@ function M.export(pid)
    return raw.export(pid)
 end
 
+--- The local pid (a number) for a pid of this node as export marks it; v itself for anything
+-- else (a number, another node's pid): one value per pid, for == and table keys.
+M.unexport = raw.unexport
+
 -- The local number of p when p is a pid of this node as it is now (dist.export's value, or
 -- one that came back from another node inside an opaque term); false for a pid of an
 -- earlier run of this node's name (a pid that cannot be alive); nil for another node's.
@@ -203,10 +207,26 @@ local function is_dest(dest)
 end
 M.is_dest = is_dest
 
+-- For a dest of this node (a pid dist.export marked, or {name, this node}): its local pid
+-- or name, or false for a pid of an earlier run of this node; nil for another node's.
+local function local_dest(dest)
+   if type(dest) == "table" then
+      if node_of(dest) ~= M.node() then return nil end
+      return type(dest[1]) == "string" and dest[1] or atom_name(dest[1])
+   end
+   return local_of(dest)
+end
+
 --- gen_server.call to a remote server (an OTP gen_server or a smarm-lua one): the request
 -- goes as {'$gen_call', {From, Tag}, Req} from a helper actor that waits for {Tag, Reply}.
+-- A server of this node named so is called through the local protocol.
 -- -> reply | nil, "timeout" | "noconnection"
 function M.gen_call(dest, request, timeout)
+   local here = local_dest(dest)
+   if here ~= nil then
+      if not here then return nil, "noproc" end
+      return require("smarm.gen").call(here, request, timeout or math.huge, "gen_server.call")
+   end
    if not alive() then return nil, "not_alive" end
    local tx, rx = smarm.channel()
    smarm.spawn(function(to, req, reply_tx, wait)
@@ -253,6 +273,11 @@ end
 
 --- gen_server.cast to a remote server. -> true | nil, "noconnection"
 function M.gen_cast(dest, msg)
+   local here = local_dest(dest)
+   if here ~= nil then
+      if not here then return nil, "noproc" end
+      return require("smarm.gen").cast(here, msg, "gen_server.cast")
+   end
    return M.send(dest, tuple(atom("$gen_cast"), msg))
 end
 

@@ -79,6 +79,19 @@ static uint32_t get32(const char *p)
 
 static int dec_term(dec *d, int *i, int depth);
 
+/* The local pid that (node, num, serial, creation) names if it is a pid of this node as it
+ * is now (not of an earlier run of its name), else 0. */
+static uint64_t own_pid(const char *node, size_t nlen, uint32_t num, uint32_t serial,
+                        uint32_t creation)
+{
+    const intern_rec *me = __atomic_load_n(&self_node, __ATOMIC_ACQUIRE);
+    if (me && me->len == nlen && memcmp(me->name, node, nlen) == 0 &&
+        creation == __atomic_load_n(&self_creation, __ATOMIC_RELAXED) && num <= PID_MAX_INDEX &&
+        serial != 0 && serial <= PID_GEN_MASK)
+        return pid_make(num, serial);
+    return 0;
+}
+
 static int dec_opaque(dec *d, int *i)
 {
     int start = *i;
@@ -106,11 +119,9 @@ static int dec_pid(dec *d, int *i)
         tag == ERL_NEW_PID_EXT ? get32(d->buf + at + 8) : (unsigned char)d->buf[at + 8];
     *i = at + need;
     size_t nlen = strlen(node);
-    const intern_rec *me = __atomic_load_n(&self_node, __ATOMIC_ACQUIRE);
-    if (me && me->len == nlen && memcmp(me->name, node, nlen) == 0 &&
-        creation == __atomic_load_n(&self_creation, __ATOMIC_RELAXED) && num <= PID_MAX_INDEX &&
-        serial != 0 && serial <= PID_GEN_MASK) {
-        lua_pushnumber(d->L, (lua_Number)pid_make(num, serial));
+    uint64_t mine = own_pid(node, nlen, num, serial, creation);
+    if (mine) { /* a pid of this node is the local pid, a number, as smarm.self() gives it */
+        lua_pushnumber(d->L, (lua_Number)mine);
         return 0;
     }
     const intern_rec *r = intern_pid(node, nlen, num, serial, creation);
@@ -654,6 +665,25 @@ int dist_lua_is_remote(lua_State *L, int idx, int pairs)
     return yes;
 }
 
+uint64_t dist_lua_own_pid(lua_State *L, int idx)
+{
+    const intern_rec *r = rec_at(L, idx, INTERN_PID);
+    return r ? own_pid(r->name, r->len, r->num, r->serial, r->creation) : 0;
+}
+
+/* raw.unexport(v) -> the local pid (a number) for a pid of this node as dist.export marks it;
+ * v itself for anything else */
+static int l_unexport(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    uint64_t pid = dist_lua_own_pid(L, 1);
+    if (pid)
+        lua_pushnumber(L, (lua_Number)pid);
+    else
+        lua_settop(L, 1);
+    return 1;
+}
+
 int dist_lua_alive(void) { return __atomic_load_n(&self_node, __ATOMIC_ACQUIRE) != NULL; }
 
 /* Set once a monitor of a name of this node was made without the node being alive (its proxy
@@ -720,6 +750,7 @@ static const luaL_Reg raw_funcs[] = {
     {"pid", l_pid},
     {"pid_info", l_pid_info},
     {"export", l_export},
+    {"unexport", l_unexport},
     {"set_node", l_set_node},
     {"md5", l_md5},
     {"node", l_node},

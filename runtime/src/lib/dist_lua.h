@@ -18,6 +18,10 @@ extern const luaL_Reg dist_lua_funcs[];
 /* Whether the value at idx is a remote pid (or a {name, node} pair when pairs is set). */
 int dist_lua_is_remote(lua_State *L, int idx, int pairs);
 
+/* The local pid the value at idx stands for if it is a pid of this node as dist.export marks
+ * it (of this run of the node), else 0: every function taking a pid takes that mark too. */
+uint64_t dist_lua_own_pid(lua_State *L, int idx);
+
 /* Whether this node is distributed (cheap: smarm.pg's fast path asks it). */
 int dist_lua_alive(void);
 /* Calls require("smarm.dist_pg")[fn] with the nargs values on top of the stack (popped),

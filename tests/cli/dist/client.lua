@@ -132,6 +132,9 @@ check("remote_name_monitor", nbefore == 1 and nafter == 0 and d5 and d5.reason =
 local d6 = smarm.monitor({ "nobody", erl }):recv(10)
 check("remote_name_monitor_noproc", d6 and d6.reason == "noproc"
    and is_name(d6.pid, "nobody", erl), d6 and tostring(d6.reason))
+local d7 = smarm.monitor({ "nobody", lua }):recv(10)
+check("remote_name_monitor_noproc_lua", d7 and d7.reason == "noproc"
+   and is_name(d7.pid, "nobody", lua), d7 and tostring(d7.reason))
 
 -- a pid of this node as dist.export makes it works here as the local pid does
 local function ends_on_go()
@@ -154,6 +157,33 @@ check("exported_local_pid", type(e1) == "userdata" and smarm.pid_tostring(e1) ==
    and ws.from == w2 and ws.reason == "bye", smarm.pid_tostring(e1), wd and wd.reason,
    ws and ws.reason)
 smarm.trap_exit(false)
+
+-- one value per local pid: a pid of this node that comes back from another node is the
+-- number, unexport turns a marked one into it, and every function taking a pid takes the mark
+local me = smarm.self()
+local held = { [me] = true }
+local back_beam = gs.call({ "kv", erl }, T(A("echo"), dist.export(me)))
+local back_lua = gs.call({ "counter", lua }, T(A("echo"), dist.export(me)))
+check("own_pid_comes_back", back_beam == me and back_lua == me and held[back_beam] == true,
+   tostring(back_beam), tostring(back_lua))
+local w3 = smarm.spawn(ends_on_go)
+local e3 = dist.export(w3)
+local wm3 = smarm.monitor(w3)
+local i3 = smarm.info(e3)
+local reg3 = smarm.register("own_w3", e3)
+smarm.kill(e3)
+local wd3 = wm3:recv(10)
+check("exported_local_pid_everywhere", dist.unexport(e3) == w3 and dist.unexport(w3) == w3
+   and dist.unexport(p) == p and i3 and i3.pid == w3 and reg3 == true
+   and wd3 and wd3.reason == "killed", i3 and i3.pid, tostring(reg3), wd3 and wd3.reason)
+local ctr = assert(gs.start("counter", 0, { name = "lcounter" }))
+local c1 = gs.call(dist.export(ctr), T(A("add"), 2), 2)
+gs.cast(dist.export(ctr), T(A("add"), 3))
+local c2 = gs.call({ "lcounter", smarm.node() }, A("get"), 2)
+gs.cast({ "lcounter", smarm.node() }, T(A("add"), 1))
+local c3 = gs.call({ "lcounter", smarm.node() }, A("get"), 2)
+check("gen_server_this_node", c1 == 2 and c2 == 5 and c3 == 6, tostring(c1), tostring(c2),
+   tostring(c3))
 
 -- remote link and monitor when the peer halts: noconnection
 smarm.send({ "victims", erl }, T(dist.export(smarm.self()), A("new")))
