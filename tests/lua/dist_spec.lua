@@ -121,6 +121,10 @@ describe("distribution values", function()
       assert.are.same({ nil, "not_alive" }, { smarm.connect("other@host") })
       assert.has_error(function() smarm.connect("nohost") end)
       assert.has_error(function() dist.export(smarm.self()) end)
+      -- unexport leaves what is not a mark of this node's pid as it is
+      assert.are.equal(smarm.self(), dist.unexport(smarm.self()))
+      assert.are.equal(p, dist.unexport(p))
+      assert.are.equal("x", dist.unexport("x"))
       local gen_server = require "smarm.gen_server"
       assert.are.same({ nil, "not_alive" }, { gen_server.call({ "x", "other@host" }, 1) })
    end)
