@@ -870,11 +870,17 @@ local function conn_actor(kernel, cookie, me, creation, sock, peer)
          return
       end
    else
-      local host = peer:match("@(.+)$")
-      local port
-      port, err = epmd_port(host, peer:match("^(.-)@"))
-      if port then
-         sock, err = net.connect(host, port, 5)
+      local host = peer:match("^[^@]+@(.+)$")
+      if not host then
+         err = "not a node name (name@host): " .. peer
+      else
+         -- an error here must still answer the callers waiting on the kernel
+         local ok, port, perr = pcall(epmd_port, host, peer:match("^(.-)@"))
+         if ok then err = perr else port, err = nil, port end
+         if port then
+            ok, sock, err = pcall(net.connect, host, port, 5)
+            if not ok then sock, err = nil, sock end
+         end
       end
       if sock then
          local ok

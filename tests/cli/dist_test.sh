@@ -72,7 +72,7 @@ for c in connect nodes call_beam_put cast_then_call_beam terms_beam call_noproc 
    100k_to_beam connect_lua send_lua_both_ways call_lua 100k_to_lua remote_pid_value \
    remote_monitor_exit remote_link_exit_from remote_unlink remote_demonitor \
    remote_exit_signal_from remote_incoming_link_from remote_name_monitor \
-   remote_name_monitor_noproc remote_name_monitor_noproc_lua exported_local_pid \
+   remote_name_monitor_noproc remote_name_monitor_noproc_lua bad_node_name exported_local_pid \
    own_pid_comes_back exported_local_pid_everywhere gen_server_this_node remote_monitor_noconnection \
    remote_link_noconnection remote_name_monitor_noconnection monitor_node; do
    grep -q "^OK $c" "$TMP/outB" || fail "smarm-lua -> BEAM/smarm-lua: $c ($(grep " $c" "$TMP/outB" || head -c 600 "$TMP/errB"))"

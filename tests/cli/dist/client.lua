@@ -136,6 +136,13 @@ local d7 = smarm.monitor({ "nobody", lua }):recv(10)
 check("remote_name_monitor_noproc_lua", d7 and d7.reason == "noproc"
    and is_name(d7.pid, "nobody", lua), d7 and tostring(d7.reason))
 
+-- a node name without a host cannot be reached (it hung the caller once)
+local bs, berr = smarm.send({ "x", "nohost" }, 1)
+local bd = smarm.monitor({ "x", "nohost" }):recv(10)
+check("bad_node_name", bs == nil and berr == "noconnection" and bd
+   and bd.reason == "noconnection" and is_name(bd.pid, "x", "nohost"), tostring(berr),
+   bd and tostring(bd.reason))
+
 -- a pid of this node as dist.export makes it works here as the local pid does
 local function ends_on_go()
    local s = require "smarm"
