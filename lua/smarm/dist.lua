@@ -358,8 +358,9 @@ end
 
 -- The proxy of a monitor of remote pid (or name's atom) rp by local actor lp: lp monitors
 -- it; it ends with the remote reason ("noconnection" when the connection goes), or, when lp
--- ends or demonitors, asks the peer to drop the monitor. Its notice names rp, or the tuple
--- {name, node} for a monitor by name (as Erlang's 'DOWN' names {Name, Node}).
+-- ends, asks the peer to drop the monitor (lp's demonitor does that itself). Its notice
+-- names rp, or the tuple {name, node} for a monitor by name (as Erlang's 'DOWN' names
+-- {Name, Node}).
 local function monitor_proxy(lp, rp, ref, conn, name, node)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
@@ -370,11 +371,12 @@ local function monitor_proxy(lp, rp, ref, conn, name, node)
    while true do
       local i, v = s.select({ cmon, lmon, s.inbox })
       if i == 1 then s.exit("noconnection") end
-      if i == 2 or (type(v) == "table" and v.op == "demonitor") then
+      if i == 2 then -- lp ended: the peer drops the monitor
          s.send(conn, "p" .. r.encode(r.tuple(20, d.export(lp), rp, ref)))
          s.send(conn, { op = "demonitor", ref = ref })
          return
       end
+      if type(v) == "table" and v.op == "demonitor" then return end -- lp told the peer
       if type(v) == "table" and v.op == "down" then
          local why = r.atom_name(v.reason) or v.reason
          s.exit(why == "normal" and "normal" or why)
@@ -406,7 +408,8 @@ local function name_proxy(lp, target, name, node)
 end
 
 -- This actor's proxies (each actor has its own copy of this module): link_proxies[rp] =
--- proxy, monitor_proxies[proxy] = true. Entries of ended proxies are swept as they pile up.
+-- proxy, monitor_proxies[proxy] = what its demonitor tells the connection (true for a proxy
+-- of a name of this node). Entries of ended proxies are swept as they pile up.
 local link_proxies, monitor_proxies = {}, {}
 local proxies_count, proxies_sweep_at = 0, 64
 
@@ -504,7 +507,7 @@ function M.monitor(rp)
    local target = pid or atom(name)
    proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
       smarm.whereis(conn), name, node)
-   monitor_proxies[proxy] = true
+   monitor_proxies[proxy] = { conn = conn, target = target, ref = ref }
    note_proxy()
    -- from here, so that the request goes before anything this actor sends rp next
    smarm.send(conn, { op = "monitor", proxy = proxy, ref = ref })
@@ -512,13 +515,19 @@ function M.monitor(rp)
    return mon
 end
 
---- Called by smarm.demonitor (lib/dist_lua.c) after it removed a monitor of pid: a remote
--- monitor's proxy asks the peer to drop it and ends.
+--- Called by smarm.demonitor (lib/dist_lua.c) after it removed a monitor of pid: for a remote
+-- monitor's proxy, the caller asks the peer to drop it; the proxy ends.
 function M.demonitored(pid)
-   if monitor_proxies[pid] then
-      monitor_proxies[pid] = nil
-      smarm.send(pid, { op = "demonitor" })
+   local m = monitor_proxies[pid]
+   if not m then return end
+   monitor_proxies[pid] = nil
+   if m ~= true then
+      -- from here, so that the peer drops the monitor before anything this actor sends next
+      smarm.send(m.conn, "p" .. raw.encode(tuple(DEMONITOR_P, M.export(smarm.self()), m.target,
+         m.ref)))
+      smarm.send(m.conn, { op = "demonitor", ref = m.ref })
    end
+   smarm.send(pid, { op = "demonitor" })
 end
 
 -- ---------------------------------------------------------------------------------------
