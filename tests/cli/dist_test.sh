@@ -37,7 +37,7 @@ beam() { # beam LOGFILE ARGS...
 # 1. the first smarm-lua node (it starts epmd on the private port)
 RUN_TIMEOUT=150 run_bg --sname "luaA$tag@localhost" --cookie "$cookie" tests/cli/dist/server.lua
 pids+=("$bg")
-if ! await grep -q "ready" "$TMP/out"; then
+if ! AWAIT_TRIES=1200 await grep -q "ready" "$TMP/out"; then
    wait_bg || true
    fail "the smarm-lua node never came up"
    finish
@@ -63,7 +63,7 @@ await grep -q "erlW$tag@localhost refused: wrong cookie" "$TMP/err" ||
 
 # 4. a BEAM node serving kv, and a second smarm-lua node against both
 beam "$TMP/beamS" -sname "erlS$tag@localhost" -setcookie "$cookie" -eval "dist_peer:serve()"
-await grep -q ready "$TMP/beamS" || fail "the serving BEAM node never came up"
+AWAIT_TRIES=1200 await grep -q ready "$TMP/beamS" || fail "the serving BEAM node never came up"
 set +e
 timeout -k 5 150 "$SMARM_LUA" --sname "luaB$tag" --cookie "$cookie" tests/cli/dist/client.lua \
    "erlS$tag@localhost" "luaA$tag@localhost" >"$TMP/outB" 2>"$TMP/errB"
@@ -86,7 +86,7 @@ expect_out "stopped	true" "the first node stopped on the client's message"
 RUN_TIMEOUT=60 run_bg --sname "luaK$tag@localhost" --cookie "$cookie" examples/cluster/node.lua 30
 kv_bg=$bg
 pids+=("$kv_bg")
-if await grep -q "kv is up" "$TMP/out"; then
+if AWAIT_TRIES=1200 await grep -q "kv is up" "$TMP/out"; then
    timeout -k 5 60 erl -noshell -sname "erlK$tag@localhost" -setcookie "$cookie" -eval "
       N = 'luaK$tag@localhost',
       ok = gen_server:call({kv, N}, {put, color, <<\"blue\">>}),
