@@ -72,6 +72,10 @@ function M.export(pid)
    return raw.export(pid)
 end
 
+--- The local pid (a number) for a pid of this node as export marks it; v itself for anything
+-- else (a number, another node's pid): one value per pid, for == and table keys.
+M.unexport = raw.unexport
+
 -- The local number of p when p is a pid of this node as it is now (dist.export's value, or
 -- one that came back from another node inside an opaque term); false for a pid of an
 -- earlier run of this node's name (a pid that cannot be alive); nil for another node's.
@@ -203,10 +207,26 @@ local function is_dest(dest)
 end
 M.is_dest = is_dest
 
+-- For a dest of this node (a pid dist.export marked, or {name, this node}): its local pid
+-- or name, or false for a pid of an earlier run of this node; nil for another node's.
+local function local_dest(dest)
+   if type(dest) == "table" then
+      if node_of(dest) ~= M.node() then return nil end
+      return type(dest[1]) == "string" and dest[1] or atom_name(dest[1])
+   end
+   return local_of(dest)
+end
+
 --- gen_server.call to a remote server (an OTP gen_server or a smarm-lua one): the request
 -- goes as {'$gen_call', {From, Tag}, Req} from a helper actor that waits for {Tag, Reply}.
+-- A server of this node named so is called through the local protocol.
 -- -> reply | nil, "timeout" | "noconnection"
 function M.gen_call(dest, request, timeout)
+   local here = local_dest(dest)
+   if here ~= nil then
+      if not here then return nil, "noproc" end
+      return require("smarm.gen").call(here, request, timeout or math.huge, "gen_server.call")
+   end
    if not alive() then return nil, "not_alive" end
    local tx, rx = smarm.channel()
    smarm.spawn(function(to, req, reply_tx, wait)
@@ -253,6 +273,11 @@ end
 
 --- gen_server.cast to a remote server. -> true | nil, "noconnection"
 function M.gen_cast(dest, msg)
+   local here = local_dest(dest)
+   if here ~= nil then
+      if not here then return nil, "noproc" end
+      return require("smarm.gen").cast(here, msg, "gen_server.cast")
+   end
    return M.send(dest, tuple(atom("$gen_cast"), msg))
 end
 
@@ -333,22 +358,25 @@ end
 
 -- The proxy of a monitor of remote pid (or name's atom) rp by local actor lp: lp monitors
 -- it; it ends with the remote reason ("noconnection" when the connection goes), or, when lp
--- ends or demonitors, asks the peer to drop the monitor.
-local function monitor_proxy(lp, rp, ref, conn)
+-- ends, asks the peer to drop the monitor (lp's demonitor does that itself). Its notice
+-- names rp, or the tuple {name, node} for a monitor by name (as Erlang's 'DOWN' names
+-- {Name, Node}).
+local function monitor_proxy(lp, rp, ref, conn, name, node)
    local s = require "smarm"
    local r = require "smarm.dist.raw"
    local d = require "smarm.dist"
-   if r.pid_info(rp) then r.set_alias(rp) end -- a name's monitor keeps the proxy's pid
+   if name then r.set_alias(name, node) else r.set_alias(rp) end
    local cmon = s.monitor(conn)
    local lmon = s.monitor(lp)
    while true do
       local i, v = s.select({ cmon, lmon, s.inbox })
       if i == 1 then s.exit("noconnection") end
-      if i == 2 or (type(v) == "table" and v.op == "demonitor") then
+      if i == 2 then -- lp ended: the peer drops the monitor
          s.send(conn, "p" .. r.encode(r.tuple(20, d.export(lp), rp, ref)))
          s.send(conn, { op = "demonitor", ref = ref })
          return
       end
+      if type(v) == "table" and v.op == "demonitor" then return end -- lp told the peer
       if type(v) == "table" and v.op == "down" then
          local why = r.atom_name(v.reason) or v.reason
          s.exit(why == "normal" and "normal" or why)
@@ -356,16 +384,32 @@ local function monitor_proxy(lp, rp, ref, conn)
    end
 end
 
--- An actor that ends at once with reason (default "noconnection"), named as rp (nil: a
--- name's) in its notice.
-local function unreachable(rp, reason)
-   local r = require "smarm.dist.raw"
-   if rp then r.set_alias(rp) end
-   require("smarm").exit(reason or "noconnection")
+-- An actor that ends at once with reason, named in its notice as remote pid a, or as the
+-- tuple {a, b} when a is a name and b its node.
+local function unreachable(reason, a, b)
+   require("smarm.dist.raw").set_alias(a, b)
+   require("smarm").exit(reason)
+end
+
+-- The proxy of a monitor of {name, node} by local actor lp where node is this node and target
+-- the actor name stood for when lp asked (nil: none): it ends with target's reason ("noproc"
+-- if none), named {name, node} in its notice, or quietly when lp ends or demonitors.
+local function name_proxy(lp, target, name, node)
+   local s = require "smarm"
+   require("smarm.dist.raw").set_alias(name, node)
+   if not target then s.exit("noproc") end
+   local tmon = s.monitor(target)
+   local lmon = s.monitor(lp)
+   local i, v = s.select({ tmon, lmon, s.inbox })
+   if i == 1 then
+      -- it may have ended between the caller's look-up and this monitor
+      s.exit(v.reason == "noproc" and s.terminal_reason(target) or v.reason)
+   end
 end
 
 -- This actor's proxies (each actor has its own copy of this module): link_proxies[rp] =
--- proxy, monitor_proxies[proxy] = true. Entries of ended proxies are swept as they pile up.
+-- proxy, monitor_proxies[proxy] = what its demonitor tells the connection (true for a proxy
+-- of a name of this node). Entries of ended proxies are swept as they pile up.
 local link_proxies, monitor_proxies = {}, {}
 local proxies_count, proxies_sweep_at = 0, 64
 
@@ -395,7 +439,7 @@ function M.link(rp)
    local n = local_of(rp)
    if n then return smarm.link(n) end
    if n == false then -- as a link to a dead pid
-      smarm.spawn_link(unreachable, rp, "noproc")
+      smarm.spawn_link(unreachable, "noproc", rp)
       return true
    end
    local p = link_proxies[rp]
@@ -404,7 +448,7 @@ function M.link(rp)
    local self = smarm.self()
    if not conn then
       -- as a link to a dead pid: an exit signal from rp with reason "noconnection"
-      smarm.spawn_link(unreachable, rp)
+      smarm.spawn_link(unreachable, "noconnection", rp)
       return true
    end
    local proxy = smarm.spawn_link(link_proxy, self, rp, smarm.whereis(conn), false)
@@ -428,29 +472,42 @@ function M.unlink(rp)
    return true
 end
 
---- smarm.monitor for a remote pid (or {name, node}): a monitor of the proxy, whose down
--- notice names rp and carries the remote reason.
+--- smarm.monitor for a remote pid or {name, node}: a monitor of a proxy whose down notice
+-- names what was monitored (the remote pid, or the tuple {name, node} of two strings) and
+-- carries the remote reason: "noproc" for a name nobody holds, "noconnection" when the node
+-- cannot be reached or the connection goes.
 function M.monitor(rp)
    local pid = raw.pid_info(rp) and rp or nil
+   local name, node
+   if not pid then
+      name, node = rp[1], node_of(rp)
+      name = type(name) == "string" and name or atom_name(name)
+      if not name then
+         error("smarm.monitor: {name, node} with a string or atom name expected, got a "
+            .. type(rp[1]) .. " name", 2)
+      end
+   end
    local n = pid and local_of(pid)
    if n then return smarm.monitor(n) end
-   if n == false then
-      local _, mon = smarm.spawn_monitor(unreachable, pid, "noproc")
+   if n == false then return select(2, smarm.spawn_monitor(unreachable, "noproc", pid)) end
+   local proxy, mon
+   if name and node == M.node() then
+      raw.hook_demonitor()
+      proxy, mon = smarm.spawn_monitor(name_proxy, smarm.self(), smarm.whereis(name), name,
+         node)
+      monitor_proxies[proxy] = true
+      note_proxy()
       return mon
    end
-   local conn = conn_for(node_of(rp))
+   local conn = conn_for(node or node_of(pid))
    if not conn then
-      local _, mon = smarm.spawn_monitor(unreachable, pid)
-      return mon
+      return select(2, smarm.spawn_monitor(unreachable, "noconnection", pid or name, node))
    end
    local ref = M.make_ref()
-   local target = rp
-   if type(rp) == "table" then -- {name, node}: monitored by name
-      target = type(rp[1]) == "string" and atom(rp[1]) or rp[1]
-   end
-   local proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
-      smarm.whereis(conn))
-   monitor_proxies[proxy] = true
+   local target = pid or atom(name)
+   proxy, mon = smarm.spawn_monitor(monitor_proxy, smarm.self(), target, ref,
+      smarm.whereis(conn), name, node)
+   monitor_proxies[proxy] = { conn = conn, target = target, ref = ref }
    note_proxy()
    -- from here, so that the request goes before anything this actor sends rp next
    smarm.send(conn, { op = "monitor", proxy = proxy, ref = ref })
@@ -458,13 +515,19 @@ function M.monitor(rp)
    return mon
 end
 
---- Called by smarm.demonitor (lib/dist_lua.c) after it removed a monitor of pid: a remote
--- monitor's proxy asks the peer to drop it and ends.
+--- Called by smarm.demonitor (lib/dist_lua.c) after it removed a monitor of pid: for a remote
+-- monitor's proxy, the caller asks the peer to drop it; the proxy ends.
 function M.demonitored(pid)
-   if monitor_proxies[pid] then
-      monitor_proxies[pid] = nil
-      smarm.send(pid, { op = "demonitor" })
+   local m = monitor_proxies[pid]
+   if not m then return end
+   monitor_proxies[pid] = nil
+   if m ~= true then
+      -- from here, so that the peer drops the monitor before anything this actor sends next
+      smarm.send(m.conn, "p" .. raw.encode(tuple(DEMONITOR_P, M.export(smarm.self()), m.target,
+         m.ref)))
+      smarm.send(m.conn, { op = "demonitor", ref = m.ref })
    end
+   smarm.send(pid, { op = "demonitor" })
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -816,11 +879,17 @@ local function conn_actor(kernel, cookie, me, creation, sock, peer)
          return
       end
    else
-      local host = peer:match("@(.+)$")
-      local port
-      port, err = epmd_port(host, peer:match("^(.-)@"))
-      if port then
-         sock, err = net.connect(host, port, 5)
+      local host = peer:match("^[^@]+@(.+)$")
+      if not host then
+         err = "not a node name (name@host): " .. peer
+      else
+         -- an error here must still answer the callers waiting on the kernel
+         local ok, port, perr = pcall(epmd_port, host, peer:match("^(.-)@"))
+         if ok then err = perr else port, err = nil, port end
+         if port then
+            ok, sock, err = pcall(net.connect, host, port, 5)
+            if not ok then sock, err = nil, sock end
+         end
       end
       if sock then
          local ok

@@ -9,6 +9,8 @@ local KINDS = { [1] = "worker", [2] = "supervisor" }
 -- @param pid the actor
 -- @return the table README.md lists under smarm.info, or nil if the actor is not alive
 function M.info(pid)
+   -- a pid of this node as smarm.dist.export marks it is that pid
+   if type(pid) == "userdata" then pid = require("smarm.dist.raw").unexport(pid) end
    if type(pid) ~= "number" then
       error("smarm.info: bad pid (a number expected, got " .. type(pid) .. ")", 2)
    end

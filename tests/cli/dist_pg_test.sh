@@ -16,7 +16,7 @@ erlc -o "$TMP" tests/cli/dist/dist_pg_peer.erl
 
 RUN_TIMEOUT=150 run_bg --sname "luaP$tag@localhost" --cookie "$cookie" tests/cli/dist/pg_node.lua
 pids+=("$bg")
-if ! await grep -q "ready" "$TMP/out"; then
+if ! AWAIT_TRIES=1200 await grep -q "ready" "$TMP/out"; then
    wait_bg || true
    status=${status:-0}
    fail "the smarm-lua node never came up ($(head -c 400 "$TMP/err"))"
@@ -33,7 +33,7 @@ for c in connect erl_sees_lua_member dollar_group_stays_local lua_sees_erl_membe
    grep -qx "OK $c" "$TMP/beam" || fail "pg: $c ($(grep " $c" "$TMP/beam" || head -c 600 "$TMP/beam"))"
 done
 
-await grep -qx "OK lua_drops_on_nodedown" "$TMP/out" ||
+AWAIT_TRIES=1200 await grep -qx "OK lua_drops_on_nodedown" "$TMP/out" ||
    fail "pg: the halted BEAM node's member stays ($(cat "$TMP/out"; head -c 400 "$TMP/err"))"
 
 # two smarm-lua nodes: the same protocol between their scopes

@@ -6,7 +6,8 @@
 #   gen_server, terms and refs and pids round trip, monitor and link of Lua actors,
 #   100,000 messages in order;
 # - smarm-lua -> BEAM and smarm-lua -> smarm-lua: call/cast, 100,000 messages each way,
-#   remote pids as values, remote monitor and link ending with "noconnection" when the
+#   remote pids as values, monitors of {name, node} (down notices naming {name, node},
+#   noproc, demonitor), remote monitor and link ending with "noconnection" when the
 #   BEAM node halts, monitor_node;
 # - a BEAM node with the wrong cookie is refused, and the refusal logged.
 set -euo pipefail
@@ -36,7 +37,7 @@ beam() { # beam LOGFILE ARGS...
 # 1. the first smarm-lua node (it starts epmd on the private port)
 RUN_TIMEOUT=150 run_bg --sname "luaA$tag@localhost" --cookie "$cookie" tests/cli/dist/server.lua
 pids+=("$bg")
-if ! await grep -q "ready" "$TMP/out"; then
+if ! AWAIT_TRIES=1200 await grep -q "ready" "$TMP/out"; then
    wait_bg || true
    fail "the smarm-lua node never came up"
    finish
@@ -62,7 +63,7 @@ await grep -q "erlW$tag@localhost refused: wrong cookie" "$TMP/err" ||
 
 # 4. a BEAM node serving kv, and a second smarm-lua node against both
 beam "$TMP/beamS" -sname "erlS$tag@localhost" -setcookie "$cookie" -eval "dist_peer:serve()"
-await grep -q ready "$TMP/beamS" || fail "the serving BEAM node never came up"
+AWAIT_TRIES=1200 await grep -q ready "$TMP/beamS" || fail "the serving BEAM node never came up"
 set +e
 timeout -k 5 150 "$SMARM_LUA" --sname "luaB$tag" --cookie "$cookie" tests/cli/dist/client.lua \
    "erlS$tag@localhost" "luaA$tag@localhost" >"$TMP/outB" 2>"$TMP/errB"
@@ -70,8 +71,10 @@ set -e
 for c in connect nodes call_beam_put cast_then_call_beam terms_beam call_noproc \
    100k_to_beam connect_lua send_lua_both_ways call_lua 100k_to_lua remote_pid_value \
    remote_monitor_exit remote_link_exit_from remote_unlink remote_demonitor \
-   remote_exit_signal_from remote_incoming_link_from exported_local_pid \
-   remote_monitor_noconnection remote_link_noconnection monitor_node; do
+   remote_exit_signal_from remote_incoming_link_from remote_name_monitor \
+   remote_name_monitor_noproc remote_name_monitor_noproc_lua bad_node_name exported_local_pid \
+   own_pid_comes_back exported_local_pid_everywhere gen_server_this_node remote_monitor_noconnection \
+   remote_link_noconnection remote_name_monitor_noconnection monitor_node; do
    grep -q "^OK $c" "$TMP/outB" || fail "smarm-lua -> BEAM/smarm-lua: $c ($(grep " $c" "$TMP/outB" || head -c 600 "$TMP/errB"))"
 done
 
@@ -83,7 +86,7 @@ expect_out "stopped	true" "the first node stopped on the client's message"
 RUN_TIMEOUT=60 run_bg --sname "luaK$tag@localhost" --cookie "$cookie" examples/cluster/node.lua 30
 kv_bg=$bg
 pids+=("$kv_bg")
-if await grep -q "kv is up" "$TMP/out"; then
+if AWAIT_TRIES=1200 await grep -q "kv is up" "$TMP/out"; then
    timeout -k 5 60 erl -noshell -sname "erlK$tag@localhost" -setcookie "$cookie" -eval "
       N = 'luaK$tag@localhost',
       ok = gen_server:call({kv, N}, {put, color, <<\"blue\">>}),

@@ -25,10 +25,10 @@ run_bg() {
    bg=$! bg_child=
 }
 
-# await TEST...: runs the command TEST every 50 ms until it succeeds, for up to 10 s;
-# fails if it never did
+# await TEST...: runs the command TEST every 50 ms until it succeeds, for up to 10 s
+# (AWAIT_TRIES, default 200, times 50 ms); fails if it never did
 await() {
-   for _ in $(seq 1 200); do
+   for _ in $(seq 1 "${AWAIT_TRIES:-200}"); do
       "$@" 2>/dev/null && return 0
       sleep 0.05
    done

@@ -121,6 +121,10 @@ describe("distribution values", function()
       assert.are.same({ nil, "not_alive" }, { smarm.connect("other@host") })
       assert.has_error(function() smarm.connect("nohost") end)
       assert.has_error(function() dist.export(smarm.self()) end)
+      -- unexport leaves what is not a mark of this node's pid as it is
+      assert.are.equal(smarm.self(), dist.unexport(smarm.self()))
+      assert.are.equal(p, dist.unexport(p))
+      assert.are.equal("x", dist.unexport("x"))
       local gen_server = require "smarm.gen_server"
       assert.are.same({ nil, "not_alive" }, { gen_server.call({ "x", "other@host" }, 1) })
    end)
@@ -190,9 +194,71 @@ describe("a proxy's notices", function()
       smarm.trap_exit(false)
    end)
 
-   it("take only a pid as what they name", function()
+   it("take only a pid, or a name and a node, as what they name", function()
       assert.has_error(function() raw.set_alias(A("x")) end,
-         "dist: set_alias: a remote pid expected, got userdata")
+         "dist: set_alias: a remote pid or a name and a node expected, got userdata")
       assert.has_error(function() raw.set_alias(5) end)
+      assert.has_error(function() raw.set_alias("name") end)
+   end)
+end)
+
+describe("a monitor of {name, node}", function()
+   local function is_name(v, name, node)
+      return smarm.is_tuple(v) and #v == 2 and v[1] == name and v[2] == node
+   end
+
+   it("names {name, node} in its noconnection notice", function()
+      local mon = smarm.monitor({ "kv", "other@host" })
+      local d = mon:recv(5)
+      assert.is_true(is_name(d.pid, "kv", "other@host"))
+      assert.are.equal("noconnection", d.reason)
+      assert.are.equal(mon.ref, d.ref)
+      -- an atom name and an atom node name the same
+      d = smarm.monitor(T(A("kv"), A("other@host"))):recv(5)
+      assert.is_true(is_name(d.pid, "kv", "other@host"))
+   end)
+
+   it("of this node: the registered actor's reason, named {name, node}", function()
+      local w = smarm.spawn(function()
+         local s = require "smarm"
+         s.register("dist_spec_w")
+         s.recv(5)
+         s.exit("bye")
+      end)
+      while not smarm.whereis("dist_spec_w") do smarm.sleep(0.01) end
+      local mon = smarm.monitor({ "dist_spec_w", smarm.node() })
+      smarm.send(w, "go")
+      local d = mon:recv(5)
+      assert.is_true(is_name(d.pid, "dist_spec_w", smarm.node()))
+      assert.are.equal("bye", d.reason)
+   end)
+
+   it("of a name nobody holds: noproc at once", function()
+      local d = smarm.monitor({ "dist_spec_nobody", smarm.node() }):recv(5)
+      assert.is_true(is_name(d.pid, "dist_spec_nobody", smarm.node()))
+      assert.are.equal("noproc", d.reason)
+   end)
+
+   it("is dropped by demonitor", function()
+      local w = smarm.spawn(function()
+         local s = require "smarm"
+         s.register("dist_spec_d")
+         s.recv(5)
+      end)
+      while not smarm.whereis("dist_spec_d") do smarm.sleep(0.01) end
+      local actors = #smarm.snapshot()
+      local mon = smarm.monitor({ "dist_spec_d", smarm.node() })
+      assert.is_true(smarm.demonitor(mon))
+      -- the stand-in that watched the name goes too
+      local deadline = smarm.now() + 5
+      while #smarm.snapshot() > actors and smarm.now() < deadline do smarm.sleep(0.01) end
+      assert.are.equal(actors, #smarm.snapshot())
+      smarm.send(w, "go")
+      assert.are.same({ nil, "closed" }, { mon:recv(1) })
+   end)
+
+   it("refuses a name that is not a string or an atom", function()
+      assert.has_error(function() smarm.monitor({ 5, "other@host" }) end,
+         "smarm.monitor: {name, node} with a string or atom name expected, got a number name")
    end)
 end)

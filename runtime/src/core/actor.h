@@ -160,9 +160,11 @@ typedef struct actor_exit {
     struct chan *trap;   /* trap_exit channel (one tx reference), or NULL */
     char *exit_override; /* reason bytes a link death imposed (STOP_LINKED) */
     size_t exit_override_len;
-    /* what notices about this actor name it as (an interned pid of another node, whose
-     * link or monitor this actor stands in for: core/exit.c), or NULL for its own pid */
-    const void *alias;
+    /* what notices about this actor name it as, as the wire bytes of a value (an interned
+     * pid of another node, or a {name, node} tuple, whose link or monitor this actor stands
+     * in for: core/exit.c), or NULL for its own pid */
+    char *alias;
+    size_t alias_len;
     /* how it ended, filled in by the body: wire bytes of the reason */
     char *reason;
     size_t reason_len;

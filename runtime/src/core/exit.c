@@ -102,10 +102,11 @@ void exit_set_error(actor *a, const char *msg, const char *traceback)
     a->ex.err_tb = traceback ? strdup(traceback) : NULL;
 }
 
-/* pid as a notice names it: the interned remote pid a stands in for, if it has one */
+/* pid as a notice names it: the value a stands in for, if it has one */
 static int put_subject(wire_buf *b, const actor *a, uint64_t pid)
 {
-    return a->ex.alias ? wire_put_intern(b, a->ex.alias) : wire_put_number(b, (double)pid);
+    return a->ex.alias ? wire_buf_append(b, a->ex.alias, a->ex.alias_len)
+                       : wire_put_number(b, (double)pid);
 }
 
 /* {pid = pid, reason = r, error = e?, traceback = t?}, plus from = pid for exit
@@ -194,28 +195,41 @@ void exit_reset(actor *a, uint64_t pid, uint64_t owner)
     free(a->ex.exit_override);
     a->ex.exit_override = NULL;
     a->ex.exit_override_len = 0;
+    char *alias = a->ex.alias;
     a->ex.alias = NULL;
+    a->ex.alias_len = 0;
     cold_unlock(a);
+    free(alias);
     clear_reason(a);
     a->ex.reason_abnormal = 0;
 }
 
-void exit_set_alias(actor *a, const void *alias)
+int exit_set_alias(actor *a, const char *alias, size_t len)
 {
+    char *copy = alias ? dup_bytes(alias, len) : NULL;
+    if (alias && !copy)
+        return -1;
     cold_lock(a);
-    a->ex.alias = alias;
+    char *old = a->ex.alias;
+    a->ex.alias = copy;
+    a->ex.alias_len = copy ? len : 0;
     cold_unlock(a);
+    free(old);
+    return 0;
 }
 
-/* The alias of pid's actor (NULL if none or not alive). */
-static const void *alias_of(smarm_runtime *rt, uint64_t pid)
+/* A copy of the alias of pid's actor into tmp (none if it has none, is not alive, or memory
+ * runs out: the signal then names the pid). */
+static void alias_of(smarm_runtime *rt, uint64_t pid, actor *tmp)
 {
     actor *a = lock_live(rt, pid);
     if (!a)
-        return NULL;
-    const void *alias = a->ex.alias;
+        return;
+    if (a->ex.alias) {
+        tmp->ex.alias = dup_bytes(a->ex.alias, a->ex.alias_len);
+        tmp->ex.alias_len = tmp->ex.alias ? a->ex.alias_len : 0;
+    }
     cold_unlock(a);
-    return alias;
 }
 
 static void stop_linked(smarm_runtime *rt, uint64_t peer_pid, actor *dying)
@@ -478,11 +492,16 @@ void exit_shutdown(smarm_runtime *rt, uint64_t from, uint64_t pid)
 int exit_signal(smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reason, size_t len,
                 enum exit_kind kind)
 {
-    /* read before the target's lock: one cold lock at a time */
-    const void *alias = kind == EXIT_KILL || from == pid ? NULL : alias_of(rt, from);
+    /* the sender's alias, read before the target's lock: one cold lock at a time */
+    actor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    if (kind != EXIT_KILL && from != pid)
+        alias_of(rt, from, &tmp);
     actor *t = lock_live(rt, pid);
-    if (!t)
+    if (!t) {
+        free(tmp.ex.alias);
         return -1;
+    }
     if (kind == EXIT_KILL) {
         cold_unlock(t);
         sched_stop(rt, pid, STOP_KILL);
@@ -492,16 +511,15 @@ int exit_signal(smarm_runtime *rt, uint64_t from, uint64_t pid, const char *reas
     if (trap) {
         /* trap_exit is read under the target's lock, so a signal racing it is either a
          * message (trapping) or a stop (not), never both nor neither */
-        actor tmp;
-        memset(&tmp, 0, sizeof tmp);
-        tmp.ex.alias = alias;
         char *copy = dup_bytes(reason, len);
         exit_set_reason_bytes(&tmp, copy, copy ? len : 0, 1);
         send_or_drop(trap, notice_req(&tmp, from, 1, 0));
         clear_reason(&tmp);
         cold_unlock(t);
+        free(tmp.ex.alias);
         return 0;
     }
+    free(tmp.ex.alias);
     if (kind == EXIT_NORMAL) {
         cold_unlock(t);
         return 0;
@@ -549,6 +567,8 @@ void exit_free_records(smarm_runtime *rt)
         free(a->ex.links);
         linkset_drop_index(a);
         free(a->ex.monitors);
+        free(a->ex.alias);
+        a->ex.alias = NULL;
         a->ex.terminal = a->ex.exit_override = NULL;
         a->ex.links = NULL;
         a->ex.monitors = NULL;

@@ -23,9 +23,11 @@ void exit_retire_unborn(struct actor *a);
 void exit_free_records(struct smarm_runtime *rt);
 /* Called at spawn: a fresh tenancy has no links, monitors or trap. */
 void exit_reset(struct actor *a, uint64_t pid, uint64_t owner);
-/* From now on, a's exit signals and down notices name it as alias (an interned pid of another
- * node whose link or monitor a stands in for) rather than by its own pid; NULL undoes it. */
-void exit_set_alias(struct actor *a, const void *alias);
+/* From now on, a's exit signals and down notices name it as the value whose wire bytes are
+ * alias[0..len) (an interned pid of another node, or a {name, node} tuple, whose link or
+ * monitor a stands in for) rather than by its own pid; NULL undoes it. The bytes are copied:
+ * 0, or -1 (out of memory, nothing changed). */
+int exit_set_alias(struct actor *a, const char *alias, size_t len);
 
 /* Links between the calling actor self and pid. 0, or -1 if pid is not alive
  * (the caller then gets noproc: exit_noproc). */

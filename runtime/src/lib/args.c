@@ -15,14 +15,19 @@
 #include "vm/luavm.h"
 #include "vm/body.h"
 #include "vm/codec.h"
+#include "lib/dist_lua.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
 uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const smarm_runtime *rt)
 {
-    if (lua_type(L, idx) != LUA_TNUMBER)
+    if (lua_type(L, idx) != LUA_TNUMBER) {
+        uint64_t own = dist_lua_own_pid(L, idx); /* dist.export's mark of a local pid */
+        if (own && pid_index(own) < rt->slots.max)
+            return own;
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
+    }
     double d = lua_tonumber(L, idx);
     /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
     if (!(d >= 1 && d < 9007199254740992.0) || d != (double)(uint64_t)d)

@@ -14,6 +14,7 @@
 #include <lua.h>
 
 #include "base/intern.h"
+#include "base/wire.h"
 #include "core/exit.h"
 #include "vm/luavm.h"
 #include "lib/args.h"
@@ -78,6 +79,19 @@ static uint32_t get32(const char *p)
 
 static int dec_term(dec *d, int *i, int depth);
 
+/* The local pid that (node, num, serial, creation) names if it is a pid of this node as it
+ * is now (not of an earlier run of its name), else 0. */
+static uint64_t own_pid(const char *node, size_t nlen, uint32_t num, uint32_t serial,
+                        uint32_t creation)
+{
+    const intern_rec *me = __atomic_load_n(&self_node, __ATOMIC_ACQUIRE);
+    if (me && me->len == nlen && memcmp(me->name, node, nlen) == 0 &&
+        creation == __atomic_load_n(&self_creation, __ATOMIC_RELAXED) && num <= PID_MAX_INDEX &&
+        serial != 0 && serial <= PID_GEN_MASK)
+        return pid_make(num, serial);
+    return 0;
+}
+
 static int dec_opaque(dec *d, int *i)
 {
     int start = *i;
@@ -105,11 +119,9 @@ static int dec_pid(dec *d, int *i)
         tag == ERL_NEW_PID_EXT ? get32(d->buf + at + 8) : (unsigned char)d->buf[at + 8];
     *i = at + need;
     size_t nlen = strlen(node);
-    const intern_rec *me = __atomic_load_n(&self_node, __ATOMIC_ACQUIRE);
-    if (me && me->len == nlen && memcmp(me->name, node, nlen) == 0 &&
-        creation == __atomic_load_n(&self_creation, __ATOMIC_RELAXED) && num <= PID_MAX_INDEX &&
-        serial != 0 && serial <= PID_GEN_MASK) {
-        lua_pushnumber(d->L, (lua_Number)pid_make(num, serial));
+    uint64_t mine = own_pid(node, nlen, num, serial, creation);
+    if (mine) { /* a pid of this node is the local pid, a number, as smarm.self() gives it */
+        lua_pushnumber(d->L, (lua_Number)mine);
         return 0;
     }
     const intern_rec *r = intern_pid(node, nlen, num, serial, creation);
@@ -590,14 +602,34 @@ static int l_export(lua_State *L)
     return 1;
 }
 
-/* raw.set_alias(pid): the calling actor's exit signals and down notices name it as pid
- * from now on (a proxy standing in for a process of another node: core/exit.c) */
+/* raw.set_alias(pid) or raw.set_alias(name, node): the calling actor's exit signals and down
+ * notices name it as pid, or as the tuple {name, node} (two strings), from now on (a proxy
+ * standing in for a process of another node, or for a name there: core/exit.c) */
 static int l_set_alias(lua_State *L)
 {
-    const intern_rec *r = rec_at(L, 1, INTERN_PID);
-    if (!r)
-        return luaL_error(L, "dist: set_alias: a remote pid expected, got %s", luaL_typename(L, 1));
-    exit_set_alias(luavm_actor(L), r);
+    wire_buf b;
+    wire_buf_init(&b);
+    int bad;
+    if (lua_type(L, 1) == LUA_TSTRING && lua_type(L, 2) == LUA_TSTRING) {
+        size_t nn, dn;
+        const char *name = lua_tolstring(L, 1, &nn), *node = lua_tolstring(L, 2, &dn);
+        bad = wire_put_table(&b, 2, 1) | wire_put_string(&b, name, nn) |
+              wire_put_string(&b, node, dn) | wire_put_intern(&b, marker("$tuple")) |
+              wire_put_number(&b, 2);
+    } else {
+        const intern_rec *r = rec_at(L, 1, INTERN_PID);
+        if (!r)
+            return luaL_error(L,
+                              "dist: set_alias: a remote pid or a name and a node expected, "
+                              "got %s",
+                              luaL_typename(L, 1));
+        bad = wire_put_intern(&b, r);
+    }
+    if (bad || exit_set_alias(luavm_actor(L), b.data, b.len)) {
+        wire_buf_free(&b);
+        return luaL_error(L, "dist: set_alias: out of memory");
+    }
+    wire_buf_free(&b);
     return 0;
 }
 
@@ -633,7 +665,43 @@ int dist_lua_is_remote(lua_State *L, int idx, int pairs)
     return yes;
 }
 
+uint64_t dist_lua_own_pid(lua_State *L, int idx)
+{
+    const intern_rec *r = rec_at(L, idx, INTERN_PID);
+    return r ? own_pid(r->name, r->len, r->num, r->serial, r->creation) : 0;
+}
+
+/* raw.unexport(v) -> the local pid (a number) for a pid of this node as dist.export marks it;
+ * v itself for anything else */
+static int l_unexport(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    uint64_t pid = dist_lua_own_pid(L, 1);
+    if (pid)
+        lua_pushnumber(L, (lua_Number)pid);
+    else
+        lua_settop(L, 1);
+    return 1;
+}
+
 int dist_lua_alive(void) { return __atomic_load_n(&self_node, __ATOMIC_ACQUIRE) != NULL; }
+
+/* Set once a monitor of a name of this node was made without the node being alive (its proxy
+ * must hear of a demonitor too); an alive node always hooks. */
+static int name_proxies;
+
+int dist_lua_hooks_demonitor(void)
+{
+    return dist_lua_alive() || __atomic_load_n(&name_proxies, __ATOMIC_RELAXED);
+}
+
+/* raw.hook_demonitor(): from now on smarm.demonitor tells smarm.dist (dist_lua_demonitored) */
+static int l_hook_demonitor(lua_State *L)
+{
+    (void)L;
+    __atomic_store_n(&name_proxies, 1, __ATOMIC_RELAXED);
+    return 0;
+}
 
 void dist_lua_demonitored(lua_State *L, uint64_t target)
 {
@@ -682,6 +750,7 @@ static const luaL_Reg raw_funcs[] = {
     {"pid", l_pid},
     {"pid_info", l_pid_info},
     {"export", l_export},
+    {"unexport", l_unexport},
     {"set_node", l_set_node},
     {"md5", l_md5},
     {"node", l_node},
@@ -690,6 +759,7 @@ static const luaL_Reg raw_funcs[] = {
     {"tuple", l_tuple},
     {"is_tuple", l_is_tuple},
     {"set_alias", l_set_alias},
+    {"hook_demonitor", l_hook_demonitor},
     {NULL, NULL},
 };
 

@@ -81,7 +81,7 @@ static int monitor_into(lua_State *L, actor *a, uint64_t pid)
 
 static int l_monitor(lua_State *L)
 {
-    if (dist_lua_is_remote(L, 1, 0))
+    if (dist_lua_is_remote(L, 1, 1))
         return lib_forward(L, "smarm.dist", "monitor");
     actor *a = luavm_actor(L);
     uint64_t pid = lib_check_pid(L, 1, "smarm.monitor");
@@ -113,7 +113,7 @@ static int l_demonitor(lua_State *L)
      * then a notice that already arrived is discarded */
     chan_close(c);
     chan_drain(c);
-    if (removed && dist_lua_alive())
+    if (removed && dist_lua_hooks_demonitor())
         dist_lua_demonitored(L, target); /* a remote monitor's proxy ends too */
     lua_pushboolean(L, removed);
     return 1;

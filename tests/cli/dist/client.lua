@@ -81,8 +81,7 @@ check("remote_link_exit_from", l1 == 1 and s1 and s1.from == v1 and s1.reason ==
 local v2 = victim()
 smarm.link(v2)
 local before = info(v2)
-smarm.unlink(v2)
-smarm.sleep(0.3)
+smarm.unlink(v2) -- the peer hears it before anything sent after
 local after = info(v2)
 smarm.send(v2, A("die"))
 local s2 = trapped:recv(1)
@@ -92,8 +91,7 @@ check("remote_unlink", before == 1 and after == 0 and s2 == nil, before, after,
 local v3 = victim()
 local m3 = smarm.monitor(v3)
 local _, mbefore = info(v3)
-smarm.demonitor(m3)
-smarm.sleep(0.3)
+smarm.demonitor(m3) -- the peer hears it before anything sent after
 local _, mafter = info(v3)
 check("remote_demonitor", mbefore == 1 and mafter == 0, mbefore, mafter)
 smarm.send(v3, A("die"))
@@ -110,6 +108,37 @@ smarm.send(v4, A("die"))
 local s5 = trapped:recv(10)
 check("remote_incoming_link_from", s5 and s5.from == v4 and s5.reason == "bye",
    s5 and tostring(s5.from), s5 and tostring(s5.reason))
+
+-- a monitor of {name, node}: its notices name {name, node}, as Erlang's 'DOWN' does
+local function is_name(t, name, node)
+   return smarm.is_tuple(t) and #t == 2 and t[1] == name and t[2] == node
+end
+local v5 = victim()
+smarm.send(v5, T(A("register_as"), A("named_victim"), dist.export(smarm.self())))
+smarm.recv(10)
+local m5 = smarm.monitor({ "named_victim", erl })
+local _, nbefore = info(v5)
+smarm.demonitor(m5)
+local _, nafter = info(v5)
+m5 = smarm.monitor({ "named_victim", erl })
+smarm.send({ "named_victim", erl }, A("die"))
+local d5 = m5:recv(10)
+check("remote_name_monitor", nbefore == 1 and nafter == 0 and d5 and d5.reason == "bye"
+   and is_name(d5.pid, "named_victim", erl) and d5.ref == m5.ref, nbefore, nafter,
+   d5 and tostring(d5.reason), d5 and tostring(d5.pid))
+local d6 = smarm.monitor({ "nobody", erl }):recv(10)
+check("remote_name_monitor_noproc", d6 and d6.reason == "noproc"
+   and is_name(d6.pid, "nobody", erl), d6 and tostring(d6.reason))
+local d7 = smarm.monitor({ "nobody", lua }):recv(10)
+check("remote_name_monitor_noproc_lua", d7 and d7.reason == "noproc"
+   and is_name(d7.pid, "nobody", lua), d7 and tostring(d7.reason))
+
+-- a node name without a host cannot be reached (it hung the caller once)
+local bs, berr = smarm.send({ "x", "nohost" }, 1)
+local bd = smarm.monitor({ "x", "nohost" }):recv(10)
+check("bad_node_name", bs == nil and berr == "noconnection" and bd
+   and bd.reason == "noconnection" and is_name(bd.pid, "x", "nohost"), tostring(berr),
+   bd and tostring(bd.reason))
 
 -- a pid of this node as dist.export makes it works here as the local pid does
 local function ends_on_go()
@@ -133,6 +162,33 @@ check("exported_local_pid", type(e1) == "userdata" and smarm.pid_tostring(e1) ==
    ws and ws.reason)
 smarm.trap_exit(false)
 
+-- one value per local pid: a pid of this node that comes back from another node is the
+-- number, unexport turns a marked one into it, and every function taking a pid takes the mark
+local me = smarm.self()
+local held = { [me] = true }
+local back_beam = gs.call({ "kv", erl }, T(A("echo"), dist.export(me)))
+local back_lua = gs.call({ "counter", lua }, T(A("echo"), dist.export(me)))
+check("own_pid_comes_back", back_beam == me and back_lua == me and held[back_beam] == true,
+   tostring(back_beam), tostring(back_lua))
+local w3 = smarm.spawn(ends_on_go)
+local e3 = dist.export(w3)
+local wm3 = smarm.monitor(w3)
+local i3 = smarm.info(e3)
+local reg3 = smarm.register("own_w3", e3)
+smarm.kill(e3)
+local wd3 = wm3:recv(10)
+check("exported_local_pid_everywhere", dist.unexport(e3) == w3 and dist.unexport(w3) == w3
+   and dist.unexport(p) == p and i3 and i3.pid == w3 and reg3 == true
+   and wd3 and wd3.reason == "killed", i3 and i3.pid, tostring(reg3), wd3 and wd3.reason)
+local ctr = assert(gs.start("counter", 0, { name = "lcounter" }))
+local c1 = gs.call(dist.export(ctr), T(A("add"), 2), 2)
+gs.cast(dist.export(ctr), T(A("add"), 3))
+local c2 = gs.call({ "lcounter", smarm.node() }, A("get"), 2)
+gs.cast({ "lcounter", smarm.node() }, T(A("add"), 1))
+local c3 = gs.call({ "lcounter", smarm.node() }, A("get"), 2)
+check("gen_server_this_node", c1 == 2 and c2 == 5 and c3 == 6, tostring(c1), tostring(c2),
+   tostring(c3))
+
 -- remote link and monitor when the peer halts: noconnection
 smarm.send({ "victims", erl }, T(dist.export(smarm.self()), A("new")))
 local q = smarm.recv(10)[2]
@@ -140,6 +196,7 @@ local trap = smarm.trap_exit(true)
 smarm.link(q)
 local mon2 = smarm.monitor(q)
 local nmon = smarm.monitor_node(erl)
+local kvmon = smarm.monitor({ "kv", erl })
 smarm.sleep(0.2)
 smarm.send({ "kv", erl }, A("halt"))
 local d2 = mon2:recv(15)
@@ -148,6 +205,9 @@ check("remote_monitor_noconnection", d2 and d2.reason == "noconnection" and d2.p
 local sig = trap:recv(15)
 check("remote_link_noconnection", sig and sig.reason == "noconnection" and sig.from == q,
    sig and sig.reason)
+local kd = kvmon:recv(15)
+check("remote_name_monitor_noconnection", kd and kd.reason == "noconnection"
+   and is_name(kd.pid, "kv", erl), kd and tostring(kd.reason), kd and tostring(kd.pid))
 local nd = nmon:recv(15)
 check("monitor_node", nd and nd.reason == "noconnection")
 smarm.send({ "ctl", lua }, A("stop"))

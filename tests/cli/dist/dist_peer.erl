@@ -69,7 +69,7 @@ victims() ->
     end.
 
 %% A victim ends with bye on die; it also reports how many links and monitors it has, links
-%% to a process, and sends an exit signal, when asked.
+%% to a process, sends an exit signal, and registers a name, when asked.
 victim() ->
     receive
         die -> exit(bye);
@@ -79,6 +79,7 @@ victim() ->
             From ! {info, length(L), length(M)},
             victim();
         {link_to, To} -> link(To), victim();
+        {register_as, Name, From} -> register(Name, self()), From ! {registered, Name}, victim();
         {exit_to, To, Reason} -> exit(To, Reason), victim()
     end.
 

@@ -65,7 +65,8 @@ steps(Lua) ->
     report(lua_leave_answered, ask(Lua, leave_local) =:= {left, true}),
     report(erl_sees_lua_leave, poll(fun() -> on(Lua) =:= [] end, 100)),
     joined = ask(Lua, join_and_die),
-    report(erl_sees_lua_join, poll(fun() -> length(on(Lua)) =:= 1 end, 50)),
+    report(erl_sees_lua_join, poll(fun() -> length(on(Lua)) =:= 1 end, 100)),
+    ok = ask(Lua, die),
     report(erl_sees_lua_death, poll(fun() -> on(Lua) =:= [] end, 100)),
     ok = pg:join(workers, E),
     case ask(Lua, check_remote) of

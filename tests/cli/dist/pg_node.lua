@@ -16,6 +16,7 @@ smarm.register("ctl")
 print("ready " .. smarm.node())
 io.stdout:flush()
 
+local mortal -- the member join_and_die made
 local support = require "pg_support"
 local remote_members, poll = support.remote_members, support.poll
 
@@ -50,15 +51,18 @@ while true do
       smarm.send(from, T(A("left"), smarm.pg.leave("workers", worker)))
    elseif op == "rejoin" then
       smarm.send(from, T(A("joined"), smarm.pg.join("workers", worker)))
-   elseif op == "join_and_die" then -- a member that ends after a second
-      smarm.spawn(function(ctl)
+   elseif op == "join_and_die" then -- a member that ends when told ("die")
+      mortal = smarm.spawn(function(ctl)
          local s = require "smarm"
          s.pg.join("workers")
          s.send(ctl, "joined")
-         s.sleep(1)
+         s.recv(60)
       end, smarm.self())
       smarm.recv(function(x) return x == "joined" end, 5)
       smarm.send(from, A("joined"))
+   elseif op == "die" then
+      smarm.send(mortal, "die")
+      smarm.send(from, A("ok"))
    elseif op == "await_halt" then -- the BEAM node halts: its members go
       smarm.send(from, A("ok"))
       local ok = poll(function() return #remote_members() == 0 end, 30)
