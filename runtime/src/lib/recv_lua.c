@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "base/sanitize.h"
 #include "core/trace.h"
 #include "lib/args.h"
+#include "vm/flat.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -43,7 +45,9 @@ static void push_value(actor *a, lua_State *L, msg *m)
         return;
     }
     char err[256];
-    int rc = luavm_decode(a, L, m, err, sizeof err);
+    /* a flat message's decode raises only when out of memory, and leaves it queued then */
+    int rc = flat_decodable(L, m->data, m->len) ? (flat_decode(L, m->data, m->len), 0)
+                                                : luavm_decode(a, L, m, err, sizeof err);
     if (rc != 0) {
         /* a message that cannot be decoded would stop every later scan: it goes */
         msg_free(mailbox_scan_take(&a->inbox));
@@ -72,6 +76,16 @@ void recv_lua_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
     took(a, m);
     if (!m->cache) {
+        if (flat_decodable(L, m->data, m->len)) {
+            /* freed before the decode, which raises only when out of memory: a copy of a
+             * few bytes instead of the protected call that frees it after */
+            char b[FLAT_MAX];
+            size_t n = m->len;
+            memcpy(b, m->data, n);
+            msg_free(m);
+            flat_decode(L, b, n);
+            return;
+        }
         luavm_take(a, L, m, fname);
         return;
     }
