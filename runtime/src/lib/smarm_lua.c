@@ -282,7 +282,9 @@ static int l_spawn_opt(lua_State *L)
 
 int smarm_lua_send(lua_State *L)
 {
-    int t = lua_type(L, 1);
+    double d;
+    /* a number needs no lua_type (lib_check_pid_in reads the slot again, as cheaply) */
+    int t = ljx_number_at(L, 1, &d) ? LUA_TNUMBER : lua_type(L, 1);
     /* a pid of this runtime is a number: anything else may be another node's pid, or a
      * {name, node} pair */
     if (t != LUA_TNUMBER && t != LUA_TSTRING && dist_lua_is_remote(L, 1, 1))
