@@ -20,6 +20,7 @@
 #include "lj_str.h"
 #include "lj_ctype.h" /* ctype_ctsG: whether the FFI is loaded; CTID_INT64/UINT64 */
 #include "lj_cdata.h"
+#include "lj_gc.h" /* lj_gc_anybarriert */
 
 /* -- Encoder ---------------------------------------------------------------------------- */
 
@@ -310,6 +311,133 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
     *pp = p;
 }
 
+/* -- Templates ---------------------------------------------------------------------------
+ * A receiver sees the same few shapes over and over ({hop = k}, {n = i}, a protocol's
+ * request). Making such a table key by key costs a new table, a string interning per key and
+ * a hash insert per key (~380 instructions for one key); a copy of a private template that
+ * already holds the keys (lj_tab_dup, what a table constructor in Lua code does) with the
+ * values written straight into their nodes costs about half. A state keeps TPL_SLOTS
+ * templates, direct-mapped by a hash of the shape: the array count, the pair count and the
+ * keys' bytes. A shape becomes a template the second time in a row it lands in its slot, so
+ * one-off shapes never pay for one.
+ *
+ * The templates hang off a GC root no Lua code can reach: the base metatable of prototypes
+ * (no Lua value is a prototype, so LuaJIT never looks it up). The collector marks it like the
+ * other roots, lua_close frees it, and a pooled state's reset, which clears every base
+ * metatable, forgets the templates with everything else of the last actor. */
+
+#define TPL_SLOTS 8
+#define TPL_ENTRY 3  /* array slots per entry: the template, its signature, the shape seen last */
+#define TPL_PAIRS 16 /* records of more pairs (or with an array part) are made key by key */
+#define SIG_MAX (2 + FLAT_MAX + TPL_PAIRS) /* counts, key bytes, a node index per key */
+
+static GCtab *holder(lua_State *L)
+{
+    GCobj *o = gcref(basemt_it(G(L), LJ_TPROTO));
+    return o ? gco2tab(o) : NULL;
+}
+
+static GCtab *holder_make(lua_State *L)
+{
+    GCtab *h = lj_tab_new(L, TPL_SLOTS * TPL_ENTRY + 1, 0);
+    /* a root: the atomic phase marks the roots again, so no barrier is due */
+    setgcref(basemt_it(G(L), LJ_TPROTO), obj2gco(h));
+    return h;
+}
+
+/* The bytes of the string key at p (checked by flat_decodable): its tag, length, data. */
+static inline size_t key_bytes(const unsigned char *p)
+{
+    if (p[0] != WIRE_STR)
+        return 1 + (size_t)(p[0] - WIRE_SSTR);
+    return p[1] < 0x80 ? 2 + (size_t)p[1] : 3 + str_len(p + 1);
+}
+
+/* Records t (just made with the shape sig, its keys at keyat) as its slot's template if the
+ * slot saw the same shape last; else notes the shape. */
+static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, unsigned npairs,
+                  unsigned char *sig, size_t siglen, uint32_t hash)
+{
+    GCtab *h = holder(L);
+    if (!h)
+        h = holder_make(L);
+    TValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
+    if (!tvisnum(&e[2]) || numV(&e[2]) != (lua_Number)hash) {
+        setnumV(&e[2], (lua_Number)hash);
+        return;
+    }
+    /* the template first, so it is anchored while its signature is made */
+    GCtab *tpl = lj_tab_dup(L, t);
+    settabV(L, &e[0], tpl);
+    setnilV(&e[1]);
+    lj_gc_anybarriert(L, h);
+    Node *node = noderef(tpl->node);
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k;
+        const unsigned char *p = keyat[i];
+        dec_scalar(L, &k, &p); /* the key's string, interned already */
+        cTValue *v = lj_tab_getstr(tpl, strV(&k));
+        sig[siglen + i] = (unsigned char)((const Node *)v - node);
+    }
+    setstrV(L, &e[1], lj_str_new(L, (const char *)sig, siglen + npairs));
+    lj_gc_anybarriert(L, h);
+}
+
+/* A record: npairs (1..TPL_PAIRS) string-keyed pairs at p and no array part. The values are
+ * made first (no GC step runs in here to find them unanchored), then the table, from its
+ * template when the shape has one. */
+static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
+{
+    TValue vals[TPL_PAIRS];
+    const unsigned char *keyat[TPL_PAIRS];
+    unsigned char sig[SIG_MAX];
+    size_t n = 2;
+    sig[0] = 0;
+    sig[1] = (unsigned char)npairs;
+    for (unsigned i = 0; i < npairs; i++) {
+        size_t kb = key_bytes(p);
+        keyat[i] = p;
+        for (size_t j = 0; j < kb; j++)
+            sig[n + j] = p[j];
+        n += kb;
+        p += kb;
+        dec_scalar(L, &vals[i], &p);
+    }
+    uint32_t hash = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        hash = (hash ^ sig[i]) * 16777619u;
+    GCtab *h = holder(L);
+    if (h) {
+        cTValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
+        if (tvisstr(&e[1]) && strV(&e[1])->len == n + npairs) {
+            const unsigned char *known = (const unsigned char *)strVdata(&e[1]);
+            size_t i = 0;
+            while (i < n && known[i] == sig[i])
+                i++;
+            if (i == n) {
+                GCtab *t = lj_tab_dup(L, tabV(&e[0]));
+                settabV(L, L->top, t);
+                incr_top(L);
+                Node *node = noderef(t->node);
+                for (unsigned j = 0; j < npairs; j++)
+                    copyTV(L, &node[known[n + j]].val, &vals[j]);
+                return;
+            }
+        }
+    }
+    GCtab *t = lj_tab_new_ah(L, 0, (int32_t)npairs);
+    settabV(L, L->top, t);
+    incr_top(L);
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k;
+        const unsigned char *q = keyat[i];
+        dec_scalar(L, &k, &q);
+        /* a repeated key (no encoder writes one) is set again, as the codec does */
+        copyTV(L, lj_tab_setstr(L, t, strV(&k)), &vals[i]);
+    }
+    learn(L, t, keyat, npairs, sig, n, hash);
+}
+
 void flat_decode(lua_State *L, const char *data, size_t len)
 {
     const unsigned char *p = (const unsigned char *)data;
@@ -324,6 +452,10 @@ void flat_decode(lua_State *L, const char *data, size_t len)
     }
     unsigned narr = p[1], npairs = p[2];
     p += 3;
+    if (narr == 0 && npairs > 0 && npairs <= TPL_PAIRS) {
+        dec_record(L, p, npairs);
+        return;
+    }
     GCtab *t = lj_tab_new_ah(L, (int32_t)narr, (int32_t)npairs);
     /* on the stack before anything else is made: the collector sees it from there (no GC
      * step runs in here, but a step after a raise would) */
@@ -336,7 +468,6 @@ void flat_decode(lua_State *L, const char *data, size_t len)
         TValue k, v;
         dec_scalar(L, &k, &p);
         dec_scalar(L, &v, &p);
-        /* a repeated key (no encoder writes one) is set again, as the codec does */
         copyTV(L, lj_tab_setstr(L, t, strV(&k)), &v);
     }
     /* t is new, so white, and nothing ran since: no barrier is due (lua_createtable's own
