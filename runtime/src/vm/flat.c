@@ -321,8 +321,9 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
  * keys' bytes. A shape becomes a template the second time in a row it lands in its slot, so
  * one-off shapes never pay for one.
  *
- * The templates hang off a GC root no Lua code can reach: the base metatable of prototypes
- * (no Lua value is a prototype, so LuaJIT never looks it up). The collector marks it like the
+ * The templates hang off a GC root no Lua code can reach: the base metatable of upvalue
+ * objects (no Lua value is one, so LuaJIT never looks it up: even jit.util, which hands out
+ * prototypes, never hands out an upvalue object). The collector marks it like the
  * other roots, lua_close frees it, and a pooled state's reset, which clears every base
  * metatable, forgets the templates with everything else of the last actor. */
 
@@ -331,17 +332,20 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
 #define TPL_PAIRS 16 /* records of more pairs (or with an array part) are made key by key */
 #define SIG_MAX (2 + FLAT_MAX + TPL_PAIRS) /* counts, key bytes, a node index per key */
 
+#define HOLDER_SIZE (TPL_SLOTS * TPL_ENTRY + 1)
+
 static GCtab *holder(lua_State *L)
 {
-    GCobj *o = gcref(basemt_it(G(L), LJ_TPROTO));
-    return o ? gco2tab(o) : NULL;
+    GCobj *o = gcref(basemt_it(G(L), LJ_TUPVAL));
+    /* checked all the same: a wrong guess about reachability must not become a stray write */
+    return o && o->gch.gct == ~LJ_TTAB && gco2tab(o)->asize == HOLDER_SIZE ? gco2tab(o) : NULL;
 }
 
 static GCtab *holder_make(lua_State *L)
 {
-    GCtab *h = lj_tab_new(L, TPL_SLOTS * TPL_ENTRY + 1, 0);
+    GCtab *h = lj_tab_new(L, HOLDER_SIZE, 0);
     /* a root: the atomic phase marks the roots again, so no barrier is due */
-    setgcref(basemt_it(G(L), LJ_TPROTO), obj2gco(h));
+    setgcref(basemt_it(G(L), LJ_TUPVAL), obj2gco(h));
     return h;
 }
 
@@ -414,6 +418,9 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
             size_t i = 0;
             while (i < n && known[i] == sig[i])
                 i++;
+            for (unsigned j = 0; i == n && j < npairs; j++)
+                if (!tvistab(&e[0]) || known[n + j] > tabV(&e[0])->hmask)
+                    i = 0;
             if (i == n) {
                 GCtab *t = lj_tab_dup(L, tabV(&e[0]));
                 settabV(L, L->top, t);
