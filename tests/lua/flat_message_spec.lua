@@ -145,6 +145,24 @@ describe("flat messages", function()
       end
    end)
 
+   it("go through channels and timers exactly, in order with the rest", function()
+      local tx, rx = smarm.channel()
+      for i, v in ipairs(values) do
+         assert.is_true(tx:send(v))
+         assert.is_true(tx:send({ i, nested = { v } }))
+      end
+      for i, v in ipairs(values) do
+         assert(same(v, rx:recv(1)), "value " .. i .. " changed in a channel")
+         local n = rx:recv(1)
+         assert.are.equal(i, n[1])
+         assert(same(v, n.nested[1]), "nested value " .. i .. " changed in a channel")
+      end
+      smarm.send_after(0, smarm.self(), { late = "yes", n = -0.0 })
+      local m = smarm.recv(5)
+      assert.are.equal("yes", m.late)
+      assert.are.equal(-math.huge, 1 / m.n)
+   end)
+
    it("are copies: later changes of the sent table do not show", function()
       local t = { a = 1, b = "x" }
       smarm.send(smarm.self(), t)

@@ -15,6 +15,7 @@
 #include "vm/luavm.h"
 #include "vm/body.h"
 #include "vm/codec.h"
+#include "vm/flat.h"
 #include "vm/ljx.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -130,6 +131,15 @@ int lib_forward(lua_State *L, const char *module, const char *fn)
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen)
 {
+    /* most messages are flat (vm/flat.h): encoded without the codec's buffer */
+    char flat[FLAT_MAX];
+    size_t n = idx > 0 ? flat_encode(L, idx, flat, sizeof flat) : 0;
+    if (n) {
+        msg *m = msg_new_extra(flat, n, extra, extralen);
+        if (!m)
+            luaL_error(L, "%s: out of memory", fname);
+        return m;
+    }
     char err[256];
     scratch->len = 0;
     if (codec_encode(L, idx, scratch, "msg", err, sizeof err) != 0) {
@@ -145,6 +155,21 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
         luaL_error(L, "%s: out of memory", fname);
     }
     return m;
+}
+
+void lib_take(actor *a, lua_State *L, msg *m, const char *fname)
+{
+    if (flat_decodable(L, m->data, m->len)) {
+        /* freed before the decode, which raises only when out of memory: a copy of a few
+         * bytes instead of the protected call that frees it after */
+        char b[FLAT_MAX];
+        size_t n = m->len;
+        memcpy(b, m->data, n);
+        msg_free(m);
+        flat_decode(L, b, n);
+        return;
+    }
+    luavm_take(a, L, m, fname);
 }
 
 void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const char *name,

@@ -51,6 +51,10 @@ void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const
  * the encoding took are released on every failure, so a raise leaks nothing. */
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen);
+/* Pushes the value of m, an undecoded message just taken from an inbox or a channel, and
+ * frees m: flat bytes (vm/flat.h) straight, the rest through luavm_take. Raises as
+ * luavm_take does (m is freed first). */
+void lib_take(actor *a, lua_State *L, msg *m, const char *fname);
 /* The scratch buffer of the calling thread: its scheduler's, or a host thread's own. */
 static inline wire_buf *lib_scratch(actor *a)
 {

@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,17 +75,7 @@ void recv_lua_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
     took(a, m);
     if (!m->cache) {
-        if (flat_decodable(L, m->data, m->len)) {
-            /* freed before the decode, which raises only when out of memory: a copy of a
-             * few bytes instead of the protected call that frees it after */
-            char b[FLAT_MAX];
-            size_t n = m->len;
-            memcpy(b, m->data, n);
-            msg_free(m);
-            flat_decode(L, b, n);
-            return;
-        }
-        luavm_take(a, L, m, fname);
+        lib_take(a, L, m, fname);
         return;
     }
     push_cache(L);

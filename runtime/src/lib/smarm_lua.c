@@ -19,7 +19,6 @@
 #include "lib/chan_lua.h"
 #include "lib/recv_lua.h"
 #include "vm/codec.h"
-#include "vm/flat.h"
 #include "vm/body.h"
 #include "vm/ljx.h"
 #include "vm/luavm.h"
@@ -307,12 +306,7 @@ int smarm_lua_send(lua_State *L)
     lib_stop_point(a);
     /* nothing below switches the actor to another thread */
     sched *s = sched_current();
-    /* most messages are flat (vm/flat.h): encoded without the codec's buffer */
-    char flat[FLAT_MAX];
-    size_t n = flat_encode(L, 2, flat, sizeof flat);
-    msg *m = n ? msg_new(flat, n) : lib_encode(L, 2, "smarm.send", s);
-    if (!m)
-        return luaL_error(L, "smarm.send: out of memory");
+    msg *m = lib_encode(L, 2, "smarm.send", s);
     /* before the push: once pushed, the message may be taken and freed, and its address,
      * the flow's id, reused */
     if (TRACE_ON(a->rt))
