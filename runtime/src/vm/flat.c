@@ -394,34 +394,34 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
 {
     TValue vals[TPL_PAIRS];
     const unsigned char *keyat[TPL_PAIRS];
-    unsigned char sig[SIG_MAX];
-    size_t n = 2;
-    sig[0] = 0;
-    sig[1] = (unsigned char)npairs;
+    /* the slot's hash takes each key's length and two of its bytes (a wrong slot only
+     * costs a miss: the signature is compared in full) */
+    uint32_t hash = 2166136261u ^ npairs;
+    size_t n = 2; /* the signature's length without the node indices */
     for (unsigned i = 0; i < npairs; i++) {
         size_t kb = key_bytes(p);
         keyat[i] = p;
-        for (size_t j = 0; j < kb; j++)
-            sig[n + j] = p[j];
+        hash =
+            (hash ^ ((uint32_t)kb | (uint32_t)p[kb - 1] << 8 | (uint32_t)p[1] << 16)) * 16777619u;
         n += kb;
         p += kb;
         dec_scalar(L, &vals[i], &p);
     }
-    uint32_t hash = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        hash = (hash ^ sig[i]) * 16777619u;
     GCtab *h = holder(L);
     if (h) {
         cTValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
-        if (tvisstr(&e[1]) && strV(&e[1])->len == n + npairs) {
+        if (tvisstr(&e[1]) && strV(&e[1])->len == n + npairs && tvistab(&e[0])) {
             const unsigned char *known = (const unsigned char *)strVdata(&e[1]);
-            size_t i = 0;
-            while (i < n && known[i] == sig[i])
-                i++;
-            for (unsigned j = 0; i == n && j < npairs; j++)
-                if (!tvistab(&e[0]) || known[n + j] > tabV(&e[0])->hmask)
-                    i = 0;
-            if (i == n) {
+            int same = known[0] == 0 && known[1] == npairs;
+            size_t at = 2;
+            for (unsigned i = 0; same && i < npairs; i++) {
+                size_t kb = key_bytes(keyat[i]);
+                for (size_t j = 0; same && j < kb; j++)
+                    same = known[at + j] == keyat[i][j];
+                at += kb;
+                same = same && known[n + i] <= tabV(&e[0])->hmask;
+            }
+            if (same) {
                 GCtab *t = lj_tab_dup(L, tabV(&e[0]));
                 settabV(L, L->top, t);
                 incr_top(L);
@@ -441,6 +441,14 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
         dec_scalar(L, &k, &q);
         /* a repeated key (no encoder writes one) is set again, as the codec does */
         copyTV(L, lj_tab_setstr(L, t, strV(&k)), &vals[i]);
+    }
+    unsigned char sig[SIG_MAX];
+    sig[0] = 0;
+    sig[1] = (unsigned char)npairs;
+    for (unsigned i = 0, at = 2; i < npairs; i++) {
+        size_t kb = key_bytes(keyat[i]);
+        memcpy(sig + at, keyat[i], kb);
+        at += (unsigned)kb;
     }
     learn(L, t, keyat, npairs, sig, n, hash);
 }
