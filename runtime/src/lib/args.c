@@ -24,20 +24,17 @@ LUA_UNWOUND_BEGIN
 uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const smarm_runtime *rt)
 {
     double d;
+    uint64_t pid;
     /* the common case straight from the stack slot; what fails it takes the checks below */
-    if (idx > 0 && ljx_number_at(L, idx, &d) && d >= 1 && d < 9007199254740992.0 &&
-        d == (double)(uint64_t)d) {
-        uint64_t pid = (uint64_t)d;
-        if (pid_index(pid) < rt->slots.max && pid_gen(pid) != 0)
-            return pid;
-    }
+    if (idx > 0 && ljx_number_at(L, idx, &d) && (pid = lib_pid_of(d, rt->slots.max)) != 0)
+        return pid;
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
     d = lua_tonumber(L, idx);
     /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
     if (!(d >= 1 && d < 9007199254740992.0) || d != (double)(uint64_t)d)
         luaL_error(L, "%s: bad pid (%s is not a pid)", fname, lua_tostring(L, idx));
-    uint64_t pid = (uint64_t)d;
+    pid = (uint64_t)d;
     if (pid_index(pid) >= rt->slots.max || pid_gen(pid) == 0)
         luaL_error(L, "%s: bad pid (%s is not a pid of this runtime)", fname, lua_tostring(L, idx));
     return pid;
