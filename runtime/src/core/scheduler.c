@@ -41,7 +41,9 @@
 /* how many actors in a row a scheduler takes from its runnext */
 #define RUNNEXT_STREAK 32
 
-static __thread sched *tls_sched;
+/* initial-exec: a load from the thread pointer, not a __tls_get_addr call (the code is PIC
+ * for the shared library) */
+static __thread sched *tls_sched __attribute__((tls_model("initial-exec")));
 
 __attribute__((noinline)) sched *sched_current(void)
 {

@@ -15,6 +15,8 @@
 #include "vm/luavm.h"
 #include "vm/body.h"
 #include "vm/codec.h"
+#include "vm/flat.h"
+#include "vm/ljx.h"
 #include "lib/dist_lua.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -22,17 +24,22 @@ LUA_UNWOUND_BEGIN
 
 uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const smarm_runtime *rt)
 {
+    double d;
+    uint64_t pid;
+    /* the common case straight from the stack slot; what fails it takes the checks below */
+    if (idx > 0 && ljx_number_at(L, idx, &d) && (pid = lib_pid_of(d, rt->slots.max)) != 0)
+        return pid;
     if (lua_type(L, idx) != LUA_TNUMBER) {
         uint64_t own = dist_lua_own_pid(L, idx); /* dist.export's mark of a local pid */
         if (own && pid_index(own) < rt->slots.max)
             return own;
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
     }
-    double d = lua_tonumber(L, idx);
+    d = lua_tonumber(L, idx);
     /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
     if (!(d >= 1 && d < 9007199254740992.0) || d != (double)(uint64_t)d)
         luaL_error(L, "%s: bad pid (%s is not a pid)", fname, lua_tostring(L, idx));
-    uint64_t pid = (uint64_t)d;
+    pid = (uint64_t)d;
     if (pid_index(pid) >= rt->slots.max || pid_gen(pid) == 0)
         luaL_error(L, "%s: bad pid (%s is not a pid of this runtime)", fname, lua_tostring(L, idx));
     return pid;
@@ -126,6 +133,15 @@ int lib_forward(lua_State *L, const char *module, const char *fn)
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen)
 {
+    /* most messages are flat (vm/flat.h): encoded without the codec's buffer */
+    char flat[FLAT_MAX];
+    size_t n = idx > 0 ? flat_encode(L, idx, flat, sizeof flat) : 0;
+    if (n) {
+        msg *m = msg_new_extra(flat, n, extra, extralen);
+        if (!m)
+            luaL_error(L, "%s: out of memory", fname);
+        return m;
+    }
     char err[256];
     scratch->len = 0;
     if (codec_encode(L, idx, scratch, "msg", err, sizeof err) != 0) {
@@ -141,6 +157,21 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
         luaL_error(L, "%s: out of memory", fname);
     }
     return m;
+}
+
+void lib_take(actor *a, lua_State *L, msg *m, const char *fname)
+{
+    if (flat_decodable(L, m->data, m->len)) {
+        /* freed before the decode, which raises only when out of memory: a copy of a few
+         * bytes instead of the protected call that frees it after */
+        char b[FLAT_MAX];
+        size_t n = m->len;
+        memcpy(b, m->data, n);
+        msg_free(m);
+        flat_decode(L, b, n);
+        return;
+    }
+    luavm_take(a, L, m, fname);
 }
 
 void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const char *name,

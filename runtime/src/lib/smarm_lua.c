@@ -281,7 +281,9 @@ static int l_spawn_opt(lua_State *L)
 
 int smarm_lua_send(lua_State *L)
 {
-    int t = lua_type(L, 1);
+    double d = 0; /* 0 is no pid: anything but a number takes lib_check_pid_in's error */
+    /* a number needs no lua_type */
+    int t = ljx_number_at(L, 1, &d) ? LUA_TNUMBER : lua_type(L, 1);
     /* a pid of this runtime is a number: anything else may be another node's pid, or a
      * {name, node} pair */
     if (t != LUA_TNUMBER && t != LUA_TSTRING && dist_lua_is_remote(L, 1, 1))
@@ -297,7 +299,10 @@ int smarm_lua_send(lua_State *L)
             return 2;
         }
     } else {
-        pid = lib_check_pid_in(L, 1, "smarm.send", a->rt);
+        /* d was read above; a bad pid takes the check that names the problem */
+        pid = lib_pid_of(d, a->rt->slots.max);
+        if (!pid)
+            pid = lib_check_pid_in(L, 1, "smarm.send", a->rt);
     }
     if (lua_gettop(L) < 2)
         return luaL_error(L, "smarm.send: a message expected (argument 2)");

@@ -712,3 +712,12 @@ void ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at)
      * it at the maximum) */
     g->gc.threshold = g->gc.total + 32 * 1024;
 }
+
+int ljx_number_at(lua_State *L, int idx, double *d)
+{
+    cTValue *o = L->base + (idx - 1);
+    if (idx <= 0 || o >= L->top || !tvisnum(o))
+        return 0;
+    *d = numV(o);
+    return 1;
+}

@@ -1,0 +1,496 @@
+/* flat: small messages without the codec's machinery (see flat.h). The general codec reads a
+ * table through ljx_val copies of every key and value and writes into a growable buffer, and
+ * its decoder goes through the Lua API with the GC held: for {hop = k} that was about 1,100
+ * of a ring hop's 4,100 instructions. Here one pass over the table's own slots writes into a
+ * buffer on the C stack, and the decoder checks the bytes in a pass that allocates nothing,
+ * then builds the value with the constructors the VM itself uses. */
+#include "vm/flat.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <lua.h>
+
+#include "base/wire.h"
+
+#include "lj_obj.h"
+#include "lj_state.h" /* incr_top, lj_state_checkstack */
+#include "lj_tab.h"
+#include "lj_str.h"
+#include "lj_ctype.h" /* ctype_ctsG: whether the FFI is loaded; CTID_INT64/UINT64 */
+#include "lj_cdata.h"
+#include "lj_gc.h" /* lj_gc_anybarriert */
+
+/* -- Encoder ---------------------------------------------------------------------------- */
+
+/* The codec's number forms: an integer-valued double in int32 range (not -0.0) compact. */
+static inline char *put_number(char *p, double d)
+{
+    if (d >= -2147483648.0 && d <= 2147483647.0) {
+        int32_t i = (int32_t)d;
+        if ((double)i == d && (i != 0 || !signbit(d))) {
+            if (i >= 0 && i <= WIRE_FIXINT_MAX) {
+                *p++ = (char)(WIRE_FIXINT + i);
+            } else if (i >= INT8_MIN && i <= INT8_MAX) {
+                *p++ = WIRE_I8;
+                *p++ = (char)(int8_t)i;
+            } else if (i >= INT16_MIN && i <= INT16_MAX) {
+                int16_t s = (int16_t)i;
+                *p++ = WIRE_I16;
+                memcpy(p, &s, 2);
+                p += 2;
+            } else {
+                *p++ = WIRE_I32;
+                memcpy(p, &i, 4);
+                p += 4;
+            }
+            return p;
+        }
+    }
+    *p++ = WIRE_DOUBLE;
+    memcpy(p, &d, 8);
+    return p + 8;
+}
+
+/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). */
+static char *enc_scalar(cTValue *o, char *p, char *end)
+{
+    if (end - p < 9)
+        return NULL;
+    if (tvisnum(o))
+        return put_number(p, numV(o));
+    if (tvisstr(o)) {
+        const GCstr *s = strV(o);
+        size_t n = s->len;
+        if (n <= WIRE_SSTR_MAX) {
+            if ((size_t)(end - p) < n + 1)
+                return NULL;
+            *p++ = (char)(WIRE_SSTR + n);
+        } else {
+            /* FLAT_MAX bounds n: its length takes two varint bytes at most */
+            if (n >= 0x4000 || (size_t)(end - p) < n + 3)
+                return NULL;
+            *p++ = WIRE_STR;
+            if (n >= 0x80)
+                *p++ = (char)(n | 0x80);
+            *p++ = (char)(n >> (n >= 0x80 ? 7 : 0));
+        }
+        memcpy(p, strdata(s), n);
+        return p + n;
+    }
+    if (tvisbool(o)) {
+        *p++ = tvistrue(o) ? WIRE_TRUE : WIRE_FALSE;
+        return p;
+    }
+    if (tvisnil(o)) {
+        *p++ = WIRE_NIL;
+        return p;
+    }
+    if (tvisint(o))
+        return put_number(p, (double)intV(o));
+    if (tviscdata(o)) {
+        /* exactly int64_t or uint64_t: typedefs of them take the codec's general check */
+        const GCcdata *cd = cdataV(o);
+        if (cd->ctypeid == CTID_INT64 || cd->ctypeid == CTID_UINT64) {
+            *p++ = cd->ctypeid == CTID_INT64 ? WIRE_INT64 : WIRE_UINT64;
+            memcpy(p, cdataptr(cd), 8);
+            return p + 8;
+        }
+    }
+    return NULL;
+}
+
+/* What the codec writes for t: the sequence 1..n (n its only border, as lj_tab_len finds it
+ * when the array part holds exactly 1..n and no key is a number elsewhere), then the
+ * string-keyed pairs. */
+static size_t enc_table(const GCtab *t, char *out, char *end)
+{
+    /* a table this large cannot fit; it may still be a sparse one, for the codec */
+    if (t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX || end - out < 3)
+        return 0;
+    cTValue *arr = tvref(t->array);
+    uint32_t n = 0;
+    if (t->asize > 0) {
+        if (!tvisnil(&arr[0])) /* key 0 */
+            return 0;
+        while (n + 1 < t->asize && !tvisnil(&arr[n + 1]))
+            n++;
+        for (uint32_t i = n + 1; i < t->asize; i++)
+            if (!tvisnil(&arr[i]))
+                return 0;
+    }
+    if (n > 0x7f)
+        return 0;
+    char *p = out;
+    p[0] = WIRE_TABLE;
+    p[1] = (char)n;
+    p += 3; /* the pair count, a byte, goes in p[2] */
+    for (uint32_t i = 1; i <= n; i++)
+        if ((p = enc_scalar(&arr[i], p, end)) == NULL)
+            return 0;
+    const Node *node = noderef(t->node);
+    uint32_t pairs = 0;
+    for (uint32_t j = 0; j <= t->hmask; j++) {
+        const Node *nd = &node[j];
+        if (tvisnil(&nd->val))
+            continue;
+        if (!tvisstr(&nd->key))
+            return 0;
+        if ((p = enc_scalar(&nd->key, p, end)) == NULL ||
+            (p = enc_scalar(&nd->val, p, end)) == NULL)
+            return 0;
+        pairs++;
+    }
+    if (pairs > 0x7f)
+        return 0;
+    out[2] = (char)pairs;
+    return (size_t)(p - out);
+}
+
+size_t flat_encode(lua_State *L, int idx, char *out, size_t cap)
+{
+    cTValue *o = L->base + (idx - 1);
+    if (idx <= 0 || o >= L->top)
+        return 0;
+    if (cap > FLAT_MAX)
+        cap = FLAT_MAX;
+    if (tvistab(o))
+        return enc_table(tabV(o), out, out + cap);
+    char *p = enc_scalar(o, out, out + cap);
+    return p ? (size_t)(p - out) : 0;
+}
+
+/* -- Decoder ---------------------------------------------------------------------------- */
+
+/* A string's length after WIRE_STR, in one or two varint bytes (checked by scalar_end). */
+static inline size_t str_len(const unsigned char *p)
+{
+    return p[0] < 0x80 ? p[0] : (size_t)(p[0] & 0x7f) | (size_t)p[1] << 7;
+}
+
+/* The end of the scalar at p (p < e), or NULL if it is not one flat_decode makes (or is cut
+ * short); a string only if strings_only. *cdata is set for an int64/uint64. */
+static const unsigned char *scalar_end(const unsigned char *p, const unsigned char *e,
+                                       int strings_only, int *cdata)
+{
+    unsigned tag = *p++;
+    size_t left = (size_t)(e - p), n;
+    if (tag >= WIRE_FIXINT)
+        return strings_only ? NULL : p;
+    if (tag >= WIRE_SSTR) {
+        n = tag - WIRE_SSTR;
+        return n <= left ? p + n : NULL;
+    }
+    if (tag == WIRE_STR) {
+        /* a length in one or two varint bytes (FLAT_MAX bounds it) */
+        size_t nb = left > 0 && p[0] < 0x80 ? 1 : left > 1 && p[1] < 0x80 ? 2 : 0;
+        if (nb == 0)
+            return NULL;
+        n = str_len(p);
+        p += nb;
+        return n <= left - nb ? p + n : NULL;
+    }
+    if (strings_only)
+        return NULL;
+    switch (tag) {
+    case WIRE_NIL:
+    case WIRE_FALSE:
+    case WIRE_TRUE:
+        n = 0;
+        break;
+    case WIRE_I8:
+        n = 1;
+        break;
+    case WIRE_I16:
+        n = 2;
+        break;
+    case WIRE_I32:
+        n = 4;
+        break;
+    case WIRE_DOUBLE:
+        n = 8;
+        break;
+    case WIRE_INT64:
+    case WIRE_UINT64:
+        *cdata = 1;
+        n = 8;
+        break;
+    default:
+        return NULL;
+    }
+    return n <= left ? p + n : NULL;
+}
+
+int flat_decodable(lua_State *L, const char *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data, *e = p + len;
+    int cdata = 0;
+    if (len == 0 || len > FLAT_MAX)
+        return 0;
+    if (*p != WIRE_TABLE) {
+        p = scalar_end(p, e, 0, &cdata);
+    } else {
+        if (len < 3 || p[1] >= 0x80 || p[2] >= 0x80)
+            return 0;
+        unsigned narr = p[1], npairs = p[2];
+        p += 3;
+        for (unsigned i = 0; i < narr && p; i++)
+            p = p < e ? scalar_end(p, e, 0, &cdata) : NULL;
+        for (unsigned i = 0; i < npairs && p; i++) {
+            p = p < e ? scalar_end(p, e, 1, &cdata) : NULL;
+            /* a nil value makes a key the codec would keep: its way */
+            p = p && p < e && *p != WIRE_NIL ? scalar_end(p, e, 0, &cdata) : NULL;
+        }
+    }
+    /* an int64 needs the FFI's C types: loading them runs Lua code, which the codec does */
+    return p == e && (!cdata || ctype_ctsG(G(L)) != NULL);
+}
+
+/* Writes the scalar at *pp (checked by flat_decodable) into o, advancing *pp. */
+static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
+{
+    const unsigned char *p = *pp;
+    unsigned tag = *p++;
+    size_t n;
+    if (tag >= WIRE_FIXINT) {
+        setnumV(o, (lua_Number)(tag - WIRE_FIXINT));
+    } else if (tag >= WIRE_SSTR || tag == WIRE_STR) {
+        if (tag == WIRE_STR) {
+            n = str_len(p);
+            p += p[0] < 0x80 ? 1 : 2;
+        } else {
+            n = tag - WIRE_SSTR;
+        }
+        setstrV(L, o, lj_str_new(L, (const char *)p, n));
+        p += n;
+    } else {
+        switch (tag) {
+        case WIRE_NIL:
+            setnilV(o);
+            break;
+        case WIRE_FALSE:
+        case WIRE_TRUE:
+            setboolV(o, tag == WIRE_TRUE);
+            break;
+        case WIRE_I8:
+            setnumV(o, (lua_Number)(int8_t)p[0]);
+            p += 1;
+            break;
+        case WIRE_I16: {
+            int16_t x;
+            memcpy(&x, p, 2);
+            setnumV(o, (lua_Number)x);
+            p += 2;
+            break;
+        }
+        case WIRE_I32: {
+            int32_t x;
+            memcpy(&x, p, 4);
+            setnumV(o, (lua_Number)x);
+            p += 4;
+            break;
+        }
+        case WIRE_DOUBLE: {
+            double x;
+            memcpy(&x, p, 8);
+            setnumV(o, x);
+            p += 8;
+            break;
+        }
+        default: { /* WIRE_INT64, WIRE_UINT64 */
+            GCcdata *cd =
+                lj_cdata_new(ctype_cts(L), tag == WIRE_UINT64 ? CTID_UINT64 : CTID_INT64, 8);
+            memcpy(cdataptr(cd), p, 8);
+            setcdataV(L, o, cd);
+            p += 8;
+            break;
+        }
+        }
+    }
+    *pp = p;
+}
+
+/* -- Templates ---------------------------------------------------------------------------
+ * A receiver sees the same few shapes over and over ({hop = k}, {n = i}, a protocol's
+ * request). Making such a table key by key costs a new table, a string interning per key and
+ * a hash insert per key (~380 instructions for one key); a copy of a private template that
+ * already holds the keys (lj_tab_dup, what a table constructor in Lua code does) with the
+ * values written straight into their nodes costs about half. A state keeps TPL_SLOTS
+ * templates, direct-mapped by a hash of the shape: the array count, the pair count and the
+ * keys' bytes. A shape becomes a template the second time in a row it lands in its slot, so
+ * one-off shapes never pay for one.
+ *
+ * The templates hang off a GC root no Lua code can reach: the base metatable of upvalue
+ * objects (no Lua value is one, so LuaJIT never looks it up: even jit.util, which hands out
+ * prototypes, never hands out an upvalue object). The collector marks it like the
+ * other roots, lua_close frees it, and a pooled state's reset, which clears every base
+ * metatable, forgets the templates with everything else of the last actor. */
+
+#define TPL_SLOTS 8
+#define TPL_ENTRY 3  /* array slots per entry: the template, its signature, the shape seen last */
+#define TPL_PAIRS 16 /* records of more pairs (or with an array part) are made key by key */
+/* Fewer keys are made key by key too: a template is about five lines of the receiver's
+ * memory (the holder, its entry, the signature, the template and its nodes) against two per
+ * key (the string table's bucket and the key's string), and in a ring of a thousand actors
+ * every receiver's memory is cold (cachegrind: 4 more misses per hop with one-key records
+ * from templates, for 150 fewer instructions). */
+#define TPL_MIN_PAIRS 2
+#define SIG_MAX (2 + FLAT_MAX + TPL_PAIRS) /* counts, key bytes, a node index per key */
+
+#define HOLDER_SIZE (TPL_SLOTS * TPL_ENTRY + 1)
+
+static GCtab *holder(lua_State *L)
+{
+    GCobj *o = gcref(basemt_it(G(L), LJ_TUPVAL));
+    /* checked all the same: a wrong guess about reachability must not become a stray write */
+    return o && o->gch.gct == ~LJ_TTAB && gco2tab(o)->asize == HOLDER_SIZE ? gco2tab(o) : NULL;
+}
+
+static GCtab *holder_make(lua_State *L)
+{
+    GCtab *h = lj_tab_new(L, HOLDER_SIZE, 0);
+    /* a root: the atomic phase marks the roots again, so no barrier is due */
+    setgcref(basemt_it(G(L), LJ_TUPVAL), obj2gco(h));
+    return h;
+}
+
+/* The bytes of the string key at p (checked by flat_decodable): its tag, length, data. */
+static inline size_t key_bytes(const unsigned char *p)
+{
+    if (p[0] != WIRE_STR)
+        return 1 + (size_t)(p[0] - WIRE_SSTR);
+    return p[1] < 0x80 ? 2 + (size_t)p[1] : 3 + str_len(p + 1);
+}
+
+/* Records t (just made with the shape sig, its keys at keyat) as its slot's template if the
+ * slot saw the same shape last; else notes the shape. */
+static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, unsigned npairs,
+                  unsigned char *sig, size_t siglen, uint32_t hash)
+{
+    GCtab *h = holder(L);
+    if (!h)
+        h = holder_make(L);
+    TValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
+    if (!tvisnum(&e[2]) || numV(&e[2]) != (lua_Number)hash) {
+        setnumV(&e[2], (lua_Number)hash);
+        return;
+    }
+    /* the template first, so it is anchored while its signature is made */
+    GCtab *tpl = lj_tab_dup(L, t);
+    settabV(L, &e[0], tpl);
+    setnilV(&e[1]);
+    lj_gc_anybarriert(L, h);
+    Node *node = noderef(tpl->node);
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k;
+        const unsigned char *p = keyat[i];
+        dec_scalar(L, &k, &p); /* the key's string, interned already */
+        cTValue *v = lj_tab_getstr(tpl, strV(&k));
+        sig[siglen + i] = (unsigned char)((const Node *)v - node);
+    }
+    setstrV(L, &e[1], lj_str_new(L, (const char *)sig, siglen + npairs));
+    lj_gc_anybarriert(L, h);
+}
+
+/* A record: npairs (1..TPL_PAIRS) string-keyed pairs at p and no array part. The values are
+ * made first (no GC step runs in here to find them unanchored), then the table, from its
+ * template when the shape has one. */
+static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
+{
+    TValue vals[TPL_PAIRS];
+    const unsigned char *keyat[TPL_PAIRS];
+    /* the slot's hash takes each key's length and two of its bytes (a wrong slot only
+     * costs a miss: the signature is compared in full) */
+    uint32_t hash = 2166136261u ^ npairs;
+    size_t n = 2; /* the signature's length without the node indices */
+    for (unsigned i = 0; i < npairs; i++) {
+        size_t kb = key_bytes(p);
+        keyat[i] = p;
+        hash =
+            (hash ^ ((uint32_t)kb | (uint32_t)p[kb - 1] << 8 | (uint32_t)p[1] << 16)) * 16777619u;
+        n += kb;
+        p += kb;
+        dec_scalar(L, &vals[i], &p);
+    }
+    GCtab *h = holder(L);
+    if (h) {
+        cTValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
+        if (tvisstr(&e[1]) && strV(&e[1])->len == n + npairs && tvistab(&e[0])) {
+            const unsigned char *known = (const unsigned char *)strVdata(&e[1]);
+            int same = known[0] == 0 && known[1] == npairs;
+            size_t at = 2;
+            for (unsigned i = 0; same && i < npairs; i++) {
+                size_t kb = key_bytes(keyat[i]);
+                for (size_t j = 0; same && j < kb; j++)
+                    same = known[at + j] == keyat[i][j];
+                at += kb;
+                same = same && known[n + i] <= tabV(&e[0])->hmask;
+            }
+            if (same) {
+                GCtab *t = lj_tab_dup(L, tabV(&e[0]));
+                settabV(L, L->top, t);
+                incr_top(L);
+                Node *node = noderef(t->node);
+                for (unsigned j = 0; j < npairs; j++)
+                    copyTV(L, &node[known[n + j]].val, &vals[j]);
+                return;
+            }
+        }
+    }
+    GCtab *t = lj_tab_new_ah(L, 0, (int32_t)npairs);
+    settabV(L, L->top, t);
+    incr_top(L);
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k;
+        const unsigned char *q = keyat[i];
+        dec_scalar(L, &k, &q);
+        /* a repeated key (no encoder writes one) is set again, as the codec does */
+        copyTV(L, lj_tab_setstr(L, t, strV(&k)), &vals[i]);
+    }
+    unsigned char sig[SIG_MAX];
+    sig[0] = 0;
+    sig[1] = (unsigned char)npairs;
+    for (unsigned i = 0, at = 2; i < npairs; i++) {
+        size_t kb = key_bytes(keyat[i]);
+        memcpy(sig + at, keyat[i], kb);
+        at += (unsigned)kb;
+    }
+    learn(L, t, keyat, npairs, sig, n, hash);
+}
+
+void flat_decode(lua_State *L, const char *data, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    (void)len;
+    lj_state_checkstack(L, 1);
+    if (*p != WIRE_TABLE) {
+        /* built in its slot: no object it makes is ever unreachable and alive */
+        setnilV(L->top);
+        incr_top(L);
+        dec_scalar(L, L->top - 1, &p);
+        return;
+    }
+    unsigned narr = p[1], npairs = p[2];
+    p += 3;
+    if (narr == 0 && npairs >= TPL_MIN_PAIRS && npairs <= TPL_PAIRS) {
+        dec_record(L, p, npairs);
+        return;
+    }
+    GCtab *t = lj_tab_new_ah(L, (int32_t)narr, (int32_t)npairs);
+    /* on the stack before anything else is made: the collector sees it from there (no GC
+     * step runs in here, but a step after a raise would) */
+    settabV(L, L->top, t);
+    incr_top(L);
+    TValue *arr = tvref(t->array); /* slots 1..narr: making strings never moves it */
+    for (unsigned i = 1; i <= narr; i++)
+        dec_scalar(L, &arr[i], &p);
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k, v;
+        dec_scalar(L, &k, &p);
+        dec_scalar(L, &v, &p);
+        copyTV(L, lj_tab_setstr(L, t, strV(&k)), &v);
+    }
+    /* t is new, so white, and nothing ran since: no barrier is due (lua_createtable's own
+     * stores skip it too) */
+}

@@ -1,0 +1,34 @@
+/* flat: the codec's fast path for the messages most actors send. A flat value is a scalar
+ * (nil, a boolean, a number, a string, an int64_t/uint64_t cdata) or a table whose keys are
+ * strings, besides a sequence 1..n, and whose values are scalars. It is encoded straight
+ * from LuaJIT's objects into a small buffer, and decoded straight into new objects, in the
+ * very bytes vm/codec.c writes and reads (base/wire.h): either side may take the other
+ * path, so a message's way through the codec never shows. Anything else (a nested table, a
+ * key of another kind, a userdata, a value too big for the buffer) is left to the codec,
+ * which also names what cannot be sent. */
+#ifndef SMARM_VM_FLAT_H
+#define SMARM_VM_FLAT_H
+
+#include <stddef.h>
+
+typedef struct lua_State lua_State;
+
+/* The most bytes a flat message takes (a buffer of this size holds any the encoder makes). */
+#define FLAT_MAX 256
+
+/* Encodes the value at stack index idx (> 0) into out (cap bytes, at most FLAT_MAX): the
+ * number of bytes written, or 0 if it is not flat or does not fit (out is then garbage).
+ * Reads raw (no metamethods) and neither allocates nor raises. */
+size_t flat_encode(lua_State *L, int idx, char *out, size_t cap);
+
+/* Whether data[0..len) is a flat message flat_decode takes whole (no channel references,
+ * no nesting, nothing it would have to refuse, and, for int64 cdata, a state whose FFI is
+ * loaded). Allocates nothing. */
+int flat_decodable(lua_State *L, const char *data, size_t len);
+
+/* Pushes the value of bytes flat_decodable accepted. Makes its objects with LuaJIT's raw
+ * constructors, which run no GC step (so no finalizer runs meanwhile); raises only when out
+ * of memory, so the caller keeps its own copy of the bytes, not the message. */
+void flat_decode(lua_State *L, const char *data, size_t len);
+
+#endif

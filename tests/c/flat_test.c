@@ -1,0 +1,378 @@
+/* flat_test: the flat fast path (vm/flat.h) writes the very bytes the codec writes, decodes
+ * what the codec decodes into equal values, leaves everything else to the codec, and never
+ * trusts bytes it did not check. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <lauxlib.h>
+
+#include "base/wire.h"
+#include "vm/codec.h"
+#include "vm/flat.h"
+
+/* From LuaJIT's lualib.h (runtime/src/lualib.h shadows it on the include path). */
+LUALIB_API int luaopen_base(lua_State *L);
+LUALIB_API void luaL_openlibs(lua_State *L);
+
+/* A deep compare in the receiving state: NaN equals NaN, -0.0 differs from 0.0, cdata by
+ * type and value. */
+static const char deq_src[] =
+    "function deq(a, b)\n"
+    "  if type(a) ~= type(b) then return false end\n"
+    "  if type(a) == 'number' then\n"
+    "    if a ~= a then return b ~= b end\n"
+    "    if a == 0 and b == 0 then return 1/a == 1/b end\n"
+    "    return a == b\n"
+    "  end\n"
+    "  if type(a) == 'cdata' then return tostring(a) == tostring(b) end\n"
+    "  if type(a) ~= 'table' then return a == b end\n"
+    "  for k, v in pairs(a) do if not deq(v, b[k]) then return false end end\n"
+    "  for k in pairs(b) do if a[k] == nil then return false end end\n"
+    "  return true\n"
+    "end\n";
+
+typedef struct fixture {
+    lua_State *src, *dst; /* the receiver opens the FFI only where a test says so */
+    wire_buf buf;
+    char err[256];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->src = luaL_newstate();
+    luaL_openlibs(f->src);
+    f->dst = luaL_newstate();
+    luaL_openlibs(f->dst);
+    if (luaL_dostring(f->dst, deq_src) != 0)
+        fail_msg("deq: %s", lua_tostring(f->dst, -1));
+    wire_buf_init(&f->buf);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    lua_close(f->src);
+    lua_close(f->dst);
+    wire_buf_free(&f->buf);
+    free(f);
+    return 0;
+}
+
+static void push_expr(lua_State *L, const char *expr)
+{
+    char chunk[4096];
+    snprintf(chunk, sizeof chunk, "return %s", expr);
+    if (luaL_dostring(L, chunk) != 0)
+        fail_msg("%s: %s", expr, lua_tostring(L, -1));
+}
+
+/* Encodes expr both ways in src; returns the flat length (0: not flat) and leaves the codec's
+ * bytes in f->buf. */
+static size_t both_encodings(fixture *f, const char *expr, char *flat)
+{
+    push_expr(f->src, expr);
+    size_t n = flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX);
+    wire_buf_reset(&f->buf);
+    if (codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err) != 0)
+        fail_msg("codec_encode %s: %s", expr, f->err);
+    lua_pop(f->src, 1);
+    return n;
+}
+
+/* expr is flat: the same bytes as the codec's, decodable, and decoded equal to expr. */
+static void check_flat(fixture *f, const char *expr)
+{
+    char flat[FLAT_MAX];
+    size_t n = both_encodings(f, expr, flat);
+    if (n == 0)
+        fail_msg("%s: not flat", expr);
+    if (n != f->buf.len || memcmp(flat, f->buf.data, n) != 0)
+        fail_msg("%s: %zu flat bytes, %zu from the codec, or they differ", expr, n, f->buf.len);
+    if (!flat_decodable(f->dst, flat, n))
+        fail_msg("%s: not decodable", expr);
+    int top = lua_gettop(f->dst);
+    flat_decode(f->dst, flat, n);
+    assert_int_equal(lua_gettop(f->dst), top + 1);
+    lua_setglobal(f->dst, "got");
+    char chunk[4096];
+    snprintf(chunk, sizeof chunk, "return deq(got, %s)", expr);
+    if (luaL_dostring(f->dst, chunk) != 0)
+        fail_msg("%s: %s", expr, lua_tostring(f->dst, -1));
+    if (!lua_toboolean(f->dst, -1))
+        fail_msg("round trip changed %s", expr);
+    lua_settop(f->dst, top);
+}
+
+static void scalars_are_flat_and_exact(void **state)
+{
+    fixture *f = *state;
+    static const char *const exprs[] = {
+        "nil",
+        "true",
+        "false",
+        "0",
+        "-0.0",
+        "0/0",
+        "1/0",
+        "-1/0",
+        "127",
+        "128",
+        "-1",
+        "-128",
+        "-129",
+        "32767",
+        "-32769",
+        "2^31 - 1",
+        "-2^31",
+        "2^31",
+        "2^53",
+        "1.5",
+        "-1e-300",
+        "''",
+        "'a\\0b\\0'",
+        "string.rep('x', 63)",
+        "string.rep('y', 64)",
+        "string.rep('z', 127)",
+        "string.rep('\\0', 128)",
+        "string.rep('w', 250)",
+    };
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
+        check_flat(f, exprs[i]);
+}
+
+static void int64_cdata_are_flat_where_the_ffi_is_loaded(void **state)
+{
+    fixture *f = *state;
+    if (luaL_dostring(f->src, "ffi = require 'ffi'") != 0)
+        fail_msg("%s", lua_tostring(f->src, -1));
+    char flat[FLAT_MAX];
+    size_t n = both_encodings(f, "{v = ffi.new('int64_t', -5)}", flat);
+    assert_true(n > 0);
+    /* the receiver has no C types yet: the codec's way, which loads them */
+    assert_false(flat_decodable(f->dst, flat, n));
+    if (luaL_dostring(f->dst, "ffi = require 'ffi'") != 0)
+        fail_msg("%s", lua_tostring(f->dst, -1));
+    check_flat(f, "ffi.new('int64_t', -5)");
+    check_flat(f, "ffi.new('uint64_t', -1)");
+    check_flat(f, "{a = 1LL, b = 2ULL, 3LL}");
+    check_flat(f, "-0x8000000000000000LL");
+}
+
+static void flat_tables_are_exact(void **state)
+{
+    fixture *f = *state;
+    static const char *const exprs[] = {
+        "{}",
+        "{hop = 7}",
+        "{n = -1}",
+        "{1, 2, 3}",
+        "{'a', true, false, 0.5}",
+        "{1, 2, x = 'y', z = -0.0}",
+        "{a = 0/0, ['two words'] = '\\0', [''] = 1/0}",
+        "(function() local t = {} for i = 1, 100 do t[i] = i end return t end)()",
+        "(function() local t = {} for i = 1, 40 do t['k' .. i] = i end return t end)()",
+        "(function() local t = {1, 2, 3, 4} t[4] = nil t[3] = nil return t end)()",
+        "(function() local t = {a = 1, b = 2} t.a = nil return t end)()",
+        "setmetatable({x = 1}, {__index = function() error('no') end})",
+    };
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
+        check_flat(f, exprs[i]);
+}
+
+static void everything_else_is_left_to_the_codec(void **state)
+{
+    fixture *f = *state;
+    static const char *const exprs[] = {
+        "{{}}",                       /* nesting */
+        "{t = {1}}",                  /* nesting */
+        "{[10] = 'ten'}",             /* a number key outside the sequence */
+        "{[1.5] = 1}",                /* a float key */
+        "{[true] = 1}",               /* a boolean key */
+        "{[0] = 1}",                  /* key 0 */
+        "{1, nil, 3}",                /* a hole */
+        "string.rep('x', 300)",       /* too big */
+        "{s = string.rep('x', 250)}", /* too big with its key */
+        "(function() local t = {} for i = 1, 200 do t[i] = i end return t end)()",
+    };
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
+        char flat[FLAT_MAX];
+        if (both_encodings(f, exprs[i], flat) != 0)
+            fail_msg("%s: taken as flat", exprs[i]);
+        /* and the codec's bytes for it are not taken either */
+        if (flat_decodable(f->dst, f->buf.data, f->buf.len))
+            fail_msg("%s: the codec's bytes taken as flat", exprs[i]);
+    }
+    /* a large hash part, almost empty: the codec walks it (its bytes are flat all the same) */
+    char flat[FLAT_MAX];
+    assert_int_equal(both_encodings(f,
+                                    "(function() local t = {} for i = 1, 300 do t['k' .. i] = i "
+                                    "end for i = 2, 300 do t['k' .. i] = nil end return t end)()",
+                                    flat),
+                     0);
+    assert_true(flat_decodable(f->dst, f->buf.data, f->buf.len));
+    /* what the codec refuses, the flat encoder leaves to it */
+    push_expr(f->src, "{f = print}");
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX), 0);
+    lua_pop(f->src, 1);
+    lua_pushlightuserdata(f->src, f);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX), 0);
+    lua_pop(f->src, 1);
+    /* no value there */
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src) + 1, flat, FLAT_MAX), 0);
+    /* a buffer too small for the value */
+    push_expr(f->src, "{hop = 1}");
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, 4), 0);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX), 8);
+    lua_pop(f->src, 1);
+}
+
+static void bytes_it_cannot_take_are_refused_before_anything_is_made(void **state)
+{
+    fixture *f = *state;
+    char flat[FLAT_MAX];
+    size_t n = both_encodings(f, "{1, 'two', x = 3.5, s = 'four'}", flat);
+    assert_true(n > 0);
+    /* every truncation */
+    for (size_t len = 0; len < n; len++)
+        assert_false(flat_decodable(f->dst, flat, len));
+    /* a trailing byte */
+    flat[n] = 0;
+    assert_false(flat_decodable(f->dst, flat, n + 1));
+    /* a refs prefix, a channel tag, an interned record, a table in a table, a nil value
+     * in a pair, a number key: the codec's */
+    static const unsigned char refused[][12] = {
+        {WIRE_REFS, 1, 2, 3, 4, 5, 6, 7, 8, WIRE_NIL},
+        {WIRE_TX, 1, 2, 3, 4, 5, 6, 7, 8},
+        {WIRE_INTERN, 1, 2, 3, 4, 5, 6, 7, 8},
+        {WIRE_TABLE, 1, 0, WIRE_TABLE, 0, 0},
+        {WIRE_TABLE, 0, 1, WIRE_SSTR + 1, 'k', WIRE_NIL},
+        {WIRE_TABLE, 0, 1, WIRE_FIXINT + 5, WIRE_TRUE},
+        {WIRE_TABLE, 0x80, 0x01, 0},
+    };
+    static const size_t lens[] = {10, 9, 9, 6, 6, 5, 4};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        if (flat_decodable(f->dst, (const char *)refused[i], lens[i]))
+            fail_msg("refused[%zu] taken", i);
+    /* a string length past the end */
+    const unsigned char longer[] = {WIRE_STR, 0x90, 0x01, 'a'};
+    assert_false(flat_decodable(f->dst, (const char *)longer, sizeof longer));
+}
+
+/* Random bytes: whatever flat_decodable takes decodes without harm (under the sanitizers). */
+static void random_bytes_never_harm_the_decoder(void **state)
+{
+    fixture *f = *state;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    unsigned char b[24];
+    int taken = 0, top = lua_gettop(f->dst);
+    for (int iter = 0; iter < 200000; iter++) {
+        size_t len = 1 + (size_t)(x % sizeof b);
+        for (size_t i = 0; i < len; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b[i] = (unsigned char)x;
+        }
+        /* steer toward the tags it knows */
+        if (iter & 1)
+            b[0] = WIRE_TABLE;
+        if (flat_decodable(f->dst, (const char *)b, len)) {
+            flat_decode(f->dst, (const char *)b, len);
+            lua_settop(f->dst, top);
+            taken++;
+        }
+    }
+    assert_true(taken > 0);
+}
+
+/* Decodes the flat bytes of expr (made in src) into dst's global `got`. */
+static void decode_into_got(fixture *f, const char *expr)
+{
+    char flat[FLAT_MAX];
+    push_expr(f->src, expr);
+    size_t n = flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX);
+    lua_pop(f->src, 1);
+    if (n == 0 || !flat_decodable(f->dst, flat, n))
+        fail_msg("%s: not flat", expr);
+    flat_decode(f->dst, flat, n);
+    lua_setglobal(f->dst, "got");
+}
+
+static void dst_true(fixture *f, const char *code)
+{
+    if (luaL_dostring(f->dst, code) != 0)
+        fail_msg("%s: %s", code, lua_tostring(f->dst, -1));
+    if (!lua_toboolean(f->dst, -1))
+        fail_msg("false: %s", code);
+    lua_pop(f->dst, 1);
+}
+
+/* A shape seen twice in a row is made from a template from then on: every copy is the
+ * receiver's own, with this message's values, whatever was done to the copies before and
+ * across full collections; more shapes than template slots take turns. */
+static void records_from_templates_are_fresh_copies(void **state)
+{
+    fixture *f = *state;
+    char expr[256], check[512];
+    for (int i = 0; i < 50; i++) {
+        snprintf(expr, sizeof expr, "{hop = %d, name = 'n%d', flag = %s}", i, i,
+                 i % 2 ? "true" : "false");
+        decode_into_got(f, expr);
+        snprintf(check, sizeof check,
+                 "local n = 0 for _ in pairs(got) do n = n + 1 end "
+                 "return n == 3 and got.hop == %d and got.name == 'n%d' and got.flag == %s",
+                 i, i, i % 2 ? "true" : "false");
+        dst_true(f, check);
+        /* the receiver's to change: the next copy must not show it */
+        dst_true(f, "got.hop = -1 got.name = nil got.extra = {} return true");
+        if (i % 10 == 9)
+            dst_true(f, "collectgarbage() collectgarbage() return true");
+    }
+    /* twenty shapes, more than there are slots, each sent four times over */
+    for (int round = 0; round < 4; round++) {
+        for (int k = 0; k < 20; k++) {
+            snprintf(expr, sizeof expr, "{k%d = %d, v = %d}", k, round * 100 + k, k);
+            decode_into_got(f, expr);
+            snprintf(check, sizeof check,
+                     "local n = 0 for _ in pairs(got) do n = n + 1 end "
+                     "return n == 2 and got.k%d == %d and got.v == %d",
+                     k, round * 100 + k, k);
+            dst_true(f, check);
+        }
+    }
+    /* a key twice (no encoder writes one): set again, the last value wins, as in the codec */
+    const unsigned char twice[] = {
+        WIRE_TABLE, 0, 2, WIRE_SSTR + 1, 'k', WIRE_FIXINT + 1, WIRE_SSTR + 1, 'k', WIRE_FIXINT + 2};
+    for (int i = 0; i < 3; i++) {
+        assert_true(flat_decodable(f->dst, (const char *)twice, sizeof twice));
+        flat_decode(f->dst, (const char *)twice, sizeof twice);
+        lua_setglobal(f->dst, "got");
+        dst_true(f, "local n = 0 for _ in pairs(got) do n = n + 1 end return n == 1 and "
+                    "got.k == 2");
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(scalars_are_flat_and_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(int64_cdata_are_flat_where_the_ffi_is_loaded, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(flat_tables_are_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(everything_else_is_left_to_the_codec, setup, teardown),
+        cmocka_unit_test_setup_teardown(bytes_it_cannot_take_are_refused_before_anything_is_made,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(random_bytes_never_harm_the_decoder, setup, teardown),
+        cmocka_unit_test_setup_teardown(records_from_templates_are_fresh_copies, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
