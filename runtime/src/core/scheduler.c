@@ -34,8 +34,10 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-/* how long an idle scheduler polls before it sleeps */
+/* how long an idle scheduler polls before it sleeps, at most; halved after each spin that
+ * found nothing, down to SPIN_NS >> SPIN_SHIFT_MAX (see spin_for_work) */
 #define SPIN_NS 20000
+#define SPIN_SHIFT_MAX 4
 /* one pick in this many prefers actors that used up their timeslice */
 #define YIELDED_SHARE 4
 /* how many actors in a row a scheduler takes from its runnext */
@@ -866,7 +868,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
 {
     smarm_runtime *rt = s->rt;
     atomic_fetch_add_explicit(&rt->spinning, 1, memory_order_relaxed);
-    uint64_t until = park_now_ns() + SPIN_NS;
+    uint64_t until = park_now_ns() + (SPIN_NS >> s->spin_shift);
     int found = 0;
     for (int i = 0; !found; i++) {
         if (pop_shared(rt, idx)) {
@@ -889,6 +891,13 @@ static int spin_for_work(sched *s, uint32_t *idx)
             }
         }
     }
+    /* A spin that finds nothing took its time from whatever else the machine runs (the
+     * client of a network server on the same cores, say): the next one is shorter. Work
+     * that comes while the spin is short wakes this scheduler soon after it sleeps, and
+     * that restores it (sched_loop). Ready fds do not show in the queues a spin watches,
+     * so a server's schedulers mostly spin in vain. */
+    if (!found && s->spin_shift < SPIN_SHIFT_MAX)
+        s->spin_shift++;
     atomic_fetch_sub_explicit(&rt->spinning, 1, memory_order_relaxed);
     /* pairs with wake_for_work's fence: the caller looks at the queue once
      * more after this before it sleeps */
@@ -1026,9 +1035,17 @@ static int poll_network(sched *s)
 static void park_or_poll(sched *s, uint64_t deadline)
 {
     uint64_t pids[POLL_BATCH];
+    uint64_t slept = s->spin_shift ? park_now_ns() : 0;
     int n = park_set_wait_poll(&s->rt->parks, s->id, deadline, pids, POLL_BATCH);
     s->since_poll = 0;
     wake_polled(s, pids, n);
+    /* woken for work (not by an fd, not by the deadline) sooner than a full spin would
+     * have lasted: the full spin would have found it without the sleep and the wake */
+    if (slept && n == 0) {
+        uint64_t now = park_now_ns();
+        if (now - slept < SPIN_NS && (!deadline || now < deadline))
+            s->spin_shift = 0;
+    }
 }
 
 /* The scheduler loop. Returns 1 when the run is over, 0 when a spare may retire. */

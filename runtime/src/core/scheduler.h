@@ -29,6 +29,7 @@ typedef struct sched {
     uint32_t fair;       /* alternates pinned actors with the shared queue */
     uint32_t picks;      /* shares picks between woken and yielded actors */
     uint32_t since_poll; /* loop turns since this scheduler last polled the network */
+    int spin_shift;      /* the idle spin lasts SPIN_NS >> spin_shift (see spin_for_work) */
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
     _Atomic uint64_t probation_until;
