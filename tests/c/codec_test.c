@@ -13,13 +13,7 @@
 #include <lauxlib.h>
 
 #include "vm/codec.h"
-
-/* From LuaJIT's lualib.h (runtime/src/lualib.h shadows it on the include path). */
-LUALIB_API int luaopen_base(lua_State *L);
-LUALIB_API int luaopen_string(lua_State *L);
-LUALIB_API int luaopen_table(lua_State *L);
-LUALIB_API int luaopen_math(lua_State *L);
-LUALIB_API void luaL_openlibs(lua_State *L);
+#include "lua_pair_helper.h"
 
 /* Lua side of the checks: a deep compare (NaN equals NaN, -0.0 differs from 0.0, int64 cdata
  * compare by value and type, table keys compared by count) in the receiving state. */
@@ -46,59 +40,18 @@ static const char deq_src[] =
     "  return ta == tb\n"
     "end\n";
 
-typedef struct fixture {
-    lua_State *src; /* the sender: all libraries */
-    lua_State *dst; /* the receiver: base, string, table, math; never the ffi */
-    wire_buf buf;
-    char err[256];
-} fixture;
-
-static void open_lib(lua_State *L, lua_CFunction f)
-{
-    lua_pushcfunction(L, f);
-    lua_call(L, 0, 0);
-}
-
-static lua_State *new_receiver(void)
-{
-    lua_State *L = luaL_newstate();
-    open_lib(L, luaopen_base);
-    open_lib(L, luaopen_string);
-    open_lib(L, luaopen_table);
-    open_lib(L, luaopen_math);
-    if (luaL_dostring(L, deq_src) != 0)
-        fail_msg("deq: %s", lua_tostring(L, -1));
-    return L;
-}
+typedef lua_pair fixture; /* the receiver: base, string, table, math; never the ffi */
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    f->src = luaL_newstate();
-    luaL_openlibs(f->src);
-    f->dst = new_receiver();
-    wire_buf_init(&f->buf);
-    *state = f;
+    *state = lua_pair_new(lua_pair_plain_receiver(), deq_src);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    lua_close(f->src);
-    lua_close(f->dst);
-    wire_buf_free(&f->buf);
-    free(f);
+    lua_pair_free(*state);
     return 0;
-}
-
-/* Push the value of the Lua expression expr in L. */
-static void push_expr(lua_State *L, const char *expr)
-{
-    char chunk[8192];
-    snprintf(chunk, sizeof chunk, "return %s", expr);
-    if (luaL_dostring(L, chunk) != 0)
-        fail_msg("%s: %s", expr, lua_tostring(L, -1));
 }
 
 /* Encode expr in src, decode it in dst as global `got`, and deep-compare it there with the
@@ -128,14 +81,7 @@ static size_t round_trip(fixture *f, const char *expr)
 }
 
 /* Run a Lua check in dst that must return true. */
-static void dst_check(fixture *f, const char *code)
-{
-    if (luaL_dostring(f->dst, code) != 0)
-        fail_msg("%s: %s", code, lua_tostring(f->dst, -1));
-    if (!lua_toboolean(f->dst, -1))
-        fail_msg("check failed: %s", code);
-    lua_pop(f->dst, 1);
-}
+static void dst_check(fixture *f, const char *code) { lua_check_true(f->dst, code); }
 
 /* Encoding expr must fail with exactly `want`, leave the buffer and the stack as they were. */
 static void refused(fixture *f, const char *expr, const char *want)

@@ -15,10 +15,9 @@
 #include "base/wire.h"
 #include "vm/codec.h"
 #include "vm/flat.h"
+#include "lua_pair_helper.h"
 
-/* From LuaJIT's lualib.h (runtime/src/lualib.h shadows it on the include path). */
-LUALIB_API int luaopen_base(lua_State *L);
-LUALIB_API void luaL_openlibs(lua_State *L);
+LUALIB_API void luaL_openlibs(lua_State *L); /* LuaJIT's lualib.h is shadowed */
 
 /* A deep compare in the receiving state: NaN equals NaN, -0.0 differs from 0.0, cdata by
  * type and value. */
@@ -37,42 +36,20 @@ static const char deq_src[] =
     "  return true\n"
     "end\n";
 
-typedef struct fixture {
-    lua_State *src, *dst; /* the receiver opens the FFI only where a test says so */
-    wire_buf buf;
-    char err[256];
-} fixture;
+typedef lua_pair fixture; /* the receiver opens the FFI only where a test says so */
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    f->src = luaL_newstate();
-    luaL_openlibs(f->src);
-    f->dst = luaL_newstate();
-    luaL_openlibs(f->dst);
-    if (luaL_dostring(f->dst, deq_src) != 0)
-        fail_msg("deq: %s", lua_tostring(f->dst, -1));
-    wire_buf_init(&f->buf);
-    *state = f;
+    lua_State *dst = luaL_newstate();
+    luaL_openlibs(dst);
+    *state = lua_pair_new(dst, deq_src);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    lua_close(f->src);
-    lua_close(f->dst);
-    wire_buf_free(&f->buf);
-    free(f);
+    lua_pair_free(*state);
     return 0;
-}
-
-static void push_expr(lua_State *L, const char *expr)
-{
-    char chunk[4096];
-    snprintf(chunk, sizeof chunk, "return %s", expr);
-    if (luaL_dostring(L, chunk) != 0)
-        fail_msg("%s: %s", expr, lua_tostring(L, -1));
 }
 
 /* Encodes expr both ways in src; returns the flat length (0: not flat) and leaves the codec's
@@ -307,14 +284,7 @@ static void decode_into_got(fixture *f, const char *expr)
     lua_setglobal(f->dst, "got");
 }
 
-static void dst_true(fixture *f, const char *code)
-{
-    if (luaL_dostring(f->dst, code) != 0)
-        fail_msg("%s: %s", code, lua_tostring(f->dst, -1));
-    if (!lua_toboolean(f->dst, -1))
-        fail_msg("false: %s", code);
-    lua_pop(f->dst, 1);
-}
+static void dst_true(fixture *f, const char *code) { lua_check_true(f->dst, code); }
 
 /* A shape seen twice in a row is made from a template from then on: every copy is the
  * receiver's own, with this message's values, whatever was done to the copies before and

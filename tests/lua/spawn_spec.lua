@@ -19,14 +19,7 @@ describe("spawn", function()
          local s = require "smarm"
          local function none() end
          local function nothing() return nil end
-         local keys = function(t)
-            local ks = {}
-            for k, v in pairs(t) do
-               ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
-            end
-            table.sort(ks)
-            return table.concat(ks, " ")
-         end
+         local keys = require "support.shape"
          local x = 7
          s.send(parent, {
             keys({ hop = x + 1 }),
@@ -45,14 +38,7 @@ describe("spawn", function()
       -- first, and a local captured by a closure may be seen before its store: none of
       -- these keys may come out false (the spawn path fills the keys a constructor stores)
       local function shapes(x, parent)
-         local function keys(t)
-            local ks = {}
-            for k, v in pairs(t) do
-               ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
-            end
-            table.sort(ks)
-            return table.concat(ks, " ")
-         end
+         local keys = require "support.shape"
          local out = { keys({ unset_field_of_spawn_spec = nil, n = x }) }
          local t = { a = nil }
          if x > 100 then t.a = 1 end
@@ -83,13 +69,7 @@ describe("spawn", function()
       for _ = 1, 3 do
          smarm.spawn(function(parent, x)
             local s = require "smarm"
-            local function keys(t)
-               local ks = {}
-               for k, v in pairs(t) do
-                  ks[#ks + 1] = tostring(k) .. "=" .. tostring(v)
-               end
-               return table.concat(ks, " ")
-            end
+            local keys = require "support.shape"
             s.send(parent, { keys({ unset_field_of_spawn_spec = nil, n = x }) })
          end, smarm.self(), 7)
          collectgarbage()
