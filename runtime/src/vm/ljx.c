@@ -750,12 +750,34 @@ static void anchor_tv(lua_State *L, GCtab *keep, cTValue *o, int32_t *n)
         anchor(L, keep, gcV(o), n);
 }
 
+/* Gives t room for `room` more keys in its hash part and `aroom` more integer keys in its
+ * array part: a table written back full would be rehashed by the first key an actor adds,
+ * and resized back by the next reset. */
+static void make_room(lua_State *L, GCtab *t, uint32_t aroom, uint32_t room)
+{
+    uint32_t used = 0;
+    Node *node = noderef(t->node);
+    for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
+        used += !tvisnil(&node[j].val);
+    uint32_t hbits = 0;
+    while ((1u << hbits) < used + room)
+        hbits++;
+    uint32_t asize = t->asize;
+    while (asize > 1 && tvisnil(arrayslot(t, asize - 1)))
+        asize--;
+    asize += aroom;
+    if ((t->hmask ? t->hmask + 1 : 0) < (1u << hbits) || t->asize < asize)
+        lj_tab_resize(L, t, asize > t->asize ? asize : t->asize, hbits);
+}
+
 int ljx_image_take(lua_State *L, const void *key)
 {
     global_State *g = G(L);
     if (!tvistab(registry(L)))
         return -1;
     GCtab *reg = tabV(registry(L));
+    /* an actor's own entries: its coroutine, a smarm.exit reason, channel endpoints, caches */
+    make_room(L, reg, 4, 8);
     GCtab *env = tabref(L->env);
     /* the anchor goes into the registry first, so that the registry's copy holds it */
     lua_pushlightuserdata(L, (void *)key);

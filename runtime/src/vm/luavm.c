@@ -1174,11 +1174,16 @@ static int may_recycle(actor *a)
 
 static unsigned image_eligible(void)
 {
+    static _Atomic unsigned cached; /* the same bits whoever computes them */
+    unsigned got = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (got)
+        return got;
     unsigned bits = LIB_BASE;
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
         if (lib->open == luaopen_string || lib->open == luaopen_table ||
             lib->open == luaopen_math || lib->open == luaopen_os || lib->open == luaopen_bit)
             bits |= lib_bit(lib);
+    atomic_store_explicit(&cached, bits, memory_order_relaxed);
     return bits;
 }
 
@@ -1187,10 +1192,15 @@ static unsigned image_eligible(void)
  * template tables among them). */
 static unsigned lib_unsafe(void)
 {
+    static _Atomic unsigned cached;
+    unsigned got = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (got)
+        return got;
     unsigned bits = 0;
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
         if (lib->open == luaopen_debug || lib->open == luaopen_jit)
             bits |= lib_bit(lib);
+    atomic_store_explicit(&cached, bits, memory_order_relaxed);
     return bits;
 }
 
