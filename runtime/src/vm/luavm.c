@@ -851,8 +851,10 @@ static int boot_protected(lua_State *L)
         open_state(L, !a->vm.recycled);
     lua_State *co = lua_newthread(L);
     a->vm.co = co;
-    /* the coroutine stays reachable from the registry for the actor's life */
-    luaL_ref(L, LUA_REGISTRYINDEX);
+    /* the coroutine stays reachable from the registry for the actor's life, at the index
+     * luaL_ref would give it in a state's registry (nothing else refs into it) without
+     * luaL_ref's free-list walk */
+    lua_rawseti(L, LUA_REGISTRYINDEX, 1);
     if (a->vm.boot_kind == BOOT_HOST) {
         bc->nargs = 0; /* a host thread drives the main state: no body */
         return 0;
@@ -1213,7 +1215,14 @@ static void build_image(lua_State *L, unsigned libs)
     for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
         if (lib->open && (libs & lib_bit(lib)))
             open_lib(L, lib);
+    /* the smarm table with the functions most actors use (its __index adds each on first
+     * use, a closure and an interned name per actor otherwise) */
+    static const char *const hot[] = {"self", "send", "recv", "spawn", "now", "exit", NULL};
     push_library(L);
+    for (const char *const *f = hot; *f; f++) {
+        lua_getfield(L, -1, *f);
+        lua_pop(L, 1);
+    }
     lua_pop(L, 1);
     body_prepare_state(L);
 }
