@@ -840,13 +840,14 @@ int ljx_image_take(lua_State *L, const void *key)
             GCtab *t = gco2tab(o);
             img_tab *r = tt++;
             r->t = t;
-            r->mt = tabref(t->metatable);
+            r->mt = (GCtab *)gcref(t->metatable); /* tabref() of NULL is UB */
             r->asize = t->asize;
             r->hmask = t->hmask;
             r->node = noderef(t->node);
             r->freetop = mref(t->freetop, Node);
             r->off = off;
-            memcpy(b + off, tvref(t->array), t->asize * sizeof(TValue));
+            if (t->asize) /* no array part: a NULL one */
+                memcpy(b + off, tvref(t->array), t->asize * sizeof(TValue));
             off += t->asize * sizeof(TValue);
             if (t->hmask) {
                 memcpy(b + off, r->node, (t->hmask + 1) * sizeof(Node));
@@ -972,7 +973,8 @@ static void restore_tab(lua_State *L, img_tab *r, const char *bytes)
         uint32_t hbits = r->hmask ? (uint32_t)__builtin_ctz(r->hmask + 1) : 0;
         lj_tab_resize(L, t, r->asize, hbits);
     }
-    memcpy(tvref(t->array), bytes, r->asize * sizeof(TValue));
+    if (r->asize)
+        memcpy(tvref(t->array), bytes, r->asize * sizeof(TValue));
     if (r->hmask) {
         Node *node = noderef(t->node);
         const Node *from = (const Node *)(bytes + r->asize * sizeof(TValue));
@@ -987,7 +989,7 @@ static void restore_tab(lua_State *L, img_tab *r, const char *bytes)
         }
         setmref(t->freetop, rebased(r->freetop, r->node, node));
     }
-    setgcref(t->metatable, obj2gco(r->mt));
+    setgcrefp(t->metatable, r->mt); /* may be NULL */
     t->nomm = 0;
     lj_gc_anybarriert(L, t);
 }
