@@ -661,13 +661,12 @@ static char *img_bytes(image *im) { return (char *)(img_fns(im) + im->nfn); }
 typedef struct img_walk {
     GCobj *obj[IMG_MAXOBJ]; /* tables, functions and userdata seen (in that order found) */
     int nobj;
-    GCtab *skip; /* the anchor table */
     int failed;
 } img_walk;
 
 static void walk_add(img_walk *w, GCobj *o)
 {
-    if (o == NULL || w->failed || o == obj2gco(w->skip))
+    if (o == NULL || w->failed)
         return;
     for (int i = 0; i < w->nobj; i++)
         if (w->obj[i] == o)
@@ -744,16 +743,40 @@ static void anchor(lua_State *L, GCtab *keep, GCobj *o, int32_t *n)
     lj_gc_anybarriert(L, keep);
 }
 
-static void anchor_tv(lua_State *L, GCtab *keep, cTValue *o, int32_t *n)
+/* The strings among a table's keys and values (its other objects are in the image). */
+static void anchor_strings(lua_State *L, GCtab *keep, const GCtab *t, int32_t *n)
 {
-    if (tvisgcv(o))
-        anchor(L, keep, gcV(o), n);
+    for (uint32_t j = 0; j < t->asize; j++)
+        if (tvisstr(arrayslot(t, j)))
+            anchor(L, keep, gcV(arrayslot(t, j)), n);
+    Node *node = noderef(t->node);
+    for (uint32_t j = 0; t->hmask && j <= t->hmask; j++) {
+        if (tvisnil(&node[j].val))
+            continue;
+        if (tvisstr(&node[j].key))
+            anchor(L, keep, gcV(&node[j].key), n);
+        if (tvisstr(&node[j].val))
+            anchor(L, keep, gcV(&node[j].val), n);
+    }
+}
+
+static uint32_t count_strings(const GCtab *t)
+{
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < t->asize; j++)
+        n += tvisstr(arrayslot(t, j));
+    Node *node = noderef(t->node);
+    for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
+        if (!tvisnil(&node[j].val))
+            n += tvisstr(&node[j].key) + tvisstr(&node[j].val);
+    return n;
 }
 
 /* Gives t room for `room` more keys in its hash part and `aroom` more integer keys in its
  * array part: a table written back full would be rehashed by the first key an actor adds,
- * and resized back by the next reset. */
-static void make_room(lua_State *L, GCtab *t, uint32_t aroom, uint32_t room)
+ * and resized back by the next reset. With fit, a larger hash part is shrunk to that (the
+ * globals table of a new state has 64 slots, for one key until a library opens). */
+static void make_room(lua_State *L, GCtab *t, uint32_t aroom, uint32_t room, int fit)
 {
     uint32_t used = 0;
     Node *node = noderef(t->node);
@@ -766,7 +789,8 @@ static void make_room(lua_State *L, GCtab *t, uint32_t aroom, uint32_t room)
     while (asize > 1 && tvisnil(arrayslot(t, asize - 1)))
         asize--;
     asize += aroom;
-    if ((t->hmask ? t->hmask + 1 : 0) < (1u << hbits) || t->asize < asize)
+    uint32_t have = t->hmask ? t->hmask + 1 : 0;
+    if (have < (1u << hbits) || (fit && have > (1u << hbits)) || t->asize < asize)
         lj_tab_resize(L, t, asize > t->asize ? asize : t->asize, hbits);
 }
 
@@ -776,18 +800,15 @@ int ljx_image_take(lua_State *L, const void *key)
     if (!tvistab(registry(L)))
         return -1;
     GCtab *reg = tabV(registry(L));
-    /* an actor's own entries: its coroutine, a smarm.exit reason, channel endpoints, caches */
-    make_room(L, reg, 4, 8);
+    /* an actor's own entries: its coroutine, a smarm.exit reason, channel endpoints, caches,
+     * and the image's anchor */
+    make_room(L, reg, 4, 9, 0);
     GCtab *env = tabref(L->env);
-    /* the anchor goes into the registry first, so that the registry's copy holds it */
-    lua_pushlightuserdata(L, (void *)key);
-    lua_createtable(L, 64, 0);
-    GCtab *keep = tabV(L->top - 1);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    if (env != reg)
+        make_room(L, env, 0, 8, 1);
     img_walk *w = calloc(1, sizeof *w);
     if (w == NULL)
         return -1;
-    w->skip = keep;
     walk_add(w, obj2gco(reg));
     walk_add(w, obj2gco(env));
     for (int i = 0; i < IMG_NBASEMT; i++)
@@ -795,15 +816,16 @@ int ljx_image_take(lua_State *L, const void *key)
     walk_all(w);
     if (w->failed) {
         free(w);
-        goto fail;
+        return -1;
     }
-    uint32_t ntab = 0, nud = 0, nfn = 0;
+    uint32_t ntab = 0, nud = 0, nfn = 0, nstr = 0;
     size_t bytes = 0;
     for (int i = 0; i < w->nobj; i++) {
         GCobj *o = w->obj[i];
         if (o->gch.gct == ~LJ_TTAB) {
             ntab++;
             bytes += tab_bytes(gco2tab(o));
+            nstr += count_strings(gco2tab(o));
         } else if (o->gch.gct == ~LJ_TUDATA) {
             nud++;
             bytes += gco2ud(o)->len;
@@ -813,6 +835,13 @@ int ljx_image_take(lua_State *L, const void *key)
     }
     size_t size = sizeof(image) + ntab * sizeof(img_tab) + nud * sizeof(img_ud) +
                   nfn * sizeof(img_fn) + bytes;
+    /* the anchor goes into the registry before the copies, so that the registry's copy holds
+     * it: keep[1] the image, keep[0] and keep[2] a body's (ljx_image_load), then the image's
+     * objects and strings */
+    lua_pushlightuserdata(L, (void *)key);
+    lua_createtable(L, (int)(2 + w->nobj + nstr), 0);
+    GCtab *keep = tabV(L->top - 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
     image *im = lua_newuserdata(L, size);
     /* from here on nothing allocates but the anchor table, which is not in the image */
     memset(im, 0, sizeof *im);
@@ -869,28 +898,13 @@ int ljx_image_take(lua_State *L, const void *key)
         }
     }
     free(w);
-    /* the keys and values the copies hold (a table's own objects were anchored above) */
+    /* the strings the copies hold (tables, functions and userdata were anchored above) */
     tt = img_tabs(im);
-    for (uint32_t i = 0; i < ntab; i++) {
-        GCtab *t = tt[i].t;
-        for (uint32_t j = 0; j < t->asize; j++)
-            anchor_tv(L, keep, arrayslot(t, j), &n);
-        Node *node = noderef(t->node);
-        for (uint32_t j = 0; t->hmask && j <= t->hmask; j++) {
-            if (tvisnil(&node[j].val))
-                continue;
-            anchor_tv(L, keep, &node[j].key, &n);
-            anchor_tv(L, keep, &node[j].val, &n);
-        }
-    }
+    for (uint32_t i = 0; i < ntab; i++)
+        anchor_strings(L, keep, tt[i].t, &n);
     im->total = (size_t)g->gc.total;
     im->magic = IMG_MAGIC;
     return 0;
-fail:
-    lua_pushlightuserdata(L, (void *)key);
-    lua_pushnil(L);
-    lua_rawset(L, LUA_REGISTRYINDEX);
-    return -1;
 }
 
 /* The image of L under key in its registry, or NULL. */
