@@ -288,6 +288,30 @@ describe("state pool", function()
       assert.is_true(n >= 20, "only " .. n .. " written back")
    end)
 
+   it("makes a body anew after an actor reached its prototype's constants (jit.util)", function()
+      -- the same body's bytecode again and again: a state keeps its prototype, unless jit.util
+      -- could have changed the template table the body's constructor copies
+      local function tmpl_body(parent)
+         local function make() return { a = 1 } end
+         local s = require "smarm"
+         local t = make()
+         s.send(parent, tostring(t.a) .. ":" .. tostring(t.pool_dirt))
+         local util = require "jit.util"
+         for i = -1, -8, -1 do
+            local k = util.funck(make, i)
+            if type(k) == "table" then
+               k.a = 2
+               k.pool_dirt = 1
+            end
+         end
+      end
+      for i = 1, 10 do
+         local _, mon = smarm.spawn_monitor(tmpl_body, smarm.self())
+         assert.are.equal("1:nil", smarm.recv(10), "after " .. i .. " actors")
+         assert.are.equal("normal", await_down(mon))
+      end
+   end)
+
    it("empties the state of an actor that opened the debug library", function()
       local _, _, r0 = pool_stats()
       for _ = 1, 10 do
