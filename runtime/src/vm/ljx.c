@@ -806,6 +806,11 @@ int ljx_image_take(lua_State *L, const void *key)
     GCtab *env = tabref(L->env);
     if (env != reg)
         make_room(L, env, 0, 8, 1);
+    /* the anchor's key goes in now (with a stand-in value): the copies are sized from the
+     * walk, and the registry must not grow in between */
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
     img_walk *w = calloc(1, sizeof *w);
     if (w == NULL)
         return -1;
@@ -838,10 +843,12 @@ int ljx_image_take(lua_State *L, const void *key)
     /* the anchor goes into the registry before the copies, so that the registry's copy holds
      * it: keep[1] the image, keep[0] and keep[2] a body's (ljx_image_load), then the image's
      * objects and strings */
-    lua_pushlightuserdata(L, (void *)key);
     lua_createtable(L, (int)(2 + w->nobj + nstr), 0);
     GCtab *keep = tabV(L->top - 1);
-    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX); /* the key is there: no new node, no rehash */
+    lua_pop(L, 1);
     image *im = lua_newuserdata(L, size);
     /* from here on nothing allocates but the anchor table, which is not in the image */
     memset(im, 0, sizeof *im);
@@ -867,6 +874,10 @@ int ljx_image_take(lua_State *L, const void *key)
         anchor(L, keep, o, &n);
         if (o->gch.gct == ~LJ_TTAB) {
             GCtab *t = gco2tab(o);
+            if (off + tab_bytes(t) > bytes) { /* it grew since the walk: no image (no magic) */
+                free(w);
+                return -1;
+            }
             img_tab *r = tt++;
             r->t = t;
             r->mt = (GCtab *)gcref(t->metatable); /* tabref() of NULL is UB */
@@ -884,6 +895,10 @@ int ljx_image_take(lua_State *L, const void *key)
             }
         } else if (o->gch.gct == ~LJ_TUDATA) {
             GCudata *ud = gco2ud(o);
+            if (off + ud->len > bytes) {
+                free(w);
+                return -1;
+            }
             img_ud *r = uu++;
             r->u = ud;
             r->off = off;
