@@ -58,6 +58,7 @@ typedef struct smarm_runtime_stats {
     int32_t schedulers;     /* scheduler threads */
     uint64_t states_recycled; /* spawns that booted an ended actor's reset state */
     int64_t states_pooled;    /* reset states waiting for a spawn */
+    uint64_t states_restored; /* resets that wrote back the image of a state's libraries */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -121,7 +121,8 @@ describe("globals", function()
    end)
 
    it("opens nothing more for a pairs loop over an ordinary table", function()
-      local m = in_fresh_actor("lazy", function(parent, tag)
+      -- a new state (max_heap: never a pooled one, whose image may hold os already)
+      smarm.spawn_opt({ max_heap = 64 * 1024 * 1024 }, function(parent, tag)
          local sum = 0
          for i = 1, 300 do
             for _, v in pairs({ a = i, b = 1 }) do sum = sum + v end
@@ -130,7 +131,8 @@ describe("globals", function()
          require("smarm").send(parent, {
             tag = tag, sum = sum, os = loaded.os ~= nil, io = loaded.io ~= nil,
          })
-      end)
+      end, smarm.self(), "lazy")
+      local m = reply("lazy")
       assert.are.equal(300 * 301 / 2 + 300, m.sum)
       assert.is_false(m.os)
       assert.is_false(m.io)

@@ -55,7 +55,13 @@ local function observe(parent, tag)
       table.sort(out)
       return table.concat(out, " ")
    end
-   r.registry = keys(debug.getregistry())
+   -- the registry without the runtime's own entries (light userdata keys) and the tables the
+   -- libraries make as they open (a recycled state may have opened some before its actor)
+   local reg = {}
+   for k, v in pairs(debug.getregistry()) do
+      if type(k) ~= "userdata" and k ~= "_LOADED" and k ~= "_PRELOAD" then reg[k] = v end
+   end
+   r.registry = keys(reg)
    r.globals = keys(_G)
    for _, lib in ipairs({ "string", "table", "math", "os", "io", "debug", "coroutine", "bit",
                           "jit", "package" }) do
@@ -96,6 +102,72 @@ local function observe(parent, tag)
    s.recv()
 end
 
+-- Checks that its state shows none of what check_then_dirty does below (a list of what it
+-- found, sent to parent with the first random numbers), then does all of it without the
+-- debug library, to the libraries a pooled state keeps (the base library, string, table,
+-- math, os, bit), the string metatable, the globals' metatable and the smarm table, and
+-- returns (so that its state is recycled, its libraries written back).
+-- luacheck: push ignore 121 122 142 143
+local function check_then_dirty(parent)
+   local s = require "smarm"
+   local bad = {}
+   local function expect(ok, what) if not ok then bad[#bad + 1] = what end end
+   expect(rawget(_G, "pool_dirt") == nil, "_G.pool_dirt")
+   expect(type(print) == "function" and type(1) == "number", "print/type")
+   expect(_G._G == _G and _G.pool_undefined == nil, "_G")
+   expect(string.pool_dirt == nil and string.pool_undefined == nil, "string")
+   expect(getmetatable(string) == nil, "string's metatable")
+   expect(type(string.format) == "function" and string.rep("a", 2) == "aa", "string functions")
+   expect(string.len("abc") == 3 and ("abc"):len() == 3, "string.len")
+   expect(getfenv(string.len) == _G and getfenv(table.remove) == _G, "environments")
+   expect(getmetatable("").__index == string and getmetatable("").pool_dirt == nil, "string mt")
+   expect(type(table.concat) == "function" and table.pool_dirt == nil, "table")
+   local t = {}
+   table.insert(t, 1)
+   expect(t[1] == 1, "table.insert")
+   expect(type(math.floor) == "function" and math.pi == 3.141592653589793, "math")
+   expect(type(os.time) == "function" and type(bit.band) == "function", "os/bit")
+   expect(coroutine.pool_dirt == nil and type(coroutine.wrap) == "function", "coroutine")
+   expect(package.loaded.pool_dirt == nil and package.loaded.string == string, "loaded")
+   expect(s.pool_dirt == nil and type(s.send) == "function", "smarm")
+   expect(collectgarbage("setpause", 200) == 200, "gc pause")
+   local rnd = {}
+   for i = 1, 4 do rnd[i] = math.random(1e9) end
+   s.send(parent, { bad = bad, random = rnd })
+   -- now all of it
+   local G = _G
+   rawset(G, "pool_dirt", 1)
+   print = nil
+   _G._G = nil
+   string.pool_dirt = 1
+   string.format = nil
+   string.rep = function() return "dirt" end
+   string.len = function() return "dirt" end
+   setfenv(table.remove, { pool_dirt = 1 })
+   getmetatable("").pool_dirt = 1
+   getmetatable("").__index = { len = function() return "dirt" end }
+   setmetatable(string, { __index = function() return "dirt" end })
+   table.concat = nil
+   table.pool_dirt = {}
+   table.insert = function() end
+   math.floor = nil
+   math.pi = 3
+   math.randomseed(42)
+   local _ = math.random()
+   os.time = nil
+   bit.band = nil
+   coroutine.pool_dirt = 1
+   coroutine.wrap = nil
+   package.loaded.pool_dirt = {}
+   package.loaded.string = nil
+   collectgarbage("setpause", 150)
+   s.pool_dirt = 1
+   s.send = nil
+   setmetatable(G, { __index = function() return "dirt" end })
+   rawset(G, "type", "dirt")
+end
+-- luacheck: pop
+
 local smarm = require "smarm" -- below the bodies, so none of them can capture it
 local ffi = require "ffi"
 local C = require "smarm.ffi"
@@ -103,7 +175,7 @@ local C = require "smarm.ffi"
 local function pool_stats()
    local st = ffi.new("smarm_runtime_stats")
    C.smarm_ffi_runtime_stats(st)
-   return tonumber(st.states_pooled), tonumber(st.states_recycled)
+   return tonumber(st.states_pooled), tonumber(st.states_recycled), tonumber(st.states_restored)
 end
 
 -- The reply tagged tag (earlier specs may have left other messages in this inbox).
@@ -218,6 +290,64 @@ describe("state pool", function()
          assert.are.equal(v, got[k], "a recycled state differs in " .. k)
       end
       for k in pairs(got) do assert(fresh[k] ~= nil, k) end
+   end)
+
+   it("writes back the libraries a state kept, whatever its actor did to them", function()
+      -- random numbers of a new state for reference
+      local _, mon = smarm.spawn_monitor(check_then_dirty, smarm.self())
+      local fresh = smarm.recv(10)
+      assert.are.same({}, fresh.bad)
+      assert.are.equal("normal", await_down(mon))
+      local _, _, restored0 = pool_stats()
+      for i = 1, 40 do
+         _, mon = smarm.spawn_monitor(check_then_dirty, smarm.self())
+         local m = assert(smarm.recv(10), "no report")
+         assert.are.same({}, m.bad, "after " .. i .. " actors")
+         assert.are.same(fresh.random, m.random, "math.random after " .. i .. " actors")
+         assert.are.equal("normal", await_down(mon))
+      end
+      -- most of those states were written back, not emptied and opened anew
+      local _, _, restored = pool_stats()
+      local n = restored - restored0
+      assert.is_true(n >= 20, "only " .. n .. " written back")
+   end)
+
+   it("makes a body anew after an actor reached its prototype's constants (jit.util)", function()
+      -- the same body's bytecode again and again: a state keeps its prototype, unless jit.util
+      -- could have changed the template table the body's constructor copies
+      local function tmpl_body(parent)
+         local function make() return { a = 1 } end
+         local s = require "smarm"
+         local t = make()
+         s.send(parent, tostring(t.a) .. ":" .. tostring(t.pool_dirt))
+         local util = require "jit.util"
+         for i = -1, -8, -1 do
+            local k = util.funck(make, i)
+            if type(k) == "table" then
+               k.a = 2
+               k.pool_dirt = 1
+            end
+         end
+      end
+      for i = 1, 10 do
+         local _, mon = smarm.spawn_monitor(tmpl_body, smarm.self())
+         assert.are.equal("1:nil", smarm.recv(10), "after " .. i .. " actors")
+         assert.are.equal("normal", await_down(mon))
+      end
+   end)
+
+   it("empties the state of an actor that opened the debug library", function()
+      local _, _, r0 = pool_stats()
+      for _ = 1, 10 do
+         local _, mon = smarm.spawn_monitor(function()
+            local d = debug
+            d.setmetatable(string, nil)
+         end)
+         assert.are.equal("normal", await_down(mon))
+      end
+      -- the spawns took states written back (or new); none of these was
+      local _, _, r = pool_stats()
+      assert.is_true(r - r0 <= 1, (r - r0) .. " written back")
    end)
 
    it("closes a state whose userdata has a finalizer, and runs it at the actor's end", function()

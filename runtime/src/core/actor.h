@@ -119,7 +119,10 @@ typedef struct actor_vm {
      * every allocator refused): they are neither the heap's nor the arena's */
     void *kept[4];
     int nkept;
-    int recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
+    int recycled;        /* its state was an ended actor's, reset (vm/luavm.c's pool) */
+    int imaged;          /* and came with the image of its libraries (no boot tables to make) */
+    unsigned image_libs; /* the standard libraries in that image (vm/luavm.c's lib bits) */
+    unsigned libs_open;  /* the standard libraries this actor opened in its state */
 } actor_vm;
 
 /* Counters for introspection (those every message touches first). */

@@ -53,6 +53,12 @@ static void push_exit_mt(lua_State *L)
     luavm_registry_keep(L, &exit_mt_key);
 }
 
+void body_prepare_state(lua_State *L)
+{
+    push_exit_mt(L);
+    lua_pop(L, 1);
+}
+
 int body_raise_exit(lua_State *L, int idx)
 {
     actor *a = luavm_actor(L);

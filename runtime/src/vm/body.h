@@ -42,6 +42,10 @@ void body_blocking_leave(struct actor *a);
 /* smarm.exit(value): raises the marker that ends the body with that value as its reason. */
 int body_raise_exit(lua_State *L, int idx);
 
+/* Makes in L what a body's smarm.exit would make there on first use (a pooled state's image
+ * holds it, vm/luavm.c). */
+void body_prepare_state(lua_State *L);
+
 /* status values for body_finish beyond lua_resume's */
 #define BODY_KILLED 100
 #define BODY_ERROR_ON_MAIN 101

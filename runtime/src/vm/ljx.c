@@ -27,6 +27,8 @@
 #include "lj_debug.h"    /* lj_debug_line, VARNAME_* */
 #include "lj_bc.h"       /* bytecode operands and modes: keep_template_keys */
 #include "lj_buf.h"      /* lj_buf_ruleb128: a function's variable ranges */
+#include "lj_func.h"     /* lj_func_newL_empty: a body from a kept prototype */
+#include "lj_udata.h"    /* lj_lightud_intern: a light userdata key for a raw lookup */
 
 /* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
 LUALIB_API int luaopen_ffi(lua_State *L);
@@ -682,21 +684,478 @@ static GCtab *emptied(lua_State *L, GCtab *t, uint32_t asize, uint32_t hbits)
     return t;
 }
 
-void ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at)
+/* -- The image of a pooled state ---------------------------------------------------------
+ *
+ * What a reset would otherwise empty and the next actor's boot build again (the globals and
+ * their metatable, the libraries the last actors opened, the runtime's per-state tables) is
+ * kept instead, as it was right after it was made: every table reachable from the registry,
+ * the globals and the base-type metatables has its array part, hash nodes and metatable
+ * copied into a userdata, and every object those copies refer to is anchored in a table of
+ * the registry (a tenant may drop a library function from its table; the copy still names
+ * it). A reset then writes the copies back over the tables, so whatever a tenant stored,
+ * replaced or removed in them is undone. Without the debug library (the caller does not
+ * restore a state whose tenant opened it) and the FFI (such a state is never reset), Lua
+ * code can change nothing else of these objects: a C function's environment and upvalues
+ * are out of reach (setfenv refuses one), strings are immutable, and the one userdata of
+ * the standard libraries (math.random's state) is copied too. Threads, cdata
+ * and userdata of other kinds make the image impossible (ljx_image_take fails), as does a
+ * Lua function with upvalues (of one without, its environment and its prototype's JIT flags
+ * are kept). */
+
+typedef struct img_tab {
+    GCtab *t, *mt;
+    uint32_t asize, hmask;
+    Node *node; /* t's node array when copied: the copies' chain links point into it */
+    Node *freetop;
+    size_t off; /* the copy in image.bytes: asize TValues, then hmask + 1 Nodes */
+} img_tab;
+
+typedef struct img_ud {
+    GCudata *u;
+    size_t off;
+} img_ud;
+
+/* A Lua function of a library (LuaJIT writes a few in Lua: table.remove, string.len...):
+ * setfenv may give it another environment, jit.off(f) marks its prototype. */
+typedef struct img_fn {
+    GCfunc *fn;
+    GCtab *env;
+    uint8_t ptflags; /* of which PROTO_NOJIT is written back */
+} img_fn;
+
+#define IMG_MAGIC 0x696d6731u
+#define IMG_MAXOBJ 256 /* tables, functions and userdata; more and there is no image */
+#define IMG_NBASEMT (GCROOT_BASEMT_NUM - GCROOT_BASEMT + 1)
+
+typedef struct image {
+    uint32_t magic, ntab, nud, nfn;
+    GCtab *reg, *env;
+    GCRef basemt[IMG_NBASEMT];
+    size_t total; /* the heap right after the image was taken */
+    size_t size;  /* of the whole payload */
+    /* img_tab[ntab], img_ud[nud], img_fn[nfn], then the bytes */
+} image;
+
+static img_tab *img_tabs(image *im) { return (img_tab *)(im + 1); }
+static img_ud *img_uds(image *im) { return (img_ud *)(img_tabs(im) + im->ntab); }
+static img_fn *img_fns(image *im) { return (img_fn *)(img_uds(im) + im->nud); }
+static char *img_bytes(image *im) { return (char *)(img_fns(im) + im->nfn); }
+
+typedef struct img_walk {
+    GCobj *obj[IMG_MAXOBJ]; /* tables, functions and userdata seen (in that order found) */
+    int nobj;
+    int failed;
+} img_walk;
+
+static void walk_add(img_walk *w, GCobj *o)
+{
+    if (o == NULL || w->failed)
+        return;
+    for (int i = 0; i < w->nobj; i++)
+        if (w->obj[i] == o)
+            return;
+    if (w->nobj == IMG_MAXOBJ) {
+        w->failed = 1;
+        return;
+    }
+    w->obj[w->nobj++] = o;
+}
+
+static void walk_tv(img_walk *w, cTValue *o)
+{
+    if (tvistab(o) || tvisfunc(o) || tvisudata(o))
+        walk_add(w, gcV(o));
+    else if (tvisthread(o) || tviscdata(o))
+        w->failed = 1;
+}
+
+/* Visits everything reachable from the objects in w (which grows as it goes). */
+static void walk_all(img_walk *w)
+{
+    for (int i = 0; i < w->nobj && !w->failed; i++) {
+        GCobj *o = w->obj[i];
+        if (o->gch.gct == ~LJ_TTAB) {
+            GCtab *t = gco2tab(o);
+            for (uint32_t j = 0; j < t->asize; j++)
+                walk_tv(w, arrayslot(t, j));
+            Node *node = noderef(t->node);
+            for (uint32_t j = 0; t->hmask && j <= t->hmask; j++) {
+                if (tvisnil(&node[j].val))
+                    continue;
+                walk_tv(w, &node[j].key);
+                walk_tv(w, &node[j].val);
+            }
+            walk_add(w, gcref(t->metatable));
+        } else if (o->gch.gct == ~LJ_TFUNC) {
+            GCfunc *fn = gco2func(o);
+            if (isluafunc(fn) && fn->l.nupvalues != 0) {
+                w->failed = 1;
+                return;
+            }
+            walk_add(w, gcref(fn->c.env));
+            if (isluafunc(fn))
+                continue;
+            for (int u = 0; u < fn->c.nupvalues; u++)
+                walk_tv(w, &fn->c.upvalue[u]);
+        } else { /* userdata */
+            GCudata *ud = gco2ud(o);
+            if (ud->udtype != UDTYPE_USERDATA || gcref(ud->metatable) != NULL) {
+                w->failed = 1;
+                return;
+            }
+            walk_add(w, gcref(ud->env));
+        }
+    }
+}
+
+static size_t tab_bytes(const GCtab *t)
+{
+    size_t n = t->asize * sizeof(TValue);
+    if (t->hmask)
+        n += (t->hmask + 1) * sizeof(Node);
+    return n;
+}
+
+/* Pushes v onto the anchor table (at its next array index). */
+static void anchor(lua_State *L, GCtab *keep, GCobj *o, int32_t *n)
+{
+    TValue v;
+    setgcV(L, &v, o, ~(uint32_t)o->gch.gct);
+    int32_t i = ++*n; /* lj_tab_setint is a macro that reads its key twice */
+    copyTV(L, lj_tab_setint(L, keep, i), &v);
+    lj_gc_anybarriert(L, keep);
+}
+
+/* The strings among a table's keys and values (its other objects are in the image). */
+static void anchor_strings(lua_State *L, GCtab *keep, const GCtab *t, int32_t *n)
+{
+    for (uint32_t j = 0; j < t->asize; j++)
+        if (tvisstr(arrayslot(t, j)))
+            anchor(L, keep, gcV(arrayslot(t, j)), n);
+    Node *node = noderef(t->node);
+    for (uint32_t j = 0; t->hmask && j <= t->hmask; j++) {
+        if (tvisnil(&node[j].val))
+            continue;
+        if (tvisstr(&node[j].key))
+            anchor(L, keep, gcV(&node[j].key), n);
+        if (tvisstr(&node[j].val))
+            anchor(L, keep, gcV(&node[j].val), n);
+    }
+}
+
+static uint32_t count_strings(const GCtab *t)
+{
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < t->asize; j++)
+        n += tvisstr(arrayslot(t, j));
+    Node *node = noderef(t->node);
+    for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
+        if (!tvisnil(&node[j].val))
+            n += tvisstr(&node[j].key) + tvisstr(&node[j].val);
+    return n;
+}
+
+/* Gives t room for `room` more keys in its hash part and `aroom` more integer keys in its
+ * array part: a table written back full would be rehashed by the first key an actor adds,
+ * and resized back by the next reset. With fit, a larger hash part is shrunk to that (the
+ * globals table of a new state has 64 slots, for one key until a library opens). */
+static void make_room(lua_State *L, GCtab *t, uint32_t aroom, uint32_t room, int fit)
+{
+    uint32_t used = 0;
+    Node *node = noderef(t->node);
+    for (uint32_t j = 0; t->hmask && j <= t->hmask; j++)
+        used += !tvisnil(&node[j].val);
+    uint32_t hbits = 0;
+    while ((1u << hbits) < used + room)
+        hbits++;
+    uint32_t asize = t->asize;
+    while (asize > 1 && tvisnil(arrayslot(t, asize - 1)))
+        asize--;
+    asize += aroom;
+    uint32_t have = t->hmask ? t->hmask + 1 : 0;
+    if (have < (1u << hbits) || (fit && have > (1u << hbits)) || t->asize < asize)
+        lj_tab_resize(L, t, asize > t->asize ? asize : t->asize, hbits);
+}
+
+int ljx_image_take(lua_State *L, const void *key)
+{
+    global_State *g = G(L);
+    if (!tvistab(registry(L)))
+        return -1;
+    GCtab *reg = tabV(registry(L));
+    /* an actor's own entries: its coroutine, a smarm.exit reason, channel endpoints, caches,
+     * and the image's anchor */
+    make_room(L, reg, 4, 9, 0);
+    GCtab *env = tabref(L->env);
+    if (env != reg)
+        make_room(L, env, 0, 8, 1);
+    /* the anchor's key goes in now (with a stand-in value): the copies are sized from the
+     * walk, and the registry must not grow in between */
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    img_walk *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return -1;
+    walk_add(w, obj2gco(reg));
+    walk_add(w, obj2gco(env));
+    for (int i = 0; i < IMG_NBASEMT; i++)
+        walk_add(w, gcref(g->gcroot[GCROOT_BASEMT + i]));
+    walk_all(w);
+    if (w->failed) {
+        free(w);
+        return -1;
+    }
+    uint32_t ntab = 0, nud = 0, nfn = 0, nstr = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < w->nobj; i++) {
+        GCobj *o = w->obj[i];
+        if (o->gch.gct == ~LJ_TTAB) {
+            ntab++;
+            bytes += tab_bytes(gco2tab(o));
+            nstr += count_strings(gco2tab(o));
+        } else if (o->gch.gct == ~LJ_TUDATA) {
+            nud++;
+            bytes += gco2ud(o)->len;
+        } else if (isluafunc(gco2func(o))) {
+            nfn++;
+        }
+    }
+    size_t size = sizeof(image) + ntab * sizeof(img_tab) + nud * sizeof(img_ud) +
+                  nfn * sizeof(img_fn) + bytes;
+    /* the anchor goes into the registry before the copies, so that the registry's copy holds
+     * it: keep[1] the image, keep[0] and keep[2] a body's (ljx_image_load), then the image's
+     * objects and strings */
+    lua_createtable(L, (int)(2 + w->nobj + nstr), 0);
+    GCtab *keep = tabV(L->top - 1);
+    lua_pushlightuserdata(L, (void *)key);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, LUA_REGISTRYINDEX); /* the key is there: no new node, no rehash */
+    lua_pop(L, 1);
+    image *im = lua_newuserdata(L, size);
+    /* from here on nothing allocates but the anchor table, which is not in the image */
+    memset(im, 0, sizeof *im);
+    im->ntab = ntab;
+    im->nud = nud;
+    im->nfn = nfn;
+    im->reg = reg;
+    im->env = env;
+    im->size = size;
+    for (int i = 0; i < IMG_NBASEMT; i++)
+        im->basemt[i] = g->gcroot[GCROOT_BASEMT + i];
+    int32_t n = 0;
+    anchor(L, keep, gcV(L->top - 1), &n);
+    lua_pop(L, 1);
+    n = 2; /* keep[2] and keep[0]: a body's bytecode and function (ljx_image_load) */
+    img_tab *tt = img_tabs(im);
+    img_ud *uu = img_uds(im);
+    img_fn *ff = img_fns(im);
+    char *b = img_bytes(im);
+    size_t off = 0;
+    for (int i = 0; i < w->nobj; i++) {
+        GCobj *o = w->obj[i];
+        anchor(L, keep, o, &n);
+        if (o->gch.gct == ~LJ_TTAB) {
+            GCtab *t = gco2tab(o);
+            if (off + tab_bytes(t) > bytes) { /* it grew since the walk: no image (no magic) */
+                free(w);
+                return -1;
+            }
+            img_tab *r = tt++;
+            r->t = t;
+            r->mt = (GCtab *)gcref(t->metatable); /* tabref() of NULL is UB */
+            r->asize = t->asize;
+            r->hmask = t->hmask;
+            r->node = noderef(t->node);
+            r->freetop = mref(t->freetop, Node);
+            r->off = off;
+            if (t->asize) /* no array part: a NULL one */
+                memcpy(b + off, tvref(t->array), t->asize * sizeof(TValue));
+            off += t->asize * sizeof(TValue);
+            if (t->hmask) {
+                memcpy(b + off, r->node, (t->hmask + 1) * sizeof(Node));
+                off += (t->hmask + 1) * sizeof(Node);
+            }
+        } else if (o->gch.gct == ~LJ_TUDATA) {
+            GCudata *ud = gco2ud(o);
+            if (off + ud->len > bytes) {
+                free(w);
+                return -1;
+            }
+            img_ud *r = uu++;
+            r->u = ud;
+            r->off = off;
+            memcpy(b + off, uddata(ud), ud->len);
+            off += ud->len;
+        } else if (isluafunc(gco2func(o))) {
+            GCfunc *fn = gco2func(o);
+            img_fn *r = ff++;
+            r->fn = fn;
+            r->env = tabref(fn->l.env);
+            r->ptflags = funcproto(fn)->flags;
+        }
+    }
+    free(w);
+    /* the strings the copies hold (tables, functions and userdata were anchored above) */
+    tt = img_tabs(im);
+    for (uint32_t i = 0; i < ntab; i++)
+        anchor_strings(L, keep, tt[i].t, &n);
+    im->total = (size_t)g->gc.total;
+    im->magic = IMG_MAGIC;
+    return 0;
+}
+
+/* The image of L under key in its registry, or NULL. */
+static image *image_of(lua_State *L, const void *key)
+{
+    if (!tvistab(registry(L)))
+        return NULL;
+    GCtab *reg = tabV(registry(L));
+    TValue k;
+    setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
+    cTValue *v = lj_tab_get(L, reg, &k);
+    if (!tvistab(v))
+        return NULL;
+    cTValue *u = lj_tab_getint(tabV(v), 1);
+    if (u == NULL || !tvisudata(u) || udataV(u)->len < sizeof(image))
+        return NULL;
+    image *im = uddata(udataV(u));
+    if (im->magic != IMG_MAGIC || im->size != udataV(u)->len || im->reg != reg)
+        return NULL;
+    return im;
+}
+
+/* -- A spawned body's function, loaded once per state --------------------------------------
+ *
+ * Spawns of one function hand each of its actors the same bytecode. A state with an image
+ * keeps the last body it loaded (its bytecode, and a closure of its prototype) beside the
+ * image, and makes the next actor's body from that prototype when the bytecode is the same:
+ * a prototype is constant to Lua code, except through the jit library (jit.util.funck hands
+ * out its template tables, jit.off marks it), whose tenants never get a state written back. */
+
+/* keep[0] and keep[2] of L's image, or NULL. */
+static GCtab *image_keep(lua_State *L, const void *key)
+{
+    if (!tvistab(registry(L)))
+        return NULL;
+    TValue k;
+    setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
+    cTValue *v = lj_tab_get(L, tabV(registry(L)), &k);
+    return tvistab(v) && tabV(v)->asize > 2 ? tabV(v) : NULL;
+}
+
+int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len)
+{
+    GCtab *keep = image_keep(L, key);
+    if (keep == NULL)
+        return 0;
+    cTValue *s = arrayslot(keep, 2), *f = arrayslot(keep, 0);
+    if (!tvisstr(s) || !tvisfunc(f) || !isluafunc(funcV(f)) || strV(s)->len != len ||
+        memcmp(strVdata(s), bc, len) != 0)
+        return 0;
+    GCproto *pt = funcproto(funcV(f));
+    if (pt->flags & PROTO_ILOOP) /* blacklisted loops: a new prototype compiles again */
+        return 0;
+    GCfunc *fn = lj_func_newL_empty(L, pt, tabref(L->env));
+    setfuncV(L, L->top, fn);
+    incr_top(L);
+    return 1;
+}
+
+void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t len)
+{
+    GCtab *keep = image_keep(L, key);
+    cTValue *f = L->top - 1;
+    if (keep == NULL || !tvisfunc(f) || !isluafunc(funcV(f)))
+        return;
+    GCfunc *fn = lj_func_newL_empty(L, funcproto(funcV(f)), tabref(L->env));
+    setfuncV(L, arrayslot(keep, 0), fn);
+    setstrV(L, arrayslot(keep, 2), lj_str_new(L, bc, len));
+    lj_gc_anybarriert(L, keep);
+}
+
+static Node *rebased(Node *p, Node *from, Node *to) { return p ? to + (p - from) : NULL; }
+
+static void restore_tab(lua_State *L, img_tab *r, const char *bytes)
+{
+    GCtab *t = r->t;
+    if (t->asize != r->asize || t->hmask != r->hmask) {
+        /* the tenant grew it: emptied first, nothing is moved over */
+        lj_tab_clear(t);
+        uint32_t hbits = r->hmask ? (uint32_t)__builtin_ctz(r->hmask + 1) : 0;
+        lj_tab_resize(L, t, r->asize, hbits);
+    }
+    if (r->asize)
+        memcpy(tvref(t->array), bytes, r->asize * sizeof(TValue));
+    if (r->hmask) {
+        Node *node = noderef(t->node);
+        const Node *from = (const Node *)(bytes + r->asize * sizeof(TValue));
+        if (node == r->node) {
+            memcpy(node, from, (r->hmask + 1) * sizeof(Node));
+        } else {
+            for (uint32_t j = 0; j <= r->hmask; j++) {
+                node[j].val = from[j].val;
+                node[j].key = from[j].key;
+                setmref(node[j].next, rebased(mref(from[j].next, Node), r->node, node));
+            }
+        }
+        setmref(t->freetop, rebased(r->freetop, r->node, node));
+    }
+    setgcrefp(t->metatable, r->mt); /* may be NULL */
+    t->nomm = 0;
+    lj_gc_anybarriert(L, t);
+}
+
+/* Writes the image back; 0, or -1 if L has none (then nothing was changed). */
+static int image_restore(lua_State *L, const void *key, size_t *total)
+{
+    global_State *g = G(L);
+    image *im = image_of(L, key);
+    if (im == NULL)
+        return -1;
+    img_tab *tt = img_tabs(im);
+    img_ud *uu = img_uds(im);
+    const char *b = img_bytes(im);
+    for (uint32_t i = 0; i < im->ntab; i++)
+        restore_tab(L, &tt[i], b + tt[i].off);
+    for (uint32_t i = 0; i < im->nud; i++)
+        memcpy(uddata(uu[i].u), b + uu[i].off, uu[i].u->len);
+    img_fn *ff = img_fns(im);
+    for (uint32_t i = 0; i < im->nfn; i++) {
+        setgcref(ff[i].fn->l.env, obj2gco(ff[i].env));
+        lj_gc_objbarrier(L, ff[i].fn, ff[i].env);
+        GCproto *pt = funcproto(ff[i].fn);
+        pt->flags = (uint8_t)((pt->flags & ~PROTO_NOJIT) | (ff[i].ptflags & PROTO_NOJIT));
+    }
+    for (int i = GCROOT_BASEMT; i < GCROOT_MAX; i++)
+        setgcrefnull(g->gcroot[i]);
+    for (int i = 0; i < IMG_NBASEMT; i++)
+        g->gcroot[GCROOT_BASEMT + i] = im->basemt[i];
+    setgcref(L->env, obj2gco(im->env));
+    *total = im->total;
+    return 0;
+}
+
+int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
+                    size_t *image_bytes)
 {
     global_State *g = G(L);
     jit_State *J = L2J(L);
     lua_settop(L, 0);
     setgcref(g->cur_L, obj2gco(L));
-    /* NOBARRIER: a cycle under way is redone in full below; in the pause nothing is black */
-    GCtab *reg = tvistab(registry(L)) ? tabV(registry(L)) : NULL;
-    GCtab *env = tabref(L->env);
-    if (env == reg)
-        env = NULL;
-    settabV(L, registry(L), emptied(L, reg, 16, 4));
-    setgcref(L->env, obj2gco(emptied(L, env, 0, LJ_MIN_GLOBAL)));
-    for (int i = GCROOT_BASEMT; i < GCROOT_MAX; i++) /* base metatables, io's default files */
-        setgcrefnull(g->gcroot[i]);
+    size_t base = 0;
+    int restored = image_key != NULL && image_restore(L, image_key, &base) == 0;
+    if (!restored) {
+        /* NOBARRIER: a cycle under way is redone in full below; in the pause nothing is black */
+        GCtab *reg = tvistab(registry(L)) ? tabV(registry(L)) : NULL;
+        GCtab *env = tabref(L->env);
+        if (env == reg)
+            env = NULL;
+        settabV(L, registry(L), emptied(L, reg, 16, 4));
+        setgcref(L->env, obj2gco(emptied(L, env, 0, LJ_MIN_GLOBAL)));
+        for (int i = GCROOT_BASEMT; i < GCROOT_MAX; i++) /* base metatables, io's default files */
+            setgcrefnull(g->gcroot[i]);
+    }
     lua_sethook(L, NULL, 0, 0);
     g->gc.pause = LUAI_GCPAUSE;
     g->gc.stepmul = LUAI_GCMUL;
@@ -706,11 +1165,13 @@ void ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at)
     lj_dispatch_init_hotcount(g);
     memset(J->penalty, 0, sizeof J->penalty);
     J->penaltyslot = 0;
-    if (g->gc.state != GCSpause || g->gc.total > collect_at)
+    if (g->gc.state != GCSpause || g->gc.total > base + collect_at)
         lj_gc_fullgc(L);
     /* about the room lua_newstate leaves before the first cycle (collectgarbage("stop") left
      * it at the maximum) */
     g->gc.threshold = g->gc.total + 32 * 1024;
+    *image_bytes = base;
+    return restored;
 }
 
 int ljx_number_at(lua_State *L, int idx, double *d)

@@ -74,12 +74,31 @@ void ljx_str_shrink(lua_State *L, unsigned slots);
  * metatable (whose finalizer would run later, in the next actor). Else 0. */
 int ljx_state_resettable(lua_State *L);
 
-/* Makes everything Lua code could reach in L unreachable: an empty registry and globals table,
- * no base-type metatables or default files, no hook, the GC's parameters and threshold as
+/* Copies what L's registry, globals and base-type metatables reach (tables, C functions, plain
+ * userdata) into an image kept in its registry under key, for ljx_state_reset to write back.
+ * -1 (and no image) if they reach a Lua function, a thread, cdata, other userdata, or more
+ * objects than an image takes. Raises on memory errors. */
+int ljx_image_take(lua_State *L, const void *key);
+
+/* With L's image (under key): pushes a function of the prototype ljx_image_keep_load kept if
+ * bc (len bytes) is the bytecode it was loaded from, and returns 1; else 0. */
+int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len);
+
+/* Keeps the prototype of the Lua function on top of L, loaded from bc, beside L's image. */
+void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t len);
+
+/* Makes everything Lua code could reach in L unreachable, or as it was: with an image under
+ * image_key (not NULL), the tables of the image are written back as they were when it was
+ * taken (returns 1); else (returns 0) an empty registry and globals table, no base-type
+ * metatables or default files. Both ways: no hook, the GC's parameters and threshold as
  * in a new state, the JIT's flags and parameters as from's (ljx_jit_copy) with fresh hot
- * counters. A GC cycle under way, or a heap above collect_at bytes, is then collected in
- * full (which may free what the reset let go of). For a state ljx_state_resettable took. */
-void ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at);
+ * counters. A GC cycle under way, or a heap above collect_at bytes past the image's (the heap
+ * right after it was taken, stored in *image_bytes; 0 without one), is
+ * then collected in full (which may free what the reset let go of). For a state
+ * ljx_state_resettable took; an image only for one whose last tenant could not change the
+ * image's objects otherwise than through their tables (no debug library). */
+int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
+                    size_t *image_bytes);
 
 /* Whether pc lies in one of L's machine-code areas (JIT-compiled traces).
  * Async-signal-safe on the thread running L. */

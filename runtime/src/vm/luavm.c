@@ -359,6 +359,17 @@ static const struct lazy_lib {
 };
 
 static const char real_require_key = 'r';
+static const char image_key = 'i'; /* a pooled state's image (see luavm_release) */
+
+/* Bits of actor_vm's libs_open and image_libs: the base library, then lazy_libs' entries. */
+#define LIB_BASE 1u
+static unsigned lib_bit(const struct lazy_lib *lib) { return 2u << (lib - lazy_libs); }
+
+/* Notes that the running actor opened lib (NULL: the base library). */
+static void note_open(lua_State *L, const struct lazy_lib *lib)
+{
+    luavm_actor(L)->vm.libs_open |= lib ? lib_bit(lib) : LIB_BASE;
+}
 
 static void open_lib(lua_State *L, const struct lazy_lib *lib);
 
@@ -484,6 +495,7 @@ static void open_package(lua_State *L)
 
 static void open_lib(lua_State *L, const struct lazy_lib *lib)
 {
+    note_open(L, lib);
     if (!lib->open) {
         open_package(L);
     } else {
@@ -580,6 +592,7 @@ static void stash_global(lua_State *L, const char *name, int slot)
 /* The base library (with coroutine), next and pairs kept aside. */
 static void open_base(lua_State *L)
 {
+    note_open(L, NULL);
     lua_pushcfunction(L, luaopen_base);
     lua_call(L, 0, 0);
     stash_global(L, "next", SLOT_NEXT);
@@ -706,6 +719,7 @@ static int lazy_global(lua_State *L)
  * installs the real metatable). */
 static int lazy_string_index(lua_State *L)
 {
+    note_open(L, &lazy_libs[0]);
     lua_pushcfunction(L, luaopen_string);
     lua_pushstring(L, LUA_STRLIBNAME);
     lua_call(L, 1, 1);
@@ -806,8 +820,13 @@ static int boot_chunk(lua_State *L, actor *a)
 static int boot_func(lua_State *L, actor *a)
 {
     uint32_t bclen = rd_u32(a->vm.boot);
-    if (luaL_loadbuffer(L, a->vm.boot + 4, bclen, "=spawn") != 0)
-        return -1;
+    const char *bc = a->vm.boot + 4;
+    if (!a->vm.imaged || !ljx_image_load(L, &image_key, bc, bclen)) {
+        if (luaL_loadbuffer(L, bc, bclen, "=spawn") != 0)
+            return -1;
+        if (a->vm.imaged)
+            ljx_image_keep_load(L, &image_key, bc, bclen);
+    }
     char err[256];
     int n = 0;
     if (codec_decode_args(L, a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen, &n, err,
@@ -828,11 +847,14 @@ static int boot_protected(lua_State *L)
     struct boot_call *bc = lua_touserdata(L, 1);
     lua_pop(L, 1);
     actor *a = bc->a;
-    open_state(L, !a->vm.recycled);
+    if (!a->vm.imaged) /* an image holds what open_state makes */
+        open_state(L, !a->vm.recycled);
     lua_State *co = lua_newthread(L);
     a->vm.co = co;
-    /* the coroutine stays reachable from the registry for the actor's life */
-    luaL_ref(L, LUA_REGISTRYINDEX);
+    /* the coroutine stays reachable from the registry for the actor's life, at the index
+     * luaL_ref would give it in a state's registry (nothing else refs into it) without
+     * luaL_ref's free-list walk */
+    lua_rawseti(L, LUA_REGISTRYINDEX, 1);
     if (a->vm.boot_kind == BOOT_HOST) {
         bc->nargs = 0; /* a host thread drives the main state: no body */
         return 0;
@@ -1075,6 +1097,8 @@ typedef struct luavm_pool {
     struct pooled {
         lua_State *L;
         size_t mem;
+        int imaged;
+        unsigned libs; /* the libraries in its image */
     } st[POOL_STATES];
 } luavm_pool;
 
@@ -1104,7 +1128,7 @@ static lua_State *pool_take(actor *a)
     luavm_pool *p = pool_of_thread(vm);
     if (!p || !atomic_load_explicit(&p->n, memory_order_relaxed))
         return NULL;
-    struct pooled got = {NULL, 0};
+    struct pooled got = {NULL, 0, 0, 0};
     spin_lock(&p->lock);
     uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
     if (n) {
@@ -1117,6 +1141,8 @@ static lua_State *pool_take(actor *a)
     lua_setallocf(got.L, actor_alloc, a);
     a->vm.mem = got.mem;
     a->vm.recycled = 1;
+    a->vm.imaged = got.imaged;
+    a->vm.image_libs = got.libs;
     atomic_fetch_add_explicit(&vm->states_recycled, 1, memory_order_relaxed);
     return got.L;
 }
@@ -1134,7 +1160,103 @@ static int may_recycle(actor *a)
            (f == actor_alloc || f == actor_alloc_capped) && ljx_state_resettable(a->vm.L);
 }
 
-static void reset_protected(lua_State *L, void *tmpl) { ljx_state_reset(L, tmpl, POOL_COLLECT_AT); }
+/* ---- the image of a pooled state ----
+ *
+ * A reset that empties the state leaves the next actor's boot to make the globals' and the
+ * string type's metatables, the smarm table and the exit error's metatable again, and each
+ * library it uses to be opened again (the base library alone is some 20,000 instructions).
+ * So right after such a reset the state is given all of that, with the standard libraries
+ * its last actor opened (of those an image can hold), and ljx_image_take copies it; the
+ * next resets write that copy back (ljx_state_reset) instead of emptying the state, which
+ * undoes whatever an actor stored into, replaced or removed from those tables, and their
+ * metatables. An actor that opened the debug or the jit library could have changed the
+ * objects themselves (upvalues, environments, metatables of other types, the constants of
+ * a prototype the image keeps): its state is emptied and imaged anew, as is one whose actor
+ * opened a library its image lacks (so the image grows to what the pool's actors use). */
+
+static unsigned image_eligible(void)
+{
+    static _Atomic unsigned cached; /* the same bits whoever computes them */
+    unsigned got = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (got)
+        return got;
+    unsigned bits = LIB_BASE;
+    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
+        if (lib->open == luaopen_string || lib->open == luaopen_table ||
+            lib->open == luaopen_math || lib->open == luaopen_os || lib->open == luaopen_bit)
+            bits |= lib_bit(lib);
+    atomic_store_explicit(&cached, bits, memory_order_relaxed);
+    return bits;
+}
+
+/* The libraries that reach inside the image's objects: debug (upvalues, environments,
+ * metatables of every type), jit (jit.util hands out a prototype's constants, a body's
+ * template tables among them). */
+static unsigned lib_unsafe(void)
+{
+    static _Atomic unsigned cached;
+    unsigned got = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (got)
+        return got;
+    unsigned bits = 0;
+    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
+        if (lib->open == luaopen_debug || lib->open == luaopen_jit)
+            bits |= lib_bit(lib);
+    atomic_store_explicit(&cached, bits, memory_order_relaxed);
+    return bits;
+}
+
+/* Opens in L what an image holds: the boot tables, the libraries libs. */
+static void build_image(lua_State *L, unsigned libs)
+{
+    open_state(L, 0);
+    if (libs & LIB_BASE)
+        open_base(L);
+    for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
+        if (lib->open && (libs & lib_bit(lib)))
+            open_lib(L, lib);
+    /* the smarm table with the functions most actors use (its __index adds each on first
+     * use, a closure and an interned name per actor otherwise) */
+    static const char *const hot[] = {"self", "send", "recv", "spawn", "now", "exit", NULL};
+    push_library(L);
+    for (const char *const *f = hot; *f; f++) {
+        lua_getfield(L, -1, *f);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    body_prepare_state(L);
+}
+
+struct reset_call {
+    lua_State *tmpl;
+    actor *a;
+    int imaged;         /* out: the state has an image */
+    int restored;       /* out: written back from it */
+    unsigned libs;      /* out: of these libraries */
+    size_t image_bytes; /* out: the heap the image takes */
+};
+
+static void reset_protected(lua_State *L, void *ud)
+{
+    struct reset_call *rc = ud;
+    actor *a = rc->a;
+    unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
+    int restore = a->vm.imaged && !(a->vm.libs_open & lib_unsafe()) && want == a->vm.image_libs;
+    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore ? &image_key : NULL,
+                        &rc->image_bytes)) {
+        rc->imaged = rc->restored = 1;
+        rc->libs = a->vm.image_libs;
+        return;
+    }
+    build_image(L, want);
+    if (ljx_image_take(L, &image_key) == 0) {
+        rc->imaged = 1;
+        rc->libs = want;
+        rc->image_bytes = ljx_gc_total(L);
+    } else { /* emptied again: the next boot makes its tables */
+        ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, NULL, &rc->image_bytes);
+    }
+}
 
 void luavm_release(actor *a)
 {
@@ -1147,13 +1269,14 @@ void luavm_release(actor *a)
     lua_State *L = a->vm.L;
     a->vm.closing = 1; /* no preemption hook is armed from here on */
     lua_setallocf(L, actor_alloc, a);
-    /* protected: the reset allocates (a registry, a globals table) */
-    if (ljx_cpcall(L, reset_protected, vm->tmpl) != 0 || a->vm.mem > POOL_STATE_MAX) {
+    /* protected: the reset allocates (a registry, a globals table, an image) */
+    struct reset_call rc = {vm->tmpl, a, 0, 0, 0, 0};
+    if (ljx_cpcall(L, reset_protected, &rc) != 0 || a->vm.mem > rc.image_bytes + POOL_STATE_MAX) {
         lua_close(L);
         forget_state(a);
         return;
     }
-    struct pooled entry = {L, a->vm.mem};
+    struct pooled entry = {L, a->vm.mem, rc.imaged, rc.libs};
     lua_setallocf(L, pooled_alloc, &a->rt->heap);
     a->vm.mem = 0;
     spin_lock(&p->lock);
@@ -1166,6 +1289,8 @@ void luavm_release(actor *a)
     spin_unlock(&p->lock);
     if (!kept)
         lua_close(L);
+    else if (rc.restored)
+        atomic_fetch_add_explicit(&vm->states_restored, 1, memory_order_relaxed);
     forget_state(a);
 }
 

@@ -63,6 +63,7 @@ typedef struct luavm_shared {
     /* states of ended actors, reset and kept for new ones (luavm.c), one pool per scheduler */
     struct luavm_pool *pools;
     _Atomic uint64_t states_recycled; /* spawns that took a pooled state */
+    _Atomic uint64_t states_restored; /* resets that wrote a state's image back */
 } luavm_shared;
 
 /* Adds a host module: every state that opens its package library from now on can require
