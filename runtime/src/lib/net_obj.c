@@ -38,8 +38,24 @@ typedef struct net_arm {
     unsigned events;
 } net_arm; /* its environment table holds the socket object at [1] */
 
-static const char tcp_mt_key = 't', server_mt_key = 's', udp_mt_key = 'u', arm_mt_key = 'a',
-                  wait_key = 'w';
+static const char tcp_mt_key = 't', server_mt_key = 's', udp_mt_key = 'u', arm_mt_key = 'a';
+
+/* The registry key of a state's wait anchor (below): a negative integer, which luaL_ref
+ * never hands out, so that finding it pushes no light userdata (LuaJIT interns each one
+ * pushed) and hashes no pointer, twice per wait. */
+#define WAIT_ANCHOR_KEY (-0x6e6574)
+
+/* The op of a wait is kept in the anchor as a number: a pointer to static data fits a
+ * double's mantissa, and a number, unlike a light userdata, is stored without interning. */
+static void push_op(lua_State *L, const net_op *op)
+{
+    lua_pushnumber(L, (lua_Number)(uintptr_t)op);
+}
+
+static const net_op *to_op(lua_State *L, int idx)
+{
+    return (const net_op *)(uintptr_t)lua_tonumber(L, idx);
+}
 
 static uint64_t obj_magic(void)
 {
@@ -248,14 +264,13 @@ static void clear_anchor(lua_State *L, int t)
 
 static int net_cont(actor *a, lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     int t = lua_gettop(L);
     lua_rawgeti(L, t, 0);
     int n = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
     lua_rawgeti(L, t, 1);
-    const net_op *op = lua_touserdata(L, -1);
+    const net_op *op = to_op(L, -1);
     lua_pop(L, 1);
     int base = t + 1;
     for (int i = 2; i <= n; i++)
@@ -290,16 +305,14 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
             return r;
     }
     int top = lua_gettop(L);
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         lua_createtable(L, 8, 0);
-        lua_pushlightuserdata(L, (void *)&wait_key);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, LUA_REGISTRYINDEX);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     }
-    lua_pushlightuserdata(L, (void *)op);
+    push_op(L, op);
     lua_rawseti(L, -2, 1);
     for (int i = base; i <= top; i++) {
         lua_pushvalue(L, i);
