@@ -109,6 +109,30 @@ local field_line_at = C(token) * P(":") * OWS * C(field_value) * OWS * CRLF
 local request_lines, field_lines, kept_lines = {}, {}, 0
 local MAX_KEPT_LINES = 512
 
+-- The field lines at buf[p..fin-1] added to h: true | nil (a line refused or repeated).
+-- A tail call per line rather than a loop: a head has few fields, and LuaJIT compiles no
+-- trace through a loop that ends after an iteration or two, so a loop here kept the
+-- connection's whole request path in the interpreter.
+local function fast_fields(buf, p, fin, h)
+   if p >= fin then return true end
+   local eol = find(buf, "\r\n", p, true)
+   local line = sub(buf, p, eol + 1)
+   local f = field_lines[line]
+   if not f then
+      local name, value = match(field_line_at, buf, p)
+      if not name then return nil end
+      f = { lower_key(name), value }
+      if kept_lines < MAX_KEPT_LINES then
+         field_lines[line] = f
+         kept_lines = kept_lines + 1
+      end
+   end
+   local k = f[1]
+   if h[k] ~= nil then return nil end
+   h[k] = f[2]
+   return fast_fields(buf, eol + 2, fin, h)
+end
+
 -- The request line and fields of the head at buf[start..stop+3] (stop: its CRLF CRLF),
 -- fields added to h: method, path, query, major, minor, next | nil (h then holds
 -- whatever fields were added: the caller clears it).
@@ -125,25 +149,7 @@ local function fast_head(buf, start, stop, h)
          kept_lines = kept_lines + 1
       end
    end
-   local p, fin = eol + 2, stop + 2
-   while p < fin do
-      eol = find(buf, "\r\n", p, true)
-      line = sub(buf, p, eol + 1)
-      local f = field_lines[line]
-      if not f then
-         local name, value = match(field_line_at, buf, p)
-         if not name then return nil end
-         f = { lower_key(name), value }
-         if kept_lines < MAX_KEPT_LINES then
-            field_lines[line] = f
-            kept_lines = kept_lines + 1
-         end
-      end
-      local k = f[1]
-      if h[k] ~= nil then return nil end
-      h[k] = f[2]
-      p = eol + 2
-   end
+   if not fast_fields(buf, eol + 2, stop + 2, h) then return nil end
    return rl[1], rl[2], rl[3], rl[4], rl[5], stop + 4
 end
 M._fast_head = fast_head
