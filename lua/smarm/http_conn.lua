@@ -266,15 +266,16 @@ function M.connection(sock, o)
          if not got then return sock:close() end
       end
       local deadline = now() + request_timeout
-      local req, x
-      while true do
-         req, x = parse.request_head(buf, pos, max_head)
-         if req or x then break end
+      -- (a loop entered only while the head is incomplete: LuaJIT compiles no trace
+      -- through a loop that ends after its first pass, as one around this call did)
+      local req, x = parse.request_head(buf, pos, max_head)
+      while not (req or x) do
          local got, err = fill(deadline)
          if not got then
             if err == "timeout" then return fail(408) end
             return sock:close()
          end
+         req, x = parse.request_head(buf, pos, max_head)
       end
       if not req then return fail(x) end
       pos = x
