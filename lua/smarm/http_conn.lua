@@ -206,6 +206,8 @@ function M.connection(sock, o)
    -- (unless the acceptor's listening socket gave it to every accepted one)
    if not o.nodelay_set then sock:setoption("nodelay", true) end
    local now = smarm.now
+   -- the methods once, not through the socket's metatable on every request
+   local send, recv = sock.send, sock.recv
    local buf, pos = "", 1
    local out, nout = {}, 0
    local max_head, max_body = o.max_header_bytes, o.max_body_bytes
@@ -215,7 +217,7 @@ function M.connection(sock, o)
       if nout == 0 then return true end
       local data = nout == 1 and out[1] or concat(out, "", 1, nout)
       nout = 0
-      return sock:send(data)
+      return send(sock, data)
    end
 
    -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
@@ -225,7 +227,7 @@ function M.connection(sock, o)
       if nout > 0 and not flush() then return nil, "closed" end
       local left = timeout or deadline - now()
       if left <= 0 then return nil, "timeout" end
-      local data, err = sock:recv("*r", left)
+      local data, err = recv(sock, "*r", left)
       if not data then return nil, err end
       if pos > #buf then
          buf = data
@@ -264,15 +266,16 @@ function M.connection(sock, o)
          if not got then return sock:close() end
       end
       local deadline = now() + request_timeout
-      local req, x
-      while true do
-         req, x = parse.request_head(buf, pos, max_head)
-         if req or x then break end
+      -- (a loop entered only while the head is incomplete: LuaJIT compiles no trace
+      -- through a loop that ends after its first pass, as one around this call did)
+      local req, x = parse.request_head(buf, pos, max_head)
+      while not (req or x) do
          local got, err = fill(deadline)
          if not got then
             if err == "timeout" then return fail(408) end
             return sock:close()
          end
+         req, x = parse.request_head(buf, pos, max_head)
       end
       if not req then return fail(x) end
       pos = x

@@ -9,7 +9,7 @@ local lpeg = require "lpeg"
 local P, R, S, C, Cc, Cp, Carg = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cc, lpeg.Cp, lpeg.Carg
 local match = lpeg.match
 local find, sub, lower, byte = string.find, string.sub, string.lower, string.byte
-local tonumber, concat = tonumber, table.concat
+local tonumber, concat, pairs = tonumber, table.concat, pairs
 
 local M = {}
 
@@ -67,7 +67,7 @@ local lower_count = 0
 -- repeated field is combined into one comma-separated value (RFC 9110 section 5.3).
 -- A repeated Host or a Content-Length repeated with another value cannot be combined
 -- safely: it marks the table at key false, which the caller turns into 400.
-local function add_field(h, name, value)
+local function lower_key(name)
    local k = lower_names[name]
    if not k then
       k = lower(name)
@@ -76,6 +76,11 @@ local function add_field(h, name, value)
          lower_count = lower_count + 1
       end
    end
+   return k
+end
+
+local function add_field(h, name, value)
+   local k = lower_key(name)
    local old = h[k]
    if old == nil then
       h[k] = value
@@ -88,6 +93,66 @@ end
 
 local field_line = (Carg(1) * C(token) * P(":") * OWS * C(field_value) * OWS * CRLF) / add_field
 local fields = field_line ^ 0 * CRLF
+
+-- Heads line by line, most lines found in a cache. A client's requests repeat the same
+-- lines (its request line, Host, User-Agent, Accept...), and a line's answer depends on
+-- its bytes alone: a cut of the line, an interned string, is looked up in a table where the
+-- grammar's answer for that line was kept. A line not kept yet is matched with the grammar
+-- for one line (a head is a request line, field lines and an empty line, and no line
+-- pattern reaches past its CRLF, so line by line is the same grammar). A line the grammar
+-- refuses, or a repeated field, leaves the head to the whole grammar, the authority on
+-- errors and on combining repeated fields. Cheaper than the whole grammar because LPeg's
+-- captures go through the Lua C API and call add_field back once per field. Bounded: a
+-- stream of ever-new lines is matched line by line without being kept.
+local request_line_at = request_line * Cp()
+local field_line_at = C(token) * P(":") * OWS * C(field_value) * OWS * CRLF
+local request_lines, field_lines, kept_lines = {}, {}, 0
+local MAX_KEPT_LINES = 512
+
+-- The field lines at buf[p..fin-1] added to h: true | nil (a line refused or repeated).
+-- A tail call per line rather than a loop: a head has few fields, and LuaJIT compiles no
+-- trace through a loop that ends after an iteration or two, so a loop here kept the
+-- connection's whole request path in the interpreter.
+local function fast_fields(buf, p, fin, h)
+   if p >= fin then return true end
+   local eol = find(buf, "\r\n", p, true)
+   local line = sub(buf, p, eol + 1)
+   local f = field_lines[line]
+   if not f then
+      local name, value = match(field_line_at, buf, p)
+      if not name then return nil end
+      f = { lower_key(name), value }
+      if kept_lines < MAX_KEPT_LINES then
+         field_lines[line] = f
+         kept_lines = kept_lines + 1
+      end
+   end
+   local k = f[1]
+   if h[k] ~= nil then return nil end
+   h[k] = f[2]
+   return fast_fields(buf, eol + 2, fin, h)
+end
+
+-- The request line and fields of the head at buf[start..stop+3] (stop: its CRLF CRLF),
+-- fields added to h: method, path, query, major, minor, next | nil (h then holds
+-- whatever fields were added: the caller clears it).
+local function fast_head(buf, start, stop, h)
+   local eol = find(buf, "\r\n", start, true)
+   local line = sub(buf, start, eol + 1)
+   local rl = request_lines[line]
+   if not rl then
+      local method, path, q, major, minor = match(request_line_at, buf, start)
+      if not method then return nil end
+      rl = { method, path, q, major, minor }
+      if kept_lines < MAX_KEPT_LINES then
+         request_lines[line] = rl
+         kept_lines = kept_lines + 1
+      end
+   end
+   if not fast_fields(buf, eol + 2, stop + 2, h) then return nil end
+   return rl[1], rl[2], rl[3], rl[4], rl[5], stop + 4
+end
+M._fast_head = fast_head
 
 -- A request head: optional empty lines (RFC 9112 section 2.2 lets a server skip them),
 -- the request line, header fields, the empty line.
@@ -116,6 +181,7 @@ M.has_token = has_token
 
 --- Parses a request head at buf[pos..].
 -- @param max bytes a head may have, leading empty lines included (431 past it)
+-- @param grammar_only true to parse with the LPeg grammar alone (tests compare the two)
 -- @return req, next: {method, path, query, version (1.0 or 1.1), headers, major, minor,
 --     length (Content-Length as a number, or nil), chunked (true for a chunked body)}
 --     and the position of the first byte after the head
@@ -126,7 +192,7 @@ M.has_token = has_token
 -- more than a lookup (strings are interned). Bounded, like lower_names.
 local good_hosts, good_host_count = {}, 0
 
-function M.request_head(buf, pos, max)
+function M.request_head(buf, pos, max, grammar_only)
    -- most requests have no empty lines before them: skip the match then
    local start = pos
    if byte(buf, pos) == 13 then start = match(empty_lines, buf, pos) end
@@ -150,7 +216,12 @@ function M.request_head(buf, pos, max)
    -- (then cleared) here and in req below.
    local h = { host = false, ["user-agent"] = false, accept = false, connection = false }
    h.host, h["user-agent"], h.accept, h.connection = nil, nil, nil, nil
-   local method, path, q, major, minor, next = match(request_head, buf, start, h)
+   local method, path, q, major, minor, next
+   if not grammar_only then method, path, q, major, minor, next = fast_head(buf, start, stop, h) end
+   if not method then
+      for k in pairs(h) do h[k] = nil end
+      method, path, q, major, minor, next = match(request_head, buf, start, h)
+   end
    if not method then
       -- the first CRLF CRLF may end the request line itself ("GET / HTTP/1.1\r\n\r\n")
       return nil, 400

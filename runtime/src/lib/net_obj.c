@@ -38,8 +38,31 @@ typedef struct net_arm {
     unsigned events;
 } net_arm; /* its environment table holds the socket object at [1] */
 
-static const char tcp_mt_key = 't', server_mt_key = 's', udp_mt_key = 'u', arm_mt_key = 'a',
-                  wait_key = 'w';
+static const char tcp_mt_key = 't', server_mt_key = 's', udp_mt_key = 'u', arm_mt_key = 'a';
+
+/* The registry key of a state's wait anchor (below): a negative integer, which luaL_ref
+ * never hands out, so that finding it pushes no light userdata (LuaJIT interns each one
+ * pushed) and hashes no pointer, twice per wait. */
+#define WAIT_ANCHOR_KEY (-0x6e6574)
+
+/* Slot 1 of a wait's anchor holds its op and the count of slots in use (slot 1 included)
+ * as one number, the op's address times 32 plus the count: an address of static data is
+ * below 2^47, so the number is exact, and a number, unlike a light userdata, is stored
+ * without interning. A method waits with at most 4 arguments (5 slots). */
+#define ANCHOR_COUNT_BITS 5
+
+static void push_op(lua_State *L, const net_op *op, int n)
+{
+    lua_pushnumber(L, (lua_Number)(((uint64_t)(uintptr_t)op << ANCHOR_COUNT_BITS) | (unsigned)n));
+}
+
+/* The op and count of the slot-1 value at idx (nil: none, 0) */
+static const net_op *anchor_op(lua_State *L, int idx, int *n)
+{
+    uint64_t v = (uint64_t)lua_tonumber(L, idx);
+    *n = (int)(v & ((1u << ANCHOR_COUNT_BITS) - 1));
+    return (const net_op *)(uintptr_t)(v >> ANCHOR_COUNT_BITS);
+}
 
 static uint64_t obj_magic(void)
 {
@@ -230,32 +253,24 @@ static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64
 
 /* The anchor of a wait (the op, then the method's arguments) is one table per state, kept
  * between waits: a connection waits once per request, and a table made and dropped each
- * time is garbage to collect. Slot 0 holds the count in use; a wait clears its slots when
- * it ends, so the table holds nothing alive between waits (one an interrupt ended is
- * cleared by the next). */
-static void clear_anchor(lua_State *L, int t)
+ * time is garbage to collect. Slot 1 holds the op and the count in use; a wait clears its
+ * slots when it ends, so the table holds nothing alive between waits (one an interrupt
+ * ended is cleared by the next). */
+static void clear_anchor(lua_State *L, int t, int n)
 {
-    lua_rawgeti(L, t, 0);
-    int n = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
     for (int i = 1; i <= n; i++) {
         lua_pushnil(L);
         lua_rawseti(L, t, i);
     }
-    lua_pushinteger(L, 0);
-    lua_rawseti(L, t, 0);
 }
 
 static int net_cont(actor *a, lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     int t = lua_gettop(L);
-    lua_rawgeti(L, t, 0);
-    int n = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
     lua_rawgeti(L, t, 1);
-    const net_op *op = lua_touserdata(L, -1);
+    int n;
+    const net_op *op = anchor_op(L, -1, &n);
     lua_pop(L, 1);
     int base = t + 1;
     for (int i = 2; i <= n; i++)
@@ -266,7 +281,7 @@ static int net_cont(actor *a, lua_State *L)
     int r = try_or_arm(L, a, op, base, a->run.deadline);
     if (r >= 0) {
         /* the results sit above the arguments: clearing the table moves nothing */
-        clear_anchor(L, t);
+        clear_anchor(L, t, n);
         return r;
     }
     lua_settop(L, t - 1);
@@ -290,32 +305,31 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
             return r;
     }
     int top = lua_gettop(L);
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         lua_createtable(L, 8, 0);
-        lua_pushlightuserdata(L, (void *)&wait_key);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, LUA_REGISTRYINDEX);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     }
-    lua_pushlightuserdata(L, (void *)op);
+    /* a wait that ended without its continuation (an interrupt) left its slots */
+    int old;
+    lua_rawgeti(L, -1, 1);
+    anchor_op(L, -1, &old);
+    lua_pop(L, 1);
+    int n = top - base + 2;
+    if (n >= (1 << ANCHOR_COUNT_BITS))
+        return luaL_error(L, "net: a wait with too many arguments");
+    push_op(L, op, n);
     lua_rawseti(L, -2, 1);
     for (int i = base; i <= top; i++) {
         lua_pushvalue(L, i);
         lua_rawseti(L, -2, i - base + 2);
     }
-    /* a wait that ended without its continuation (an interrupt) left its count */
-    int n = top - base + 2;
-    lua_rawgeti(L, -1, 0);
-    int old = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
     for (int i = n + 1; i <= old; i++) {
         lua_pushnil(L);
         lua_rawseti(L, -2, i);
     }
-    lua_pushinteger(L, n);
-    lua_rawseti(L, -2, 0);
     lua_pop(L, 1);
     return lib_wait(L, a, deadline, 0, net_cont);
 }
