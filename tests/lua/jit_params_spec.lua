@@ -33,8 +33,15 @@ end
 
 describe("JIT parameters", function()
    it("switch to LuaJIT's own once an actor computes for a whole timeslice", function()
-      local pid, mon = smarm.spawn_monitor(probe, smarm.self())
-      local r = assert(smarm.recv(30), "the probe did not answer")
+      -- a probe whose thread the OS set aside during its first slice looks as if it
+      -- computed for a whole timeslice: such a run is tried again (at most 3 in all)
+      local pid, mon, r
+      for _ = 1, 3 do
+         pid, mon = smarm.spawn_monitor(probe, smarm.self())
+         r = assert(smarm.recv(30), "the probe did not answer")
+         if not r.before then break end
+         assert(mon:recv(10))
+      end
       assert.is_false(r.before, "a 200-iteration loop compiled at once")
       assert.is_true(r.after, "the loop did not compile after a computing timeslice")
       local down = assert(mon:recv(10))
