@@ -103,9 +103,8 @@ msg *msg_new(const void *data, size_t len) { return msg_make(data, len, NULL, 0)
 void msg_free(msg *m)
 {
     /* undelivered messages still hold the channel references they carry (unless decoded:
-     * then the receiver's value holds them); only a refs prefix says there are any */
-    unsigned char tag = m->len ? (unsigned char)m->data[0] : 0;
-    if (!m->cache && (tag == WIRE_REFS || tag == WIRE_REFS_ARGS))
+     * then the receiver's value holds them) */
+    if (!m->cache)
         wire_release(m->data, m->len);
     if (is_small(m->len, m->extra) && nodes.n < NODE_KEEP) {
         if (__builtin_expect(!nodes.registered, 0)) {

@@ -252,7 +252,7 @@ int wire_refs_live(const char *data, size_t len, int tag)
 
 void wire_refs_taken(char *data) { data[0] = (char)WIRE_REFS_TAKEN; }
 
-void wire_release(char *data, size_t len)
+void wire_release_refs(char *data, size_t len)
 {
     int args = wire_refs_live(data, len, WIRE_REFS_ARGS);
     if (!args && !wire_refs_live(data, len, WIRE_REFS))

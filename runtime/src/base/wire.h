@@ -5,8 +5,10 @@
 #ifndef SMARM_BASE_WIRE_H
 #define SMARM_BASE_WIRE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Tables nested deeper than this are refused (as string.buffer does). */
 #define WIRE_MAX_DEPTH 100
@@ -75,6 +77,35 @@ int wire_varint_len(uint64_t v);
 int wire_put_table(wire_buf *b, unsigned narr, unsigned nhash);
 int wire_put_string(wire_buf *b, const char *s, size_t n);
 int wire_put_number(wire_buf *b, double d);
+/* Writes d at p (room for 9 bytes) in the encoders' number form and returns the byte after:
+ * an integer-valued double in int32 range (not -0.0) compact, any other a double. */
+static inline char *wire_number_at(char *p, double d)
+{
+    if (d >= -2147483648.0 && d <= 2147483647.0) {
+        int32_t i = (int32_t)d;
+        if ((double)i == d && (i != 0 || !signbit(d))) {
+            if (i >= 0 && i <= WIRE_FIXINT_MAX) {
+                *p++ = (char)(WIRE_FIXINT + i);
+            } else if (i >= INT8_MIN && i <= INT8_MAX) {
+                *p++ = WIRE_I8;
+                *p++ = (char)(int8_t)i;
+            } else if (i >= INT16_MIN && i <= INT16_MAX) {
+                int16_t s = (int16_t)i;
+                *p++ = WIRE_I16;
+                memcpy(p, &s, 2);
+                p += 2;
+            } else {
+                *p++ = WIRE_I32;
+                memcpy(p, &i, 4);
+                p += 4;
+            }
+            return p;
+        }
+    }
+    *p++ = WIRE_DOUBLE;
+    memcpy(p, &d, 8);
+    return p + 8;
+}
 int wire_put_boolean(wire_buf *b, int v);
 /* An interned record's address (base/intern.h), as the codec writes a light userdata. */
 int wire_put_intern(wire_buf *b, const void *p);
@@ -106,7 +137,14 @@ int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag);
 /* Marks a refs prefix as taken over by a decoder (a later wire_release leaves it alone). */
 void wire_refs_taken(char *data);
 /* Drops the channel references held by encoded bytes (a message or an argument list) that
- * are freed without being decoded; a no-op for bytes without endpoints or already decoded. */
-void wire_release(char *data, size_t len);
+ * are freed without being decoded; a no-op for bytes without endpoints or already decoded
+ * (told by the first byte, inline: every freed message asks). */
+void wire_release_refs(char *data, size_t len);
+static inline void wire_release(char *data, size_t len)
+{
+    unsigned char tag = len ? (unsigned char)data[0] : 0;
+    if (tag == WIRE_REFS || tag == WIRE_REFS_ARGS)
+        wire_release_refs(data, len);
+}
 
 #endif

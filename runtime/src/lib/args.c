@@ -36,8 +36,7 @@ uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const smarm_
         luaL_error(L, "%s: bad pid (a number expected, got %s)", fname, luaL_typename(L, idx));
     }
     d = lua_tonumber(L, idx);
-    /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
-    if (!(d >= 1 && d < 9007199254740992.0) || d != (double)(uint64_t)d)
+    if (!lib_pid_whole(d))
         luaL_error(L, "%s: bad pid (%s is not a pid)", fname, lua_tostring(L, idx));
     pid = (uint64_t)d;
     if (pid_index(pid) >= rt->slots.max || pid_gen(pid) == 0)
@@ -157,21 +156,6 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
         luaL_error(L, "%s: out of memory", fname);
     }
     return m;
-}
-
-void lib_take(actor *a, lua_State *L, msg *m, const char *fname)
-{
-    if (flat_decodable(L, m->data, m->len)) {
-        /* freed before the decode, which raises only when out of memory: a copy of a few
-         * bytes instead of the protected call that frees it after */
-        char b[FLAT_MAX];
-        size_t n = m->len;
-        memcpy(b, m->data, n);
-        msg_free(m);
-        flat_decode(L, b, n);
-        return;
-    }
-    luavm_take(a, L, m, fname);
 }
 
 void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const char *name,

@@ -23,10 +23,14 @@ uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const struct
 /* The pid a number read from the stack is, if it is one of a runtime with max slots
  * (what lib_check_pid_in accepts); else 0, and the caller takes lib_check_pid_in for the
  * error. */
-static inline uint64_t lib_pid_of(double d, uint32_t max)
+static inline int lib_pid_whole(double d)
 {
     /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
-    if (!(d >= 1 && d < 9007199254740992.0) || d != (double)(uint64_t)d)
+    return d >= 1 && d < 9007199254740992.0 && d == (double)(uint64_t)d;
+}
+static inline uint64_t lib_pid_of(double d, uint32_t max)
+{
+    if (!lib_pid_whole(d))
         return 0;
     uint64_t pid = (uint64_t)d;
     return pid_index(pid) < max && pid_gen(pid) != 0 ? pid : 0;
@@ -62,10 +66,6 @@ void lib_object_mt(lua_State *L, lua_CFunction gc, lua_CFunction tostring, const
  * the encoding took are released on every failure, so a raise leaks nothing. */
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen);
-/* Pushes the value of m, an undecoded message just taken from an inbox or a channel, and
- * frees m: flat bytes (vm/flat.h) straight, the rest through luavm_take. Raises as
- * luavm_take does (m is freed first). */
-void lib_take(actor *a, lua_State *L, msg *m, const char *fname);
 /* The scratch buffer of the calling thread: its scheduler's, or a host thread's own. */
 static inline wire_buf *lib_scratch(actor *a)
 {

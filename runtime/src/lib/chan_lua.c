@@ -208,7 +208,7 @@ static int try_rx(actor *a, lua_State *L, chan *c, const char *fname)
     int closed;
     msg *m = chan_pop(c, &closed);
     if (m) {
-        lib_take(a, L, m, fname);
+        luavm_take(a, L, m, fname);
         return 1;
     }
     if (!closed)

@@ -17,7 +17,6 @@
 #include "base/sanitize.h"
 #include "core/trace.h"
 #include "lib/args.h"
-#include "vm/flat.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -44,9 +43,7 @@ static void push_value(actor *a, lua_State *L, msg *m)
         return;
     }
     char err[256];
-    /* a flat message's decode raises only when out of memory, and leaves it queued then */
-    int rc = flat_decodable(L, m->data, m->len) ? (flat_decode(L, m->data, m->len), 0)
-                                                : luavm_decode(a, L, m, err, sizeof err);
+    int rc = luavm_decode(a, L, m, err, sizeof err);
     if (rc != 0) {
         /* a message that cannot be decoded would stop every later scan: it goes */
         msg_free(mailbox_scan_take(&a->inbox));
@@ -75,7 +72,7 @@ void recv_lua_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
     took(a, m);
     if (!m->cache) {
-        lib_take(a, L, m, fname);
+        luavm_take(a, L, m, fname);
         return;
     }
     push_cache(L);

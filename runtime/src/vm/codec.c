@@ -163,33 +163,10 @@ __attribute__((noinline)) static void path_index(enc *e, size_t i)
     path_prepend(e, seg, (size_t)n);
 }
 
-/* An integer-valued double in int32 range (not -0.0) gets a compact form. */
+/* b has room for 9 more bytes */
 static inline void put_number(wire_buf *b, double d)
 {
-    if (d >= -2147483648.0 && d <= 2147483647.0) {
-        int32_t i = (int32_t)d;
-        if ((double)i == d && (i != 0 || !signbit(d))) {
-            if (i >= 0 && i <= WIRE_FIXINT_MAX) {
-                b->data[b->len++] = (char)(WIRE_FIXINT + i);
-            } else if (i >= INT8_MIN && i <= INT8_MAX) {
-                b->data[b->len++] = WIRE_I8;
-                b->data[b->len++] = (char)(int8_t)i;
-            } else if (i >= INT16_MIN && i <= INT16_MAX) {
-                int16_t s = (int16_t)i;
-                b->data[b->len++] = WIRE_I16;
-                memcpy(b->data + b->len, &s, 2);
-                b->len += 2;
-            } else {
-                b->data[b->len++] = WIRE_I32;
-                memcpy(b->data + b->len, &i, 4);
-                b->len += 4;
-            }
-            return;
-        }
-    }
-    b->data[b->len++] = WIRE_DOUBLE;
-    memcpy(b->data + b->len, &d, 8);
-    b->len += 8;
+    b->len = (size_t)(wire_number_at(b->data + b->len, d) - b->data);
 }
 
 static int enc_string(enc *e, const char *s, size_t n)

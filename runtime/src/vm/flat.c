@@ -6,7 +6,6 @@
  * then builds the value with the constructors the VM itself uses. */
 #include "vm/flat.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,42 +23,13 @@
 
 /* -- Encoder ---------------------------------------------------------------------------- */
 
-/* The codec's number forms: an integer-valued double in int32 range (not -0.0) compact. */
-static inline char *put_number(char *p, double d)
-{
-    if (d >= -2147483648.0 && d <= 2147483647.0) {
-        int32_t i = (int32_t)d;
-        if ((double)i == d && (i != 0 || !signbit(d))) {
-            if (i >= 0 && i <= WIRE_FIXINT_MAX) {
-                *p++ = (char)(WIRE_FIXINT + i);
-            } else if (i >= INT8_MIN && i <= INT8_MAX) {
-                *p++ = WIRE_I8;
-                *p++ = (char)(int8_t)i;
-            } else if (i >= INT16_MIN && i <= INT16_MAX) {
-                int16_t s = (int16_t)i;
-                *p++ = WIRE_I16;
-                memcpy(p, &s, 2);
-                p += 2;
-            } else {
-                *p++ = WIRE_I32;
-                memcpy(p, &i, 4);
-                p += 4;
-            }
-            return p;
-        }
-    }
-    *p++ = WIRE_DOUBLE;
-    memcpy(p, &d, 8);
-    return p + 8;
-}
-
 /* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). */
 static char *enc_scalar(cTValue *o, char *p, char *end)
 {
     if (end - p < 9)
         return NULL;
     if (tvisnum(o))
-        return put_number(p, numV(o));
+        return wire_number_at(p, numV(o));
     if (tvisstr(o)) {
         const GCstr *s = strV(o);
         size_t n = s->len;
@@ -88,7 +58,7 @@ static char *enc_scalar(cTValue *o, char *p, char *end)
         return p;
     }
     if (tvisint(o))
-        return put_number(p, (double)intV(o));
+        return wire_number_at(p, (double)intV(o));
     if (tviscdata(o)) {
         /* exactly int64_t or uint64_t: typedefs of them take the codec's general check */
         const GCcdata *cd = cdataV(o);

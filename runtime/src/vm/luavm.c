@@ -18,6 +18,7 @@
 
 #include "core/actor.h"
 #include "vm/codec.h"
+#include "vm/flat.h"
 #include "core/exit.h"
 #include "vm/body.h"
 #include "base/heap.h"
@@ -1337,6 +1338,11 @@ void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
 
 int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 {
+    if (flat_decodable(L, m->data, m->len)) {
+        /* checked already: its decode raises only when out of memory, m left to the caller */
+        flat_decode(L, m->data, m->len);
+        return 0;
+    }
     struct decode_call dc = {m, err, errlen, 0};
     int st = 0;
     if (a->vm.in_cont) {
@@ -1357,6 +1363,16 @@ int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 
 void luavm_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
+    if (flat_decodable(L, m->data, m->len)) {
+        /* m is freed before the decode, which raises only when out of memory: a copy of a few
+         * bytes instead of the protected call that would free it after */
+        char b[FLAT_MAX];
+        size_t n = m->len;
+        memcpy(b, m->data, n);
+        msg_free(m);
+        flat_decode(L, b, n);
+        return;
+    }
     char err[256];
     int rc = luavm_decode(a, L, m, err, sizeof err);
     msg_free(m);

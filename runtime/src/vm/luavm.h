@@ -89,15 +89,16 @@ void luavm_test_heap_refuses(int grow, int shrink);
 void luavm_inject_newstate_failure(int state, int k);
 /* Prints one line about actor a on stderr: "smarm: actor <0.I.G> what: detail". */
 void luavm_report(struct actor *a, const char *what, const char *detail);
-/* Takes a received message m: pushes its value and frees it. No __gc finalizer runs while
- * it decodes (the GC is held), so none can raise with the message half taken. Raises
+/* Takes a received message m: pushes its value and frees it. Flat bytes (vm/flat.h) are
+ * built straight from a copy, m freed first; otherwise no __gc finalizer runs while it
+ * decodes (the GC is held), so none can raise with the message half taken. Raises
  * "fname: cannot decode a message: ..." for malformed bytes, or a memory error; m is freed
  * either way. */
 struct msg;
 void luavm_take(struct actor *a, lua_State *L, struct msg *m, const char *fname);
 /* Decodes m onto L (a's state) and keeps it (selective receive caches what it decoded): 0
  * with the value pushed; -1 for malformed bytes (why in err); 1 for a memory error (its
- * object pushed). */
+ * object pushed). Flat bytes are built unprotected: a memory error there raises, m kept. */
 int luavm_decode(struct actor *a, lua_State *L, struct msg *m, char *err, size_t errlen);
 /* Called by a receive before it takes anything: runs the GC step the decodes (whose
  * allocations happen with the GC held) may have left due. Without it an actor whose only
