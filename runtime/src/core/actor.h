@@ -108,9 +108,10 @@ typedef struct actor_vm {
      * the first time the watchdog sees it run a whole timeslice it asks for LuaJIT's own
      * (retune_due, set by the preemption handler at the watchdog's signal, on the actor's
      * thread), and its state switches at its next interpreted bytecode (vm/body.c);
-     * jit_retuned once done */
+     * jit_retuned once done (the watchdog reads it: until then it asks at every whole slice,
+     * since a signal that finds the state booting or in a finalizer cannot retune it) */
     _Atomic int retune_due;
-    int jit_retuned;
+    _Atomic int jit_retuned;
     /* a state whose heap grew large allocates its small blocks from an arena of its own
      * (vm/luavm.c: the collector's walks keep their locality); NULL until then */
     void *arena;

@@ -211,6 +211,22 @@ static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
  * wake-up while some scheduler is busy. */
 #define TICKS_PER_SLICE 4
 
+/* The schedulers whose being busy keeps the watchdog awake: the schedulers proper, and the
+ * spares that stand in. A spare goes on running the actor it took after the scheduler it
+ * covers has become idle (it looks whether it may retire between runs only), so with only
+ * the schedulers proper counted, the watchdog slept while a spare ran an actor that
+ * computed: nothing preempted it, and its state kept the runtime's JIT parameters (seen
+ * in 1 of 15 runs of jit_params_spec). A spare's own loop calls preempt_busy as it leaves
+ * its idle point, as the schedulers proper do. */
+static uint64_t watch_mask(smarm_runtime *rt, uint64_t main_mask, int n)
+{
+    uint64_t m = main_mask;
+    for (int i = rt->nsched; i < n && i < 64; i++)
+        if (atomic_load_explicit(&rt->scheds[i].spare_state, memory_order_relaxed) == SPARE_ACTIVE)
+            m |= 1ull << i;
+    return m;
+}
+
 static void *watchdog_main(void *arg)
 {
     smarm_runtime *rt = arg;
@@ -219,7 +235,7 @@ static void *watchdog_main(void *arg)
     if (tick < 50000)
         tick = 50000;
     int n = sched_total(rt);
-    /* the schedulers proper: spares are idle whenever they do not stand in for one */
+    /* the schedulers proper (spares are added while they stand in: watch_mask) */
     uint64_t main_mask = rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
     uint64_t seen[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
@@ -230,14 +246,15 @@ static void *watchdog_main(void *arg)
     uint64_t last_tick = 0; /* 0 after a sleep: idle time is nobody's busy time */
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
-        if ((idle & main_mask) == main_mask) {
+        uint64_t mask = watch_mask(rt, main_mask, n);
+        if ((idle & mask) == mask) {
             /* every scheduler sleeps: so does the watchdog, until one wakes (preempt_busy).
-             * seq_cst pairs with its fence there. A spare that stands in sleeps only while
-             * the scheduler it covers is busy, so the watchdog is awake then */
+             * seq_cst pairs with its fence there */
             atomic_store(&rt->wd_sleeping, 1);
             atomic_thread_fence(memory_order_seq_cst);
             idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
-            if ((idle & main_mask) == main_mask && !atomic_load(&rt->wd_stop)) {
+            mask = watch_mask(rt, main_mask, n);
+            if ((idle & mask) == mask && !atomic_load(&rt->wd_stop)) {
                 struct timespec ts = {1, 0};
                 futex_wait(&rt->wd_sleeping, 1, &ts);
             }
@@ -319,9 +336,14 @@ static void *watchdog_main(void *arg)
             if (++age[i] < TICKS_PER_SLICE)
                 continue;
             /* a whole timeslice: the actor computes, and its state takes LuaJIT's own JIT
-             * parameters (vm/body.c), asked once per run of the actor here, with the
-             * preemption signal below or with a signal of its own */
-            uint64_t retune = age[i] == TICKS_PER_SLICE ? RETUNE_TAG : 0;
+             * parameters (vm/body.c), asked at each whole slice until it has them, with the
+             * preemption signal below or with a signal of its own (a signal that found the
+             * actor still booting, or whose retune found it in a finalizer, did nothing) */
+            uint64_t retune =
+                age[i] % TICKS_PER_SLICE == 0 &&
+                        !atomic_load_explicit(&a->vm.jit_retuned, memory_order_relaxed)
+                    ? RETUNE_TAG
+                    : 0;
             /* one actor for two slices although signalled after the first: the scheduler is
              * inside a C call (a blocking read, os.execute), and the actor its last wake put
              * in its runnext would wait for that call: any scheduler may take it instead */
