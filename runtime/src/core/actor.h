@@ -111,7 +111,7 @@ typedef struct actor_vm {
      * jit_retuned once done (the watchdog reads it: until then it asks at every whole slice,
      * since a signal that finds the state booting or in a finalizer cannot retune it) */
     _Atomic int retune_due;
-    _Atomic int jit_retuned;
+    int jit_retuned;
     /* a state whose heap grew large allocates its small blocks from an arena of its own
      * (vm/luavm.c: the collector's walks keep their locality); NULL until then */
     void *arena;

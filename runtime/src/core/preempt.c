@@ -220,6 +220,12 @@ static RACY_READS void find_stuck(smarm_runtime *rt, uint64_t now)
  * at most a slice late, which only delays a preemption that is a slice long anyway. */
 #define CALM_TICKS TICKS_PER_SLICE
 
+/* Whether a's state has LuaJIT's own JIT parameters. A racy read: a is what a scheduler ran
+ * at some instant, and its record may be reset for a new actor meanwhile; a stale answer
+ * only sends a retune signal that the handler drops (it checks the switch counter) or
+ * calms a tick. */
+static RACY_READS int actor_retuned(const actor *a) { return a->vm.jit_retuned; }
+
 /* The schedulers whose being busy keeps the watchdog awake: the schedulers proper, and the
  * spares that stand in. A spare goes on running the actor it took after the scheduler it
  * covers has become idle (it looks whether it may retire between runs only), so with only
@@ -355,7 +361,7 @@ static void *watchdog_main(void *arg)
                 if (waiting)
                     sched_cover_stuck(rt, i, sw);
             }
-            int retuned = atomic_load_explicit(&a->vm.jit_retuned, memory_order_relaxed);
+            int retuned = actor_retuned(a);
             if (!retuned)
                 calm = 0;
             int before = age[i];
