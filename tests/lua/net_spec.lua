@@ -244,6 +244,34 @@ describe("smarm.net TCP", function()
       srv:close()
    end)
 
+   it("reads the end of the stream that came with the last bytes, without waiting", function()
+      -- the reader waits first, so the edge that wakes it (data and the peer's close at
+      -- once) is taken before its read; that read is short, and the next recv used to skip
+      -- its system call and wait for an edge that never came, until its timeout
+      local c, s, srv = pair()
+      for i = 1, 3 do
+         local writer = smarm.spawn(function(sock, text)
+            local smarm_ = require "smarm"
+            smarm_.sleep(0.02)
+            assert(sock:send(text))
+            sock:close()
+         end, s, "answer " .. i)
+         assert(writer)
+         assert.are.equal("answer " .. i, c:recv("*r", T))
+         -- the old wait ended at the timeout (or at some later event), with the same
+         -- result: seconds against a sanity bound of 2 s (the read takes microseconds)
+         local t0 = smarm.now()
+         assert.are.same({ nil, "closed", "" }, { c:recv("*r", 20) })
+         assert.is_true(smarm.now() - t0 < 2, "the end of the stream waited for an edge")
+         c:close()
+         if i < 3 then
+            c = assert(net.connect("127.0.0.1", srv:port(), T))
+            s = assert(srv:accept(T))
+         end
+      end
+      srv:close()
+   end)
+
    it("half-closes: the peer reads the end and can still answer", function()
       local c, s, srv = pair()
       assert(c:send("request"))

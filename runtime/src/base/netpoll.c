@@ -121,6 +121,7 @@ static int add_fd(netpoll *np, int fd, netpoll_fd *d, unsigned events, uint64_t 
 {
     atomic_store_explicit(&d->waiter[0], events & NETPOLL_READ ? pid : 0, memory_order_relaxed);
     atomic_store_explicit(&d->waiter[1], events & NETPOLL_WRITE ? pid : 0, memory_order_relaxed);
+    atomic_store_explicit(&d->hup, 0, memory_order_relaxed);
     /* the peer's half-close is a reader's news (RDHUP); EPOLLOUT comes with every edge while
      * there is room, which only marks the writing word */
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
@@ -243,6 +244,9 @@ int netpoll_wait(netpoll *np, uint64_t deadline_ns, uint64_t *pids, int max)
                 continue;
             uint32_t e = ev[i].events;
             uint64_t pid;
+            /* before the marks: the waiter that takes one sees it (their exchanges order it) */
+            if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                atomic_store_explicit(&d->hup, 1, memory_order_relaxed);
             if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR) && (pid = edge(&d->waiter[0])))
                 pids[got++] = pid;
             if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR) && (pid = edge(&d->waiter[1])))

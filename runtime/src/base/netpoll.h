@@ -26,6 +26,10 @@ enum { NETPOLL_READ = 1, NETPOLL_WRITE = 2 };
 typedef struct netpoll_fd {
     /* [0] reading, [1] writing: 0, a pid, or the READY mark (UINT64_MAX; a pid is below 2^53) */
     _Atomic uint64_t waiter[2];
+    /* an event said the peer hung up or half-closed, or an error: no edge will follow, so a
+     * reader must not wait for one (io_sock_fill). Set by the poller before it marks the
+     * words, cleared when the fd is added to the set again. */
+    _Atomic uint32_t hup;
 } netpoll_fd;
 
 typedef struct netpoll {
@@ -68,6 +72,11 @@ static inline int netpoll_take_word(_Atomic uint64_t *w)
     return atomic_load_explicit(w, memory_order_relaxed) == UINT64_MAX &&
            atomic_compare_exchange_strong_explicit(w, &old, 0, memory_order_seq_cst,
                                                    memory_order_relaxed);
+}
+/* Whether an event of the fd said the peer hung up, half-closed or failed (see hup). */
+static inline int netpoll_hung_up(netpoll_fd *d)
+{
+    return atomic_load_explicit(&d->hup, memory_order_relaxed) != 0;
 }
 static inline int netpoll_take(netpoll_fd *d, unsigned events)
 {

@@ -38,8 +38,10 @@ long io_sock_fill(io_sock *s, size_t want)
     /* After a short read, a recv at once would most likely find nothing (a request answered,
      * the reader wants the next one): say EAGAIN without the syscall. The caller arms the fd:
      * an edge since the short read makes the arm say "ready" and undrains, so the fill the
-     * caller then retries reads. */
-    if (s->drained) {
+     * caller then retries reads. Not once the peer has hung up: its end of the stream may
+     * have come with the bytes just read, and the edge that said so was taken before that
+     * read, so no other comes (a reader waited for its timeout) */
+    if (s->drained && !(s->words && netpoll_hung_up(s->words))) {
         s->drained = 0;
         if (s->roff == s->rlen)
             io_sock_consume(s, 0);
