@@ -35,7 +35,7 @@ static inline uint64_t lib_pid_of(double d, uint32_t max)
     uint64_t pid = (uint64_t)d;
     return pid_index(pid) < max && pid_gen(pid) != 0 ? pid : 0;
 }
-/* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever (nil or more
+/* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx (> 0): 0 = forever (nil or more
  * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
 /* A required seconds argument at idx (sleep, send_after), by the timeout rule: its
