@@ -12,6 +12,7 @@
 #include <lua.h>
 
 #include "base/wire.h"
+#include "core/actor.h" /* the receiver's flat_key */
 
 #include "lj_obj.h"
 #include "lj_state.h" /* incr_top, lj_state_checkstack */
@@ -308,7 +309,8 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
 #define TPL_MIN_PAIRS 2
 #define SIG_MAX (2 + FLAT_MAX + TPL_PAIRS) /* counts, key bytes, a node index per key */
 
-#define HOLDER_SIZE (TPL_SLOTS * TPL_ENTRY + 1)
+#define KEY_AT (TPL_SLOTS * TPL_ENTRY + 1) /* the holder's slot anchoring the receiver's key */
+#define HOLDER_SIZE (KEY_AT + 1)
 
 static GCtab *holder(lua_State *L)
 {
@@ -361,6 +363,47 @@ static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, uns
     }
     setstrV(L, &e[1], lj_str_new(L, (const char *)sig, siglen + npairs));
     lj_gc_anybarriert(L, h);
+}
+
+/* -- Key strings ---------------------------------------------------------------------------
+ * A record made key by key interns each key: a hash of its bytes, then a probe of the state's
+ * string table, whose bucket is a line of its own, cold in a woken actor of a large ring. So
+ * the receiver keeps the string of the key of its one-key records (a->vm.flat_key), taken in
+ * the second time in a row it was not the kept one (a stream of ever new keys never pays for
+ * the anchoring), and compares it by length and bytes: the string's own line, which the
+ * receiver's Lua code reads anyway to look the key up. The holder's slot KEY_AT anchors it,
+ * so a kept string is never collected, hence never dead; a pooled state's reset forgets
+ * both, and the next actor's record starts without one. */
+
+/* Writes the string key at *pp (checked by flat_decodable) into o, advancing *pp. */
+static void dec_key(lua_State *L, TValue *o, const unsigned char **pp, actor *a)
+{
+    const unsigned char *p = *pp;
+    unsigned tag = p[0];
+    if (tag == WIRE_STR) { /* 64 bytes or more: interned as any string */
+        dec_scalar(L, o, pp);
+        return;
+    }
+    size_t n = tag - WIRE_SSTR;
+    GCstr *s = a->vm.flat_key;
+    if (s && s->len == n && memcmp(strdata(s), p + 1, n) == 0) {
+        setstrV(L, o, s);
+        *pp = p + 1 + n;
+        return;
+    }
+    dec_scalar(L, o, pp);
+    uint32_t seen = ((uint32_t)n | (uint32_t)p[1] << 8 | (uint32_t)p[n] << 16) + 1;
+    if (a->vm.flat_key_seen != seen) {
+        a->vm.flat_key_seen = seen;
+        return;
+    }
+    a->vm.flat_key_seen = 0;
+    GCtab *h = holder(L);
+    if (!h)
+        h = holder_make(L);
+    setstrV(L, tvref(h->array) + KEY_AT, strV(o));
+    lj_gc_anybarriert(L, h);
+    a->vm.flat_key = strV(o);
 }
 
 /* A record: npairs (1..TPL_PAIRS) string-keyed pairs at p and no array part. The values are
@@ -429,7 +472,7 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
     learn(L, t, keyat, npairs, sig, n, hash);
 }
 
-void flat_decode(lua_State *L, const char *data, size_t len)
+void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
 {
     const unsigned char *p = (const unsigned char *)data;
     (void)len;
@@ -457,7 +500,10 @@ void flat_decode(lua_State *L, const char *data, size_t len)
         dec_scalar(L, &arr[i], &p);
     for (unsigned i = 0; i < npairs; i++) {
         TValue k, v;
-        dec_scalar(L, &k, &p);
+        if (receiver && npairs == 1)
+            dec_key(L, &k, &p, receiver);
+        else
+            dec_scalar(L, &k, &p);
         dec_scalar(L, &v, &p);
         copyTV(L, lj_tab_setstr(L, t, strV(&k)), &v);
     }

@@ -26,9 +26,13 @@ size_t flat_encode(lua_State *L, int idx, char *out, size_t cap);
  * loaded). Allocates nothing. */
 int flat_decodable(lua_State *L, const char *data, size_t len);
 
+struct actor;
+
 /* Pushes the value of bytes flat_decodable accepted. Makes its objects with LuaJIT's raw
  * constructors, which run no GC step (so no finalizer runs meanwhile); raises only when out
- * of memory, so the caller keeps its own copy of the bytes, not the message. */
-void flat_decode(lua_State *L, const char *data, size_t len);
+ * of memory, so the caller keeps its own copy of the bytes, not the message. receiver (or
+ * NULL) is the actor whose state L is: it keeps the key string of the one-key records it
+ * receives, found without the state's string table. */
+void flat_decode(lua_State *L, const char *data, size_t len, struct actor *receiver);
 
 #endif

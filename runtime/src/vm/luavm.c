@@ -1340,7 +1340,7 @@ int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 {
     if (flat_decodable(L, m->data, m->len)) {
         /* checked already: its decode raises only when out of memory, m left to the caller */
-        flat_decode(L, m->data, m->len);
+        flat_decode(L, m->data, m->len, a);
         return 0;
     }
     struct decode_call dc = {m, err, errlen, 0};
@@ -1370,7 +1370,7 @@ void luavm_take(actor *a, lua_State *L, msg *m, const char *fname)
         size_t n = m->len;
         memcpy(b, m->data, n);
         msg_free(m);
-        flat_decode(L, b, n);
+        flat_decode(L, b, n, a);
         return;
     }
     char err[256];
