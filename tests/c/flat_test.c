@@ -58,7 +58,7 @@ static int teardown(void **state)
 static size_t both_encodings(fixture *f, const char *expr, char *flat)
 {
     push_expr(f->src, expr);
-    size_t n = flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX);
+    size_t n = flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX, NULL);
     wire_buf_reset(&f->buf);
     if (codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err) != 0)
         fail_msg("codec_encode %s: %s", expr, f->err);
@@ -137,6 +137,20 @@ static void int64_cdata_are_flat_where_the_ffi_is_loaded(void **state)
     assert_true(n > 0);
     /* the receiver has no C types yet: the codec's way, which loads them */
     assert_false(flat_decodable(f->dst, flat, n));
+    /* so the encoder says which messages hold one (a message without is taken unchecked) */
+    static const char *const exprs[] = {"{v = ffi.new('int64_t', -5)}",
+                                        "ffi.new('uint64_t', 1)",
+                                        "{1, 2ULL}",
+                                        "{v = 5}",
+                                        "7",
+                                        "{1, 2, x = 'y'}"};
+    for (int i = 0; i < 6; i++) {
+        push_expr(f->src, exprs[i]);
+        int cdata = -1;
+        assert_true(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX, &cdata) > 0);
+        assert_int_equal(cdata, i < 3);
+        lua_pop(f->src, 1);
+    }
     if (luaL_dostring(f->dst, "ffi = require 'ffi'") != 0)
         fail_msg("%s", lua_tostring(f->dst, -1));
     check_flat(f, "ffi.new('int64_t', -5)");
@@ -199,17 +213,17 @@ static void everything_else_is_left_to_the_codec(void **state)
     assert_true(flat_decodable(f->dst, f->buf.data, f->buf.len));
     /* what the codec refuses, the flat encoder leaves to it */
     push_expr(f->src, "{f = print}");
-    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX), 0);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX, NULL), 0);
     lua_pop(f->src, 1);
     lua_pushlightuserdata(f->src, f);
-    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX), 0);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX, NULL), 0);
     lua_pop(f->src, 1);
     /* no value there */
-    assert_int_equal(flat_encode(f->src, lua_gettop(f->src) + 1, flat, FLAT_MAX), 0);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src) + 1, flat, FLAT_MAX, NULL), 0);
     /* a buffer too small for the value */
     push_expr(f->src, "{hop = 1}");
-    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, 4), 0);
-    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX), 8);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, 4, NULL), 0);
+    assert_int_equal(flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX, NULL), 8);
     lua_pop(f->src, 1);
 }
 
@@ -277,7 +291,7 @@ static void decode_into_got(fixture *f, const char *expr)
 {
     char flat[FLAT_MAX];
     push_expr(f->src, expr);
-    size_t n = flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX);
+    size_t n = flat_encode(f->src, lua_gettop(f->src), flat, FLAT_MAX, NULL);
     lua_pop(f->src, 1);
     if (n == 0 || !flat_decodable(f->dst, flat, n))
         fail_msg("%s: not flat", expr);

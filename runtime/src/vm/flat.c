@@ -24,8 +24,9 @@
 
 /* -- Encoder ---------------------------------------------------------------------------- */
 
-/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). */
-static char *enc_scalar(cTValue *o, char *p, char *end)
+/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). *cdata
+ * is set when it is an int64/uint64 cdata. */
+static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
 {
     if (end - p < 9)
         return NULL;
@@ -64,6 +65,7 @@ static char *enc_scalar(cTValue *o, char *p, char *end)
         /* exactly int64_t or uint64_t: typedefs of them take the codec's general check */
         const GCcdata *cd = cdataV(o);
         if (cd->ctypeid == CTID_INT64 || cd->ctypeid == CTID_UINT64) {
+            *cdata = 1;
             *p++ = cd->ctypeid == CTID_INT64 ? WIRE_INT64 : WIRE_UINT64;
             memcpy(p, cdataptr(cd), 8);
             return p + 8;
@@ -75,7 +77,7 @@ static char *enc_scalar(cTValue *o, char *p, char *end)
 /* What the codec writes for t: the sequence 1..n (n its only border, as lj_tab_len finds it
  * when the array part holds exactly 1..n and no key is a number elsewhere), then the
  * string-keyed pairs. */
-static size_t enc_table(const GCtab *t, char *out, char *end)
+static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
 {
     /* a table this large cannot fit; it may still be a sparse one, for the codec */
     if (t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX || end - out < 3)
@@ -98,7 +100,7 @@ static size_t enc_table(const GCtab *t, char *out, char *end)
     p[1] = (char)n;
     p += 3; /* the pair count, a byte, goes in p[2] */
     for (uint32_t i = 1; i <= n; i++)
-        if ((p = enc_scalar(&arr[i], p, end)) == NULL)
+        if ((p = enc_scalar(&arr[i], p, end, cdata)) == NULL)
             return 0;
     const Node *node = noderef(t->node);
     uint32_t pairs = 0;
@@ -108,8 +110,8 @@ static size_t enc_table(const GCtab *t, char *out, char *end)
             continue;
         if (!tvisstr(&nd->key))
             return 0;
-        if ((p = enc_scalar(&nd->key, p, end)) == NULL ||
-            (p = enc_scalar(&nd->val, p, end)) == NULL)
+        if ((p = enc_scalar(&nd->key, p, end, cdata)) == NULL ||
+            (p = enc_scalar(&nd->val, p, end, cdata)) == NULL)
             return 0;
         pairs++;
     }
@@ -119,16 +121,20 @@ static size_t enc_table(const GCtab *t, char *out, char *end)
     return (size_t)(p - out);
 }
 
-size_t flat_encode(lua_State *L, int idx, char *out, size_t cap)
+size_t flat_encode(lua_State *L, int idx, char *out, size_t cap, int *cdata)
 {
     cTValue *o = L->base + (idx - 1);
+    int cd = 0;
+    if (!cdata)
+        cdata = &cd;
+    *cdata = 0;
     if (idx <= 0 || o >= L->top)
         return 0;
     if (cap > FLAT_MAX)
         cap = FLAT_MAX;
     if (tvistab(o))
-        return enc_table(tabV(o), out, out + cap);
-    char *p = enc_scalar(o, out, out + cap);
+        return enc_table(tabV(o), out, out + cap, cdata);
+    char *p = enc_scalar(o, out, out + cap, cdata);
     return p ? (size_t)(p - out) : 0;
 }
 
