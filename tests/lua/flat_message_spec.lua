@@ -175,6 +175,22 @@ describe("flat messages", function()
       assert.are.equal(table.concat(want, " "), smarm.recv(10))
    end)
 
+   it("with metamethods' names work as metatables", function()
+      -- made key by key, one key and several, and from a template (a shape seen twice)
+      for _ = 1, 3 do
+         smarm.send(smarm.self(), { __mode = "k" })
+         smarm.send(smarm.self(), { __index = "abc", other = 1 })
+         local a, b = smarm.recv(1), smarm.recv(1)
+         local weak = setmetatable({}, a)
+         weak[{}] = true
+         collectgarbage()
+         collectgarbage()
+         assert.is_nil(next(weak), "a received {__mode = 'k'} made no weak table")
+         local t = setmetatable({}, b)
+         assert.are.equal(string.len, t.len, "a received {__index = 'abc'} did not index")
+      end
+   end)
+
    it("go through channels and timers exactly, in order with the rest", function()
       local tx, rx = smarm.channel()
       for i, v in ipairs(values) do

@@ -458,6 +458,7 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
         }
     }
     GCtab *t = lj_tab_new_ah(L, 0, (int32_t)npairs);
+    t->nomm = 0; /* see flat_decode */
     settabV(L, L->top, t);
     incr_top(L);
     for (unsigned i = 0; i < npairs; i++) {
@@ -497,6 +498,10 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
         return;
     }
     GCtab *t = lj_tab_new_ah(L, (int32_t)narr, (int32_t)npairs);
+    /* a key may be a metamethod's name ({__mode = "k"} made a metatable): no metamethod is
+     * known absent (lj_tab_setstr, unlike the VM's stores and lua_rawset, leaves a new
+     * table's negative cache saying all are) */
+    t->nomm = 0;
     /* on the stack before anything else is made: the collector sees it from there (no GC
      * step runs in here, but a step after a raise would) */
     settabV(L, L->top, t);
