@@ -509,12 +509,22 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
     TValue *arr = tvref(t->array); /* slots 1..narr: making strings never moves it */
     for (unsigned i = 1; i <= narr; i++)
         dec_scalar(L, &arr[i], &p);
-    for (unsigned i = 0; i < npairs; i++) {
-        TValue k, v;
-        if (receiver && npairs == 1)
+    if (npairs == 1) {
+        /* one key in a hash part of two empty nodes: its main node is free, so it goes
+         * there, as lj_tab_newkey would put it, without the lookup and the search first */
+        TValue k;
+        if (receiver)
             dec_key(L, &k, &p, receiver);
         else
             dec_scalar(L, &k, &p);
+        Node *n = hashstr(t, strV(&k));
+        dec_scalar(L, &n->val, &p);
+        setstrV(L, &n->key, strV(&k));
+        return;
+    }
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k, v;
+        dec_scalar(L, &k, &p);
         dec_scalar(L, &v, &p);
         copyTV(L, lj_tab_setstr(L, t, strV(&k)), &v);
     }
