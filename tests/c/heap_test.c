@@ -1,7 +1,8 @@
-/* Tests of the actor heap allocator: class boundaries and alignment, realloc
- * keeping contents, magazines moving between threads through the depot
- * without fresh memory, callers without a cache, and two threads churning
- * at once, and heap_owns (run under the tsan and asan flavours too). */
+/* Tests of the actor heap allocator: class boundaries and alignment, fresh blocks
+ * within as few cache lines as they can, realloc keeping contents, magazines moving
+ * between threads through the depot without fresh memory, callers without a cache,
+ * two threads churning at once, and heap_owns (run under the tsan and asan flavours
+ * too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +38,41 @@ static void blocks_are_aligned_distinct_and_reused_last_freed_first(void **state
     release(&h, &c, p[3], 17);
     assert_ptr_equal(alloc(&h, &c, 30), p[3]); /* same class (17..32) */
     heap_cache_flush(&h, &c);
+    heap_destroy(&h);
+}
+
+/* Fresh blocks lie in as few cache lines as their size allows (a 64-byte block in one line,
+ * a 32-byte one never across two), with or without a cache, and the gap an alignment skips
+ * is a block of its own class, handed out before fresh memory. */
+static void fresh_blocks_do_not_straddle_lines_and_gaps_are_reused(void **state)
+{
+    (void)state;
+    heap h;
+    heap_cache c = {0};
+    heap_init(&h);
+    static const size_t sizes[] = {16, 64, 48, 32, 16, 128, 16, 96, 192, 320, 16, 64};
+    for (int round = 0; round < 2; round++) {
+        heap_cache *cache = round ? NULL : &c;
+        for (int k = 0; k < 20; k++)
+            for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+                size_t n = sizes[i], al = n & -n;
+                uintptr_t p = (uintptr_t)alloc(&h, cache, n);
+                assert_int_equal(p % (al > 64 ? 64 : al), 0);
+            }
+    }
+    heap_cache_flush(&h, &c);
+    heap_destroy(&h);
+    /* in a fresh heap: a 16-byte block at a chunk's start (16 bytes past a line: the
+     * chunk's link is before it), then a 64-byte one at the next line; the 32 bytes
+     * between them come back as the next 32-byte block, not as fresh memory */
+    heap_init(&h);
+    heap_cache d = {0};
+    char *a = alloc(&h, &d, 16);
+    assert_int_equal((uintptr_t)a % 64, 16);
+    char *b = alloc(&h, &d, 64);
+    assert_ptr_equal(b, a + 48);
+    assert_ptr_equal(alloc(&h, &d, 32), a + 16);
+    heap_cache_flush(&h, &d);
     heap_destroy(&h);
 }
 
@@ -221,6 +257,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(blocks_are_aligned_distinct_and_reused_last_freed_first),
+        cmocka_unit_test(fresh_blocks_do_not_straddle_lines_and_gaps_are_reused),
         cmocka_unit_test(realloc_keeps_contents_across_classes_and_to_malloc),
         cmocka_unit_test(freed_magazines_reach_another_cache_without_fresh_memory),
         cmocka_unit_test(callers_without_a_cache_use_the_depot),

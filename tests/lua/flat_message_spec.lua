@@ -145,6 +145,52 @@ describe("flat messages", function()
       end
    end)
 
+   it("of one key keep their key's string across collections, and tell keys apart", function()
+      -- the receiver keeps the string of a key it sees twice in a row; the keys here are made
+      -- at run time, so nothing but that keeping holds them between the messages, and each
+      -- pair has the same length and first and last bytes (hop/hip, key1/kez1)
+      local pid = smarm.spawn(function(parent, n)
+         local s = require "smarm"
+         local got = {}
+         for i = 1, n do
+            local m = s.recv()
+            collectgarbage()
+            collectgarbage()
+            local k, v = next(m)
+            assert(next(m, k) == nil, "more than one key")
+            -- a key that is the interned string: a lookup by a string made here finds it
+            local again = string.char(k:byte(1, -1))
+            got[i] = m[again] == v and k .. "=" .. v or "bad " .. tostring(k)
+         end
+         s.send(parent, table.concat(got, " "))
+      end, smarm.self(), 12)
+      local keys = { "hop", "hop", "hop", "hip", "hop", "hip", "hip", "hop", "key1", "key1",
+                     "kez1", "key1" }
+      local want = {}
+      for i, k in ipairs(keys) do
+         local dyn = k:sub(1, 1) .. k:sub(2)
+         smarm.send(pid, { [dyn] = i })
+         want[i] = k .. "=" .. i
+      end
+      assert.are.equal(table.concat(want, " "), smarm.recv(10))
+   end)
+
+   it("with metamethods' names work as metatables", function()
+      -- made key by key, one key and several, and from a template (a shape seen twice)
+      for _ = 1, 3 do
+         smarm.send(smarm.self(), { __mode = "k" })
+         smarm.send(smarm.self(), { __index = "abc", other = 1 })
+         local a, b = smarm.recv(1), smarm.recv(1)
+         local weak = setmetatable({}, a)
+         weak[{}] = true
+         collectgarbage()
+         collectgarbage()
+         assert.is_nil(next(weak), "a received {__mode = 'k'} made no weak table")
+         local t = setmetatable({}, b)
+         assert.are.equal(string.len, t.len, "a received {__index = 'abc'} did not index")
+      end
+   end)
+
    it("go through channels and timers exactly, in order with the rest", function()
       local tx, rx = smarm.channel()
       for i, v in ipairs(values) do

@@ -65,6 +65,14 @@ local function catch_and_go_on(parent, how)
    return "went on"
 end
 
+-- Waits in recv (its state parked, the coroutine suspended) for a message too large for it.
+local function wait_for_big(parent)
+   local s = require "smarm"
+   s.send(parent, "waiting")
+   local m = s.recv()
+   s.send(parent, { got = type(m) })
+end
+
 local smarm = require "smarm"   -- below the bodies, so none of them can capture it
 
 -- Spawns body under max_heap = n with a monitor; returns the reason it ended with.
@@ -135,6 +143,23 @@ describe("max_heap", function()
          assert.is_nil(m, how .. ": it went on after the overflow")
          assert.are.equal("timeout", err)
       end
+   end)
+
+   it("ends with memory an actor whose wake decodes a message past its max_heap", function()
+      -- the decode runs in the wait's continuation, on the suspended coroutine; the refused
+      -- allocation ends the actor there, flat message or codec alike, and nothing else
+      for _, nested in ipairs({ false, true }) do
+         local pid, mon = smarm.spawn_opt({ max_heap = 256 * 1024, monitor = true },
+                                          wait_for_big, smarm.self())
+         assert.are.equal("waiting", smarm.recv(10))
+         smarm.sleep(0.02) -- parked in its recv by now
+         local big = ("x"):rep(1024 * 1024)
+         smarm.send(pid, nested and { { big } } or big)
+         local down = assert(mon:recv(30), "no down notice")
+         assert.are.equal("memory", down.reason)
+         assert.is_nil((smarm.recv(0)), "it went on after the overflow")
+      end
+      runtime_survives()
    end)
 
    it("sends a linked actor the reason memory for an overflow a pcall caught", function()

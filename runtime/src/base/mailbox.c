@@ -87,6 +87,7 @@ static inline msg *msg_make(const void *data, size_t len, const void *extra, siz
     m->len = (uint32_t)len;
     m->extra = (uint32_t)extralen;
     m->cache = 0;
+    m->flat = 0;
     memcpy(m->data, data, len);
     if (extralen)
         memcpy(m->data + len, extra, extralen);

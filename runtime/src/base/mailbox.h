@@ -12,6 +12,7 @@ typedef struct msg {
     uint32_t extra; /* bytes after them that are not the message (a send_after's name) */
     int32_t cache;  /* the receiver's handle of its decoded value (selective receive); 0 = none.
                      * A decoded message's channel references belong to that value. */
+    uint32_t flat;  /* set by its maker: flat bytes, well formed by construction (vm/flat.h) */
     char data[];
 } msg;
 

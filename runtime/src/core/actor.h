@@ -87,17 +87,20 @@ typedef struct actor_vm {
     lua_State *L;  /* the actor's own state */
     lua_State *co; /* the coroutine its body runs in */
     actor_cont cont;
-    size_t mem;           /* bytes held by the Lua state */
-    size_t arena_at;      /* the heap size at which it asks for an arena (set at boot) */
-    int general;          /* an arena or a kept block: allocations take the general path */
+    size_t mem;          /* bytes held by the Lua state */
+    size_t arena_at;     /* the heap size at which it asks for an arena (set at boot) */
+    int general;         /* an arena or a kept block: allocations take the general path */
+    int in_cont;         /* a wait's continuation runs (protected, GC held: vm/body.c) */
+    int closing;         /* the state is being closed: no more waiting */
+    uint32_t code_epoch; /* the module cache's reload epoch this state last looked at */
+    /* the key string of the one-key records it receives (vm/flat.c: a GCstr *), on the line
+     * of the fields above, which a receive touches anyway */
+    void *flat_key;
+    int boot_kind;
+    int heap_exceeded;    /* an allocation was refused for max_heap */
     size_t max_heap;      /* 0 = unlimited */
     struct msg *decoding; /* a message being decoded there; freed if decoding raises */
-    int closing;          /* the state is being closed: no more waiting */
-    int in_cont;          /* a wait's continuation runs (protected, GC held: vm/body.c) */
-    int heap_exceeded;    /* an allocation was refused for max_heap */
-    uint32_t code_epoch;  /* the module cache's reload epoch this state last looked at */
-    int boot_kind;
-    char *boot; /* spawn payload, freed once booted */
+    char *boot;           /* spawn payload, freed once booted */
     size_t boot_len;
     char *exit_bytes; /* the reason smarm.exit was given, encoded at the call (or NULL) */
     size_t exit_len;
@@ -124,6 +127,8 @@ typedef struct actor_vm {
     int imaged;          /* and came with the image of its libraries (no boot tables to make) */
     unsigned image_libs; /* the standard libraries in that image (vm/luavm.c's lib bits) */
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
+    /* a digest of the last key that was not flat_key (vm/flat.c) */
+    uint32_t flat_key_seen;
 } actor_vm;
 
 /* Counters for introspection (those every message touches first). */

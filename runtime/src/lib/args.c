@@ -52,7 +52,9 @@ uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
 {
     *poll = 0;
-    if (lua_isnoneornil(L, idx))
+    /* an absent argument is told by the stack's top: lua_type would read the state's nil
+     * node for it, a line of its own that is cold in a woken actor (every plain recv()) */
+    if (idx > lua_gettop(L) || lua_isnil(L, idx))
         return 0;
     if (lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
@@ -134,11 +136,15 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
 {
     /* most messages are flat (vm/flat.h): encoded without the codec's buffer */
     char flat[FLAT_MAX];
-    size_t n = idx > 0 ? flat_encode(L, idx, flat, sizeof flat) : 0;
+    int cdata;
+    size_t n = idx > 0 ? flat_encode(L, idx, flat, sizeof flat, &cdata) : 0;
     if (n) {
         msg *m = msg_new_extra(flat, n, extra, extralen);
         if (!m)
             luaL_error(L, "%s: out of memory", fname);
+        /* the receiver takes it without checking its bytes again (but an int64 needs its
+         * FFI, which flat_decodable looks for) */
+        m->flat = !cdata;
         return m;
     }
     char err[256];

@@ -25,17 +25,18 @@ uint64_t lib_check_pid_in(lua_State *L, int idx, const char *fname, const struct
  * error. */
 static inline int lib_pid_whole(double d)
 {
-    /* in [1, 2^53) the conversion is exact for whole numbers (no floor call) */
-    return d >= 1 && d < 9007199254740992.0 && d == (double)(uint64_t)d;
+    /* in [1, 2^53) the conversion is exact for whole numbers (no floor call); signed, which
+     * x86-64 converts in one instruction each way (unsigned takes a dozen) */
+    return d >= 1 && d < 9007199254740992.0 && d == (double)(int64_t)d;
 }
 static inline uint64_t lib_pid_of(double d, uint32_t max)
 {
     if (!lib_pid_whole(d))
         return 0;
-    uint64_t pid = (uint64_t)d;
+    uint64_t pid = (uint64_t)(int64_t)d;
     return pid_index(pid) < max && pid_gen(pid) != 0 ? pid : 0;
 }
-/* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx: 0 = forever (nil or more
+/* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx (> 0): 0 = forever (nil or more
  * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
 /* A required seconds argument at idx (sleep, send_after), by the timeout rule: its

@@ -346,7 +346,9 @@ static int recv_cont(actor *a, lua_State *L)
 static int l_recv(lua_State *L)
 {
     actor *a = luavm_actor(L);
-    if (lua_type(L, 1) == LUA_TFUNCTION) /* recv(match [, timeout]): selective */
+    /* recv(match [, timeout]): selective (no lua_type of an absent argument: see
+     * lib_check_timeout) */
+    if (lua_gettop(L) >= 1 && lua_type(L, 1) == LUA_TFUNCTION)
         return lib_forward(L, "smarm.selective", "recv");
     luavm_gc_catch_up(L);
     if (take_msg(a, L)) {

@@ -265,7 +265,8 @@ void body_finish(actor *a, int status)
                          : how == STOP_SHUTDOWN ? "shutdown"
                                                 : "killed");
     } else {
-        lua_State *src = status == BODY_ERROR_ON_MAIN ? a->vm.L : a->vm.co;
+        /* a continuation's error is on the coroutine too, but has no traceback of its own */
+        lua_State *src = a->vm.co;
         if (is_exit(src, -1)) {
             exit_value_reason(a);
             if (a->ex.reason_abnormal && a->pid == rt->root_pid) {
@@ -284,7 +285,7 @@ void body_finish(actor *a, int status)
                                 : t == LUA_TTABLE || t == LUA_TBOOLEAN
                                     ? describe_value(src, -1, text, sizeof text)
                                     : NULL;
-            struct crash c = {src, status == BODY_ERROR_ON_MAIN ? NULL : a->vm.co, kind, shown,
+            struct crash c = {src, status == BODY_ERROR_IN_CONT ? NULL : a->vm.co, kind, shown,
                               NULL};
             int top = lua_gettop(a->vm.L);
             if (ljx_cpcall(a->vm.L, format_crash, &c) != 0)
@@ -324,23 +325,25 @@ void body_stop_entry(actor *a)
     sched_leave(a, LEAVE_DONE);
 }
 
-/* Runs a parked actor's continuation in protected mode on its main state and moves its
- * results to the coroutine about to be resumed (decoding may raise out of memory). A C
- * protected call: no closure, registry slot or light userdata to look up per wake. */
+/* Runs a parked actor's continuation in protected mode on the body's coroutine itself, which
+ * is suspended in the wait's lua_yield: the results it pushes are the ones lua_resume takes
+ * (the top nres values; anything below them is dropped by the return from the waiting C
+ * function), so a wake touches neither the main state nor its stack, and moves nothing
+ * between the two (decoding may raise out of memory). A C protected call: no closure,
+ * registry slot or light userdata to look up per wake. */
 struct cont_call {
     actor *a;
     int nres;
 };
 
-static void cont_protected(lua_State *L, void *ud)
+static void cont_protected(lua_State *co, void *ud)
 {
     struct cont_call *cc = ud;
     actor *a = cc->a;
-    int base = lua_gettop(L);
-    cc->nres = a->vm.cont(a, L);
-    if (cc->nres > 0)
-        lua_xmove(L, a->vm.co, cc->nres);
-    lua_settop(L, base);
+    int base = lua_gettop(co);
+    cc->nres = a->vm.cont(a, co);
+    if (cc->nres < 0)
+        lua_settop(co, base);
 }
 
 int body_wait(lua_State *L, actor *a, actor_cont cont)
@@ -439,13 +442,13 @@ void body_entry(actor *a)
         struct cont_call cc = {a, 0};
         /* no __gc finalizer runs in the continuation: an error one raised there would end
          * the actor (no pcall of its own is around) and lose what the wait took */
-        size_t held = ljx_gc_hold(a->vm.L);
+        size_t held = ljx_gc_hold(a->vm.co);
         a->vm.in_cont = 1;
-        int st = ljx_cpcall(a->vm.L, cont_protected, &cc);
+        int st = ljx_cpcall(a->vm.co, cont_protected, &cc);
         a->vm.in_cont = 0;
-        ljx_gc_resume(a->vm.L, held);
+        ljx_gc_resume(a->vm.co, held);
         if (st != 0) {
-            body_finish(a, BODY_ERROR_ON_MAIN);
+            body_finish(a, BODY_ERROR_IN_CONT);
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
         }

@@ -48,7 +48,7 @@ void body_prepare_state(lua_State *L);
 
 /* status values for body_finish beyond lua_resume's */
 #define BODY_KILLED 100
-#define BODY_ERROR_ON_MAIN 101
+#define BODY_ERROR_IN_CONT 101 /* a wait's continuation raised (on the coroutine) */
 
 /* Records how the actor ended (a lua_resume status or BODY_*); an uncaught error is
  * printed with the pid and a traceback. */

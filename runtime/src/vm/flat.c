@@ -12,6 +12,7 @@
 #include <lua.h>
 
 #include "base/wire.h"
+#include "core/actor.h" /* the receiver's flat_key */
 
 #include "lj_obj.h"
 #include "lj_state.h" /* incr_top, lj_state_checkstack */
@@ -23,8 +24,9 @@
 
 /* -- Encoder ---------------------------------------------------------------------------- */
 
-/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). */
-static char *enc_scalar(cTValue *o, char *p, char *end)
+/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). *cdata
+ * is set when it is an int64/uint64 cdata. */
+static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
 {
     if (end - p < 9)
         return NULL;
@@ -63,6 +65,7 @@ static char *enc_scalar(cTValue *o, char *p, char *end)
         /* exactly int64_t or uint64_t: typedefs of them take the codec's general check */
         const GCcdata *cd = cdataV(o);
         if (cd->ctypeid == CTID_INT64 || cd->ctypeid == CTID_UINT64) {
+            *cdata = 1;
             *p++ = cd->ctypeid == CTID_INT64 ? WIRE_INT64 : WIRE_UINT64;
             memcpy(p, cdataptr(cd), 8);
             return p + 8;
@@ -74,7 +77,7 @@ static char *enc_scalar(cTValue *o, char *p, char *end)
 /* What the codec writes for t: the sequence 1..n (n its only border, as lj_tab_len finds it
  * when the array part holds exactly 1..n and no key is a number elsewhere), then the
  * string-keyed pairs. */
-static size_t enc_table(const GCtab *t, char *out, char *end)
+static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
 {
     /* a table this large cannot fit; it may still be a sparse one, for the codec */
     if (t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX || end - out < 3)
@@ -97,7 +100,7 @@ static size_t enc_table(const GCtab *t, char *out, char *end)
     p[1] = (char)n;
     p += 3; /* the pair count, a byte, goes in p[2] */
     for (uint32_t i = 1; i <= n; i++)
-        if ((p = enc_scalar(&arr[i], p, end)) == NULL)
+        if ((p = enc_scalar(&arr[i], p, end, cdata)) == NULL)
             return 0;
     const Node *node = noderef(t->node);
     uint32_t pairs = 0;
@@ -107,8 +110,8 @@ static size_t enc_table(const GCtab *t, char *out, char *end)
             continue;
         if (!tvisstr(&nd->key))
             return 0;
-        if ((p = enc_scalar(&nd->key, p, end)) == NULL ||
-            (p = enc_scalar(&nd->val, p, end)) == NULL)
+        if ((p = enc_scalar(&nd->key, p, end, cdata)) == NULL ||
+            (p = enc_scalar(&nd->val, p, end, cdata)) == NULL)
             return 0;
         pairs++;
     }
@@ -118,16 +121,20 @@ static size_t enc_table(const GCtab *t, char *out, char *end)
     return (size_t)(p - out);
 }
 
-size_t flat_encode(lua_State *L, int idx, char *out, size_t cap)
+size_t flat_encode(lua_State *L, int idx, char *out, size_t cap, int *cdata)
 {
     cTValue *o = L->base + (idx - 1);
+    int cd = 0;
+    if (!cdata)
+        cdata = &cd;
+    *cdata = 0;
     if (idx <= 0 || o >= L->top)
         return 0;
     if (cap > FLAT_MAX)
         cap = FLAT_MAX;
     if (tvistab(o))
-        return enc_table(tabV(o), out, out + cap);
-    char *p = enc_scalar(o, out, out + cap);
+        return enc_table(tabV(o), out, out + cap, cdata);
+    char *p = enc_scalar(o, out, out + cap, cdata);
     return p ? (size_t)(p - out) : 0;
 }
 
@@ -308,7 +315,8 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
 #define TPL_MIN_PAIRS 2
 #define SIG_MAX (2 + FLAT_MAX + TPL_PAIRS) /* counts, key bytes, a node index per key */
 
-#define HOLDER_SIZE (TPL_SLOTS * TPL_ENTRY + 1)
+#define KEY_AT (TPL_SLOTS * TPL_ENTRY + 1) /* the holder's slot anchoring the receiver's key */
+#define HOLDER_SIZE (KEY_AT + 1)
 
 static GCtab *holder(lua_State *L)
 {
@@ -363,6 +371,47 @@ static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, uns
     lj_gc_anybarriert(L, h);
 }
 
+/* -- Key strings ---------------------------------------------------------------------------
+ * A record made key by key interns each key: a hash of its bytes, then a probe of the state's
+ * string table, whose bucket is a line of its own, cold in a woken actor of a large ring. So
+ * the receiver keeps the string of the key of its one-key records (a->vm.flat_key), taken in
+ * the second time in a row it was not the kept one (a stream of ever new keys never pays for
+ * the anchoring), and compares it by length and bytes: the string's own line, which the
+ * receiver's Lua code reads anyway to look the key up. The holder's slot KEY_AT anchors it,
+ * so a kept string is never collected, hence never dead; a pooled state's reset forgets
+ * both, and the next actor's record starts without one. */
+
+/* Writes the string key at *pp (checked by flat_decodable) into o, advancing *pp. */
+static void dec_key(lua_State *L, TValue *o, const unsigned char **pp, actor *a)
+{
+    const unsigned char *p = *pp;
+    unsigned tag = p[0];
+    if (tag == WIRE_STR) { /* 64 bytes or more: interned as any string */
+        dec_scalar(L, o, pp);
+        return;
+    }
+    size_t n = tag - WIRE_SSTR;
+    GCstr *s = a->vm.flat_key;
+    if (s && s->len == n && memcmp(strdata(s), p + 1, n) == 0) {
+        setstrV(L, o, s);
+        *pp = p + 1 + n;
+        return;
+    }
+    dec_scalar(L, o, pp);
+    uint32_t seen = ((uint32_t)n | (uint32_t)p[1] << 8 | (uint32_t)p[n] << 16) + 1;
+    if (a->vm.flat_key_seen != seen) {
+        a->vm.flat_key_seen = seen;
+        return;
+    }
+    a->vm.flat_key_seen = 0;
+    GCtab *h = holder(L);
+    if (!h)
+        h = holder_make(L);
+    setstrV(L, tvref(h->array) + KEY_AT, strV(o));
+    lj_gc_anybarriert(L, h);
+    a->vm.flat_key = strV(o);
+}
+
 /* A record: npairs (1..TPL_PAIRS) string-keyed pairs at p and no array part. The values are
  * made first (no GC step runs in here to find them unanchored), then the table, from its
  * template when the shape has one. */
@@ -409,6 +458,7 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
         }
     }
     GCtab *t = lj_tab_new_ah(L, 0, (int32_t)npairs);
+    t->nomm = 0; /* see flat_decode */
     settabV(L, L->top, t);
     incr_top(L);
     for (unsigned i = 0; i < npairs; i++) {
@@ -429,7 +479,7 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
     learn(L, t, keyat, npairs, sig, n, hash);
 }
 
-void flat_decode(lua_State *L, const char *data, size_t len)
+void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
 {
     const unsigned char *p = (const unsigned char *)data;
     (void)len;
@@ -448,6 +498,10 @@ void flat_decode(lua_State *L, const char *data, size_t len)
         return;
     }
     GCtab *t = lj_tab_new_ah(L, (int32_t)narr, (int32_t)npairs);
+    /* a key may be a metamethod's name ({__mode = "k"} made a metatable): no metamethod is
+     * known absent (lj_tab_setstr, unlike the VM's stores and lua_rawset, leaves a new
+     * table's negative cache saying all are) */
+    t->nomm = 0;
     /* on the stack before anything else is made: the collector sees it from there (no GC
      * step runs in here, but a step after a raise would) */
     settabV(L, L->top, t);
@@ -455,6 +509,19 @@ void flat_decode(lua_State *L, const char *data, size_t len)
     TValue *arr = tvref(t->array); /* slots 1..narr: making strings never moves it */
     for (unsigned i = 1; i <= narr; i++)
         dec_scalar(L, &arr[i], &p);
+    if (npairs == 1) {
+        /* one key in a hash part of two empty nodes: its main node is free, so it goes
+         * there, as lj_tab_newkey would put it, without the lookup and the search first */
+        TValue k;
+        if (receiver)
+            dec_key(L, &k, &p, receiver);
+        else
+            dec_scalar(L, &k, &p);
+        Node *n = hashstr(t, strV(&k));
+        dec_scalar(L, &n->val, &p);
+        setstrV(L, &n->key, strV(&k));
+        return;
+    }
     for (unsigned i = 0; i < npairs; i++) {
         TValue k, v;
         dec_scalar(L, &k, &p);

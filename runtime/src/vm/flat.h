@@ -18,17 +18,24 @@ typedef struct lua_State lua_State;
 
 /* Encodes the value at stack index idx (> 0) into out (cap bytes, at most FLAT_MAX): the
  * number of bytes written, or 0 if it is not flat or does not fit (out is then garbage).
- * Reads raw (no metamethods) and neither allocates nor raises. */
-size_t flat_encode(lua_State *L, int idx, char *out, size_t cap);
+ * *cdata (if cdata is not NULL) tells whether it holds an int64/uint64 cdata. Reads raw (no
+ * metamethods) and neither allocates nor raises. */
+size_t flat_encode(lua_State *L, int idx, char *out, size_t cap, int *cdata);
 
-/* Whether data[0..len) is a flat message flat_decode takes whole (no channel references,
+/* Whether data[0..len) is a flat message flat_decode takes whole (a message whose bytes
+ * flat_encode wrote in this process, with no cdata, is one: its flat mark, base/mailbox.h,
+ * spares the receiver the check) (no channel references,
  * no nesting, nothing it would have to refuse, and, for int64 cdata, a state whose FFI is
  * loaded). Allocates nothing. */
 int flat_decodable(lua_State *L, const char *data, size_t len);
 
+struct actor;
+
 /* Pushes the value of bytes flat_decodable accepted. Makes its objects with LuaJIT's raw
  * constructors, which run no GC step (so no finalizer runs meanwhile); raises only when out
- * of memory, so the caller keeps its own copy of the bytes, not the message. */
-void flat_decode(lua_State *L, const char *data, size_t len);
+ * of memory, so the caller keeps its own copy of the bytes, not the message. receiver (or
+ * NULL) is the actor whose state L is: it keeps the key string of the one-key records it
+ * receives, found without the state's string table. */
+void flat_decode(lua_State *L, const char *data, size_t len, struct actor *receiver);
 
 #endif

@@ -1347,9 +1347,9 @@ void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
 
 int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 {
-    if (flat_decodable(L, m->data, m->len)) {
+    if (m->flat || flat_decodable(L, m->data, m->len)) {
         /* checked already: its decode raises only when out of memory, m left to the caller */
-        flat_decode(L, m->data, m->len);
+        flat_decode(L, m->data, m->len, a);
         return 0;
     }
     struct decode_call dc = {m, err, errlen, 0};
@@ -1372,14 +1372,14 @@ int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 
 void luavm_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
-    if (flat_decodable(L, m->data, m->len)) {
+    if (m->flat || flat_decodable(L, m->data, m->len)) {
         /* m is freed before the decode, which raises only when out of memory: a copy of a few
          * bytes instead of the protected call that would free it after */
         char b[FLAT_MAX];
         size_t n = m->len;
         memcpy(b, m->data, n);
         msg_free(m);
-        flat_decode(L, b, n);
+        flat_decode(L, b, n, a);
         return;
     }
     char err[256];
