@@ -181,6 +181,21 @@ end
 
 -- Connections ---------------------------------------------------------------------------
 
+-- The socket calls of the connection loop (C functions) end the compiled trace they are
+-- reached from: the interpreter makes the call and runs to the top of the loop, whose
+-- trace starts again there. LuaJIT would otherwise "stitch" a call to a C function: end
+-- the trace, make the call, and record a new trace from just after it. Stitched traces
+-- are linked one after the other, and a chain of them ends only where it reaches an
+-- existing loop or function trace; from a trace that starts in a callee (the head
+-- parser's, which often compiles first) the chain could run around the connection loop
+-- for ever, recording a new trace at each call until the machine code ran out, everything
+-- was flushed and compiled again. LuaJIT does not stitch a call whose results go on as a
+-- variable count (the next instruction would start the new trace with an unknown number
+-- of values): hence through(...) around these calls.
+local function through(...)
+   return ...
+end
+
 local LINGER_SECONDS, LINGER_BYTES = 1, 1024 * 1024
 
 -- Closes after an error answer: ends the sending side (the client reads the answer, then
@@ -213,11 +228,12 @@ function M.connection(sock, o)
    local max_head, max_body = o.max_header_bytes, o.max_body_bytes
    local idle_timeout, request_timeout = o.idle_timeout, o.request_timeout
 
+   -- (send and recv end the trace: see through above)
    local function flush()
       if nout == 0 then return true end
       local data = nout == 1 and out[1] or concat(out, "", 1, nout)
       nout = 0
-      return send(sock, data)
+      return through(send(sock, data))
    end
 
    -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
@@ -227,7 +243,7 @@ function M.connection(sock, o)
       if nout > 0 and not flush() then return nil, "closed" end
       local left = timeout or deadline - now()
       if left <= 0 then return nil, "timeout" end
-      local data, err = recv(sock, "*r", left)
+      local data, err = through(recv(sock, "*r", left))
       if not data then return nil, err end
       if pos > #buf then
          buf = data
@@ -258,18 +274,20 @@ function M.connection(sock, o)
       return fail(500)
    end
 
+   -- between requests the idle timeout runs; from a request's first byte until its body
+   -- is read, the request timeout. The wait for the next request is at the end of the
+   -- loop, so that the loop's trace runs from the request in buf to that wait.
+   if not fill(nil, idle_timeout) then return sock:close() end
    while true do
-      -- between requests the idle timeout runs; from a request's first byte until its
-      -- body is read, the request timeout
-      if pos > #buf then
-         local got = fill(nil, idle_timeout)
-         if not got then return sock:close() end
-      end
-      local deadline = now() + request_timeout
+      -- the request's deadline, read from the clock only when the request has to wait
+      -- (its first bytes came a moment ago: at the end of the previous pass, or with the
+      -- previous request)
+      local deadline
       -- (a loop entered only while the head is incomplete: LuaJIT compiles no trace
       -- through a loop that ends after its first pass, as one around this call did)
       local req, x = parse.request_head(buf, pos, max_head)
       while not (req or x) do
+         deadline = deadline or now() + request_timeout
          local got, err = fill(deadline)
          if not got then
             if err == "timeout" then return fail(408) end
@@ -295,6 +313,7 @@ function M.connection(sock, o)
                out[nout] = "HTTP/1.1 100 Continue\r\n\r\n"
             end
             if nout > 0 and not flush() then return sock:close() end
+            deadline = deadline or now() + request_timeout
             local left = deadline - now()
             local rest, err = nil, "timeout"
             if left > 0 then rest, err = sock:recv(length - have, left) end
@@ -320,6 +339,7 @@ function M.connection(sock, o)
             end
             if y then return fail(y) end
             pos = consumed
+            deadline = deadline or now() + request_timeout
             local got, err = fill(deadline)
             if not got then
                if err == "timeout" then return fail(408) end
@@ -356,6 +376,7 @@ function M.connection(sock, o)
          flush()
          return sock:close()
       end
+      if pos > #buf and not fill(nil, idle_timeout) then return sock:close() end
    end
 end
 
