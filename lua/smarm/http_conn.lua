@@ -6,7 +6,7 @@ local smarm = require "smarm"
 local parse = require "smarm.http_parse"
 
 local concat, sub, lower, format = table.concat, string.sub, string.lower, string.format
-local type, tostring, pairs = type, tostring, pairs
+local type, tostring, next = type, tostring, next
 
 local M = {}
 
@@ -38,6 +38,10 @@ local function status_line(status)
    return line
 end
 
+-- The Date line of the current second. A connection reads it when its bytes arrive, not
+-- in the middle of a response: os.time is a C function, whose call in a compiled trace
+-- is stitched (see "Connections" below). RFC 9110 section 6.6.1 lets the date be taken at
+-- any time during the response's making.
 local date_at, date_line = -1, nil
 local function date_header()
    local t = os.time()
@@ -85,16 +89,65 @@ local function header_line(name, v)
    return line
 end
 
---- Builds one response as a string.
--- @param status an integer from 100 to 999
--- @param headers nil or {name = value | {values...}}; values are strings or numbers
--- @param body a string (or nil: empty)
--- @param connection nil, or the Connection header to add ("close", "keep-alive") unless
---   headers have one
--- @param head true for a HEAD request: no body, but its Content-Length
--- @return the response, and true when its Connection header says close
---   | nil, why (the handler returned something that cannot be sent)
-function M.response(status, headers, body, connection, head)
+-- What the header lines of the response being built said (build runs to its end without
+-- yielding): whether one was Content-Length, whether Connection says close, and the
+-- Connection value still to add (nil once the headers had one).
+local has_length, says_close, connection_to_add = false, false, nil
+
+-- The line of one value v of header name (lname: its lower-case form) added to pieces
+-- after n: n + 1 | nil (a bad value).
+local function add_value(name, lname, v, n)
+   local line = header_line(name, v)
+   if not line then return nil end
+   n = n + 1
+   pieces[n] = line
+   if lname == "connection" then
+      connection_to_add = nil
+      says_close = has_token(type(v) == "number" and tostring(v) or v, "close")
+   end
+   return n
+end
+
+-- The values list[i], list[i + 1]... of header name added after n: n | nil (a bad value).
+local function add_list(name, lname, list, i, n)
+   local v = list[i]
+   if v == nil then return n end
+   n = add_value(name, lname, v, n)
+   if not n then return nil end
+   return add_list(name, lname, list, i + 1, n)
+end
+
+-- The lines of headers from the pair name = value on (in the order of next), added to
+-- pieces after n: n | nil, why. Tail calls rather than a loop: a response has one or a few
+-- headers, and LuaJIT compiles no trace through a loop that ends after a pass or two (the
+-- connection loop's trace was refused as "inner loop in root trace").
+local function add_headers(headers, n, name, value)
+   if name == nil then return n end
+   local lname = header_names[name]
+   if not lname then
+      if type(name) ~= "string" or not is_token(name) then
+         return nil, "bad header name " .. tostring(name)
+      end
+      lname = lower_name(name)
+      if header_name_count < MAX_HEADER_LINES then
+         header_names[name] = lname
+         header_name_count = header_name_count + 1
+      end
+   end
+   -- one value, or a list of them
+   local m
+   if type(value) == "table" then
+      m = add_list(name, lname, value, 1, n)
+   else
+      m = add_value(name, lname, value, n)
+   end
+   if not m then return nil, "bad value for header " .. name end
+   if lname == "content-length" then has_length = true end
+   return add_headers(headers, m, next(headers, name))
+end
+
+-- One response as a string (M.response), with date its Date line.
+local function build(status, headers, body, connection, head, date)
    if type(status) ~= "number" or status % 1 ~= 0 or status < 100 or status > 999 then
       return nil, "status must be an integer from 100 to 999, got " .. tostring(status)
    end
@@ -103,45 +156,18 @@ function M.response(status, headers, body, connection, head)
    elseif type(body) ~= "string" then
       return nil, "body must be a string, got " .. type(body)
    end
-   pieces[1], pieces[2] = status_line(status), date_header()
+   pieces[1], pieces[2] = status_line(status), date
    local n = 2
-   local has_length, closes = false, connection == "close"
+   has_length, says_close, connection_to_add = false, connection == "close", connection
    if headers ~= nil then
       if type(headers) ~= "table" then
          return nil, "headers must be a table, got " .. type(headers)
       end
-      for name, value in pairs(headers) do
-         local lname = header_names[name]
-         if not lname then
-            if type(name) ~= "string" or not is_token(name) then
-               return nil, "bad header name " .. tostring(name)
-            end
-            lname = lower_name(name)
-            if header_name_count < MAX_HEADER_LINES then
-               header_names[name] = lname
-               header_name_count = header_name_count + 1
-            end
-         end
-         -- one value, or a list of them (no table made for the one)
-         local list = type(value) == "table" and value
-         local i, v = 1, value
-         if list then v = list[1] end
-         while v ~= nil do
-            local line = header_line(name, v)
-            if not line then return nil, "bad value for header " .. name end
-            n = n + 1
-            pieces[n] = line
-            if lname == "connection" then
-               connection = nil
-               closes = has_token(type(v) == "number" and tostring(v) or v, "close")
-            end
-            if not list then break end
-            i = i + 1
-            v = list[i]
-         end
-         if lname == "content-length" then has_length = true end
-      end
+      local why
+      n, why = add_headers(headers, n, next(headers))
+      if not n then return nil, why end
    end
+   connection = connection_to_add
    -- no body for 1xx, 204 and 304 (RFC 9110 sections 6.4.1, 8.6)
    local bodiless = status < 200 or status == 204 or status == 304
    if not has_length and not bodiless then
@@ -160,11 +186,24 @@ function M.response(status, headers, body, connection, head)
    end
    n = n + 1
    pieces[n] = "\r\n"
-   if head or bodiless then return concat(pieces, "", 1, n), closes end
+   if head or bodiless then return concat(pieces, "", 1, n), says_close end
    pieces[n + 1] = body
    local resp = concat(pieces, "", 1, n + 1)
    pieces[n + 1] = false -- the table does not keep a big body alive
-   return resp, closes
+   return resp, says_close
+end
+
+--- Builds one response as a string.
+-- @param status an integer from 100 to 999
+-- @param headers nil or {name = value | {values...}}; values are strings or numbers
+-- @param body a string (or nil: empty)
+-- @param connection nil, or the Connection header to add ("close", "keep-alive") unless
+--   headers have one
+-- @param head true for a HEAD request: no body, but its Content-Length
+-- @return the response, and true when its Connection header says close
+--   | nil, why (the handler returned something that cannot be sent)
+function M.response(status, headers, body, connection, head)
+   return build(status, headers, body, connection, head, date_header())
 end
 
 -- Crash reports -------------------------------------------------------------------------
@@ -180,6 +219,21 @@ local function traceback(err)
 end
 
 -- Connections ---------------------------------------------------------------------------
+
+-- The socket calls of the connection loop (C functions) end the compiled trace they are
+-- reached from: the interpreter makes the call and runs to the top of the loop, whose
+-- trace starts again there. LuaJIT would otherwise "stitch" a call to a C function: end
+-- the trace, make the call, and record a new trace from just after it. Stitched traces
+-- are linked one after the other, and a chain of them ends only where it reaches an
+-- existing loop or function trace; from a trace that starts in a callee (the head
+-- parser's, which often compiles first) the chain could run around the connection loop
+-- for ever, recording a new trace at each call until the machine code ran out, everything
+-- was flushed and compiled again. LuaJIT does not stitch a call whose results go on as a
+-- variable count (the next instruction would start the new trace with an unknown number
+-- of values): hence through(...) around these calls.
+local function through(...)
+   return ...
+end
 
 local LINGER_SECONDS, LINGER_BYTES = 1, 1024 * 1024
 
@@ -212,12 +266,15 @@ function M.connection(sock, o)
    local out, nout = {}, 0
    local max_head, max_body = o.max_header_bytes, o.max_body_bytes
    local idle_timeout, request_timeout = o.idle_timeout, o.request_timeout
+   -- the Date line of the responses, as of the last bytes read
+   local date
 
+   -- (send and recv end the trace: see through above)
    local function flush()
       if nout == 0 then return true end
       local data = nout == 1 and out[1] or concat(out, "", 1, nout)
       nout = 0
-      return send(sock, data)
+      return through(send(sock, data))
    end
 
    -- reads more bytes into buf (sending what is queued first); nil, err at the deadline
@@ -227,8 +284,9 @@ function M.connection(sock, o)
       if nout > 0 and not flush() then return nil, "closed" end
       local left = timeout or deadline - now()
       if left <= 0 then return nil, "timeout" end
-      local data, err = recv(sock, "*r", left)
+      local data, err = through(recv(sock, "*r", left))
       if not data then return nil, err end
+      date = date_header()
       if pos > #buf then
          buf = data
       else
@@ -258,18 +316,20 @@ function M.connection(sock, o)
       return fail(500)
    end
 
+   -- between requests the idle timeout runs; from a request's first byte until its body
+   -- is read, the request timeout. The wait for the next request is at the end of the
+   -- loop, so that the loop's trace runs from the request in buf to that wait.
+   if not fill(nil, idle_timeout) then return sock:close() end
    while true do
-      -- between requests the idle timeout runs; from a request's first byte until its
-      -- body is read, the request timeout
-      if pos > #buf then
-         local got = fill(nil, idle_timeout)
-         if not got then return sock:close() end
-      end
-      local deadline = now() + request_timeout
+      -- the request's deadline, read from the clock only when the request has to wait
+      -- (its first bytes came a moment ago: at the end of the previous pass, or with the
+      -- previous request)
+      local deadline
       -- (a loop entered only while the head is incomplete: LuaJIT compiles no trace
       -- through a loop that ends after its first pass, as one around this call did)
       local req, x = parse.request_head(buf, pos, max_head)
       while not (req or x) do
+         deadline = deadline or now() + request_timeout
          local got, err = fill(deadline)
          if not got then
             if err == "timeout" then return fail(408) end
@@ -295,6 +355,7 @@ function M.connection(sock, o)
                out[nout] = "HTTP/1.1 100 Continue\r\n\r\n"
             end
             if nout > 0 and not flush() then return sock:close() end
+            deadline = deadline or now() + request_timeout
             local left = deadline - now()
             local rest, err = nil, "timeout"
             if left > 0 then rest, err = sock:recv(length - have, left) end
@@ -320,6 +381,7 @@ function M.connection(sock, o)
             end
             if y then return fail(y) end
             pos = consumed
+            deadline = deadline or now() + request_timeout
             local got, err = fill(deadline)
             if not got then
                if err == "timeout" then return fail(408) end
@@ -341,7 +403,7 @@ function M.connection(sock, o)
       local resp, closes
       if done then
          local connection = not keep and "close" or (req.version == 1.0 and "keep-alive" or nil)
-         resp, closes = M.response(status, headers, rbody, connection, req.method == "HEAD")
+         resp, closes = build(status, headers, rbody, connection, req.method == "HEAD", date)
          if not resp then
             report_crash(format("http: %s.handle returned a bad response: %s", o.handler,
                closes))
@@ -356,6 +418,7 @@ function M.connection(sock, o)
          flush()
          return sock:close()
       end
+      if pos > #buf and not fill(nil, idle_timeout) then return sock:close() end
    end
 end
 

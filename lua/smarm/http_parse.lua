@@ -154,6 +154,39 @@ local function fast_head(buf, start, stop, h)
 end
 M._fast_head = fast_head
 
+-- Whole heads the fast path answered, by their bytes: most connections send the same head
+-- again and again (a load generator, a client polling one URL), and one lookup of the
+-- head (often the whole of what a recv returned: no cut at all) replaces a find, a cut and
+-- a lookup per line. A kept head holds the request line's parts, then the field names and
+-- values in turn. Small (each connection actor has its own), emptied when full.
+local heads, head_count = {}, 0
+local MAX_HEADS, MAX_HEAD_BYTES = 16, 1024
+
+-- The fields kept[i], kept[i + 1]... added to h (tail calls: see fast_fields).
+local function fill_fields(h, kept, i)
+   local k = kept[i]
+   if k == nil then return end
+   h[k] = kept[i + 1]
+   return fill_fields(h, kept, i + 2)
+end
+
+-- Keeps what the fast path answered for head (h: its fields).
+local function keep_head(head, method, path, q, major, minor, h)
+   if #head > MAX_HEAD_BYTES then return end
+   if head_count >= MAX_HEADS then
+      heads, head_count = {}, 0
+   end
+   local kept = { method, path, q or false, major, minor }
+   local n = 5
+   for k, v in pairs(h) do
+      kept[n + 1], kept[n + 2] = k, v
+      n = n + 2
+   end
+   heads[head] = kept
+   head_count = head_count + 1
+end
+function M._head_kept(head) return heads[head] ~= nil end
+
 -- A request head: optional empty lines (RFC 9112 section 2.2 lets a server skip them),
 -- the request line, header fields, the empty line.
 local empty_lines = CRLF ^ 0 * Cp()
@@ -217,7 +250,18 @@ function M.request_head(buf, pos, max, grammar_only)
    local h = { host = false, ["user-agent"] = false, accept = false, connection = false }
    h.host, h["user-agent"], h.accept, h.connection = nil, nil, nil, nil
    local method, path, q, major, minor, next
-   if not grammar_only then method, path, q, major, minor, next = fast_head(buf, start, stop, h) end
+   if not grammar_only then
+      local head = (start == 1 and stop + 3 == #buf) and buf or sub(buf, start, stop + 3)
+      local kept = heads[head]
+      if kept then
+         method, path, q, major, minor, next = kept[1], kept[2], kept[3] or nil, kept[4],
+            kept[5], stop + 4
+         fill_fields(h, kept, 6)
+      else
+         method, path, q, major, minor, next = fast_head(buf, start, stop, h)
+         if method then keep_head(head, method, path, q, major, minor, h) end
+      end
+   end
    if not method then
       for k in pairs(h) do h[k] = nil end
       method, path, q, major, minor, next = match(request_head, buf, start, h)

@@ -98,6 +98,41 @@ describe("smarm.net TCP", function()
       srv:close()
    end)
 
+   it("reads what is there alike with and without bytes read ahead", function()
+      -- "*r" with nothing read ahead reads straight into the string it returns; after a
+      -- line read that left bytes behind, it takes those first: both give every byte once,
+      -- in order, as a poll and as a wait, up to the end of the stream
+      local c, s, srv = pair()
+      local big = {}
+      for i = 1, 3000 do big[i] = ("%07d\n"):format(i) end
+      big = table.concat(big) -- 24,000 bytes: more than one read
+      for round = 1, 20 do
+         assert(c:send("line " .. round .. "\nafter"))
+         assert.are.equal("line " .. round, s:recv("*l", T))
+         local got = s:recv("*r", T)
+         if got ~= "after" then got = got .. assert(s:recv(5 - #got, T)) end
+         assert.are.equal("after", got)
+         assert(c:send("x" .. round))
+         assert.are.equal("x" .. round, s:recv("*r", T))
+         assert.are.same({ nil, "timeout", "" }, { s:recv("*r", 0) })
+         assert(c:send(big))
+         local parts, n = {}, 0
+         while n < #big do
+            local part = assert(s:recv("*r", round % 2 == 0 and T or 0.5))
+            parts[#parts + 1] = part
+            n = n + #part
+         end
+         assert.are.equal(big, table.concat(parts))
+      end
+      assert(c:send("last"))
+      assert.are.equal("last", s:recv("*r", T))
+      c:close()
+      assert.are.same({ nil, "closed", "" }, { s:recv("*r", T) })
+      assert.are.same({ nil, "closed", "" }, { s:recv("*r", 0) })
+      s:close()
+      srv:close()
+   end)
+
    it("returns the partial data on a timeout and on the end of the stream", function()
       local c, s, srv = pair()
       assert(c:send("half a li"))

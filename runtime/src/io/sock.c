@@ -92,6 +92,28 @@ long io_sock_fill(io_sock *s, size_t want)
     }
 }
 
+long io_sock_recv(io_sock *s, char *buf, size_t cap)
+{
+    if (s->drained) {
+        s->drained = 0;
+        return -EAGAIN;
+    }
+    for (;;) {
+        ssize_t n = recv(s->fd, buf, cap, 0);
+        if (n > 0) {
+            s->drained = (size_t)n < cap;
+            return (long)n;
+        }
+        if (n == 0) {
+            s->eof = 1;
+            return 0;
+        }
+        if (errno == EINTR)
+            continue;
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    }
+}
+
 int io_sock_arm(netpoll *np, io_sock *s, unsigned events, uint64_t pid)
 {
     s->armed = events;

@@ -40,6 +40,10 @@ static inline size_t io_sock_buffered(const io_sock *s) { return s->rlen - s->ro
 /* Reads once into the buffer, at least want bytes of room (at least 16 KiB): >0 bytes read,
  * 0 at the end of the stream (s->eof set), -errno (-EAGAIN: nothing now; -ENOMEM). */
 long io_sock_fill(io_sock *s, size_t want);
+/* Reads once into buf (cap bytes) instead of the read-ahead buffer, which must be empty:
+ * the same outcomes and the same skipped recv after a short read as io_sock_fill. For a
+ * reader that takes whatever comes: no buffer is allocated for bytes taken at once. */
+long io_sock_recv(io_sock *s, char *buf, size_t cap);
 /* The next io_sock_fill really reads (a poll with no wait must not guess). */
 static inline void io_sock_undrain(io_sock *s) { s->drained = 0; }
 /* Arms the network poller for events with pid as the waiter (see netpoll_arm): 0 parked,

@@ -28,6 +28,7 @@
 #include "io/sock.h"
 #include "lib/args.h"
 #include "lib/net_lua.h"
+#include "vm/ljx.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -48,18 +49,20 @@ static const char tcp_mt_key = 't', server_mt_key = 's', udp_mt_key = 'u', arm_m
 /* Slot 1 of a wait's anchor holds its op and the count of slots in use (slot 1 included)
  * as one number, the op's address times 32 plus the count: an address of static data is
  * below 2^47, so the number is exact, and a number, unlike a light userdata, is stored
- * without interning. A method waits with at most 4 arguments (5 slots). */
+ * without interning. A method waits with at most 4 arguments (5 slots); the anchor has room
+ * for 8 in its array part. */
 #define ANCHOR_COUNT_BITS 5
+#define ANCHOR_SLOTS 8
 
-static void push_op(lua_State *L, const net_op *op, int n)
+static double op_head(const net_op *op, int n)
 {
-    lua_pushnumber(L, (lua_Number)(((uint64_t)(uintptr_t)op << ANCHOR_COUNT_BITS) | (unsigned)n));
+    return (double)(((uint64_t)(uintptr_t)op << ANCHOR_COUNT_BITS) | (unsigned)n);
 }
 
-/* The op and count of the slot-1 value at idx (nil: none, 0) */
-static const net_op *anchor_op(lua_State *L, int idx, int *n)
+/* The op and count of a slot-1 number (0: none, 0) */
+static const net_op *head_op(double head, int *n)
 {
-    uint64_t v = (uint64_t)lua_tonumber(L, idx);
+    uint64_t v = (uint64_t)head;
     *n = (int)(v & ((1u << ANCHOR_COUNT_BITS) - 1));
     return (const net_op *)(uintptr_t)(v >> ANCHOR_COUNT_BITS);
 }
@@ -255,35 +258,27 @@ static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64
  * between waits: a connection waits once per request, and a table made and dropped each
  * time is garbage to collect. Slot 1 holds the op and the count in use; a wait clears its
  * slots when it ends, so the table holds nothing alive between waits (one an interrupt
- * ended is cleared by the next). */
-static void clear_anchor(lua_State *L, int t, int n)
-{
-    for (int i = 1; i <= n; i++) {
-        lua_pushnil(L);
-        lua_rawseti(L, t, i);
-    }
-}
-
+ * ended is cleared by the next store, which clears every slot past its own). The slots are
+ * written and read by ljx_slots_*: a C API call per slot cost more than the rest of a
+ * wait's anchoring. */
 static int net_cont(actor *a, lua_State *L)
 {
     lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     int t = lua_gettop(L);
-    lua_rawgeti(L, t, 1);
     int n;
-    const net_op *op = anchor_op(L, -1, &n);
-    lua_pop(L, 1);
+    const net_op *op = head_op(ljx_slots_head(L, t), &n);
     int base = t + 1;
-    for (int i = 2; i <= n; i++)
-        lua_rawgeti(L, t, i);
+    /* the arguments pushed at base.., and the slots cleared at once: the values live on
+     * the stack while the continuation runs */
+    ljx_slots_take(L, t, n - 1);
     net_obj *o = lua_touserdata(L, base);
     if (o->s)
         io_sock_take_ready(o->s);
     int r = try_or_arm(L, a, op, base, a->run.deadline);
-    if (r >= 0) {
-        /* the results sit above the arguments: clearing the table moves nothing */
-        clear_anchor(L, t, n);
+    if (r >= 0)
         return r;
-    }
+    /* waits again: anchored again */
+    ljx_slots_store(L, t, op_head(op, n), base, n - 1);
     lua_settop(L, t - 1);
     return -1;
 }
@@ -305,31 +300,17 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
             return r;
     }
     int top = lua_gettop(L);
+    int n = top - base + 2;
+    if (n > ANCHOR_SLOTS)
+        return luaL_error(L, "net: a wait with too many arguments");
     lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-        lua_createtable(L, 8, 0);
+        lua_createtable(L, ANCHOR_SLOTS, 0);
         lua_pushvalue(L, -1);
         lua_rawseti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
     }
-    /* a wait that ended without its continuation (an interrupt) left its slots */
-    int old;
-    lua_rawgeti(L, -1, 1);
-    anchor_op(L, -1, &old);
-    lua_pop(L, 1);
-    int n = top - base + 2;
-    if (n >= (1 << ANCHOR_COUNT_BITS))
-        return luaL_error(L, "net: a wait with too many arguments");
-    push_op(L, op, n);
-    lua_rawseti(L, -2, 1);
-    for (int i = base; i <= top; i++) {
-        lua_pushvalue(L, i);
-        lua_rawseti(L, -2, i - base + 2);
-    }
-    for (int i = n + 1; i <= old; i++) {
-        lua_pushnil(L);
-        lua_rawseti(L, -2, i);
-    }
+    ljx_slots_store(L, top + 1, op_head(op, n), base, n - 1);
     lua_pop(L, 1);
     return lib_wait(L, a, deadline, 0, net_cont);
 }

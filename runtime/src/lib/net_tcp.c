@@ -83,6 +83,28 @@ static int recv_fail(lua_State *L, int base, const char *err)
     return 3;
 }
 
+/* What "*r" reads with nothing read ahead: the bytes go straight from here into the Lua
+ * string, so a request/response connection allocates and frees no read-ahead buffer per
+ * request. One per thread: the read and the copy into the string are one C stretch. In use
+ * while the string is made (a collection step there may run a finalizer, whose own read
+ * then takes the buffered path). */
+#define RECV_SCRATCH 16384
+static _Thread_local char recv_scratch[RECV_SCRATCH];
+static _Thread_local int recv_scratch_busy;
+
+/* "*r" with nothing buffered: 1 (the bytes pushed), 0 (the end of the stream: s->eof), or
+ * -errno as io_sock_fill returns it. */
+static long recv_direct(lua_State *L, io_sock *s)
+{
+    long r = io_sock_recv(s, recv_scratch, RECV_SCRATCH);
+    if (r <= 0)
+        return r;
+    recv_scratch_busy = 1;
+    lua_pushlstring(L, recv_scratch, (size_t)r);
+    recv_scratch_busy = 0;
+    return 1;
+}
+
 static int recv_try(lua_State *L, int base, unsigned *ev)
 {
     net_obj *o = lua_touserdata(L, base);
@@ -91,6 +113,18 @@ static int recv_try(lua_State *L, int base, unsigned *ev)
     io_sock *s = o->s;
     if (!s)
         return recv_fail(L, base, "closed");
+    if (pat == 'r' && !io_sock_buffered(s) && !s->eof && !recv_scratch_busy) {
+        long r = recv_direct(L, s);
+        if (r > 0)
+            return 1;
+        if (r == -EAGAIN) {
+            *ev = NETPOLL_READ;
+            return -1;
+        }
+        if (r < 0)
+            return recv_fail(L, base, io_err_name((int)-r));
+        /* the end of the stream: below */
+    }
     for (;;) {
         size_t have = io_sock_buffered(s);
         if (pat == 'n' && have >= n) {

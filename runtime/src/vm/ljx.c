@@ -279,6 +279,51 @@ void ljx_set_index(lua_State *L, void *table, uint32_t i)
     L->top--;
 }
 
+/* -- Slots of a wait's anchor ------------------------------------------------------------ */
+
+static TValue *slot_of(lua_State *L, GCtab *t, int32_t i)
+{
+    return (uint32_t)i < t->asize ? arrayslot(t, i) : lj_tab_setint(L, t, i);
+}
+
+void ljx_slots_store(lua_State *L, int t, double head, int from, int n)
+{
+    GCtab *tab = tabV(L->base + t - 1);
+    setnumV(slot_of(L, tab, 1), head);
+    for (int i = 0; i < n; i++)
+        copyTV(L, slot_of(L, tab, 2 + i), L->base + from - 1 + i);
+    for (uint32_t i = (uint32_t)n + 2; i < tab->asize; i++)
+        setnilV(arrayslot(tab, i));
+    lj_gc_anybarriert(L, tab);
+}
+
+double ljx_slots_head(lua_State *L, int t)
+{
+    GCtab *tab = tabV(L->base + t - 1);
+    cTValue *o = lj_tab_getint(tab, 1);
+    return o && tvisnum(o) ? numV(o) : 0;
+}
+
+void ljx_slots_take(lua_State *L, int t, int n)
+{
+    GCtab *tab = tabV(L->base + t - 1);
+    lj_state_checkstack(L, (MSize)n);
+    for (int i = 0; i < n; i++) {
+        cTValue *o = lj_tab_getint(tab, 2 + i);
+        if (o) {
+            copyTV(L, L->top, o);
+        } else {
+            setnilV(L->top);
+        }
+        incr_top(L);
+    }
+    for (int i = 1; i <= n + 1; i++) {
+        cTValue *o = lj_tab_getint(tab, i);
+        if (o)
+            setnilV((TValue *)o);
+    }
+}
+
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
 
 static void classify(cTValue *o, ljx_val *v)
