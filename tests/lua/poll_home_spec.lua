@@ -4,7 +4,10 @@
 -- echo pairs over loopback park on their sockets, so nearly every run of theirs is a polled
 -- run; the runtime stats count the polled runs that were on another scheduler than the
 -- actor's last. Before home queues, the poller ran what it found itself or put it in the
--- shared queue, and about half of those runs moved.
+-- shared queue, and about a third of those runs moved. And an actor whose home sits in a
+-- blocking C call is still served: a spare that stands in releases the home queue and the
+-- poller skips that home, and an idle spin takes from a home queue whose scheduler has run one
+-- actor for the whole spin (without both, the echo pairs wait for the call to return).
 local smarm = require "smarm"
 local ffi = require "ffi"
 local C = require "smarm.ffi"
@@ -80,5 +83,40 @@ describe("an actor a ready fd woke", function()
       assert.is_true(runs >= pairs_n * rounds / 2, "too few polled runs: " .. runs)
       -- a generous bound: without home queues 28-35% moved here, with them about 7%
       assert.is_true(moved * 5 < runs, ("%d of %d polled runs moved"):format(moved, runs))
+   end)
+
+   it("is served while its home scheduler sits in a blocking C call", function()
+      local _, _, nsched = polled()
+      if nsched < 2 then
+         pending("needs at least 2 schedulers")
+         return
+      end
+      local me = smarm.self()
+      local busy = {}
+      for i = 1, nsched + 2 do busy[i] = smarm.spawn(yielder) end
+      local pairs_n, rounds = 8, 1000
+      for _ = 1, pairs_n do smarm.spawn(echo_pair, rounds, me) end
+      -- a C call that blocks its scheduler for 1 s (a spare stands in after about 10 ms);
+      -- the echo pairs whose home it is must not wait for it
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         s.sleep(0.01)
+         os.execute("sleep 1")
+         s.send(parent, "unstuck")
+      end, me)
+      local done, order = 0, {}
+      for _ = 1, pairs_n + 1 do
+         local m = smarm.recv(T)
+         assert(m, "an echo pair did not finish")
+         if m == "unstuck" then
+            order[#order + 1] = "unstuck"
+         else
+            done = done + m.echo_done
+            order[#order + 1] = "echo"
+         end
+      end
+      for _, pid in ipairs(busy) do smarm.send(pid, "stop") end
+      assert.are.equal(pairs_n * rounds, done)
+      assert.are.equal("unstuck", order[#order], "the echo pairs waited for the stuck call")
    end)
 end)
