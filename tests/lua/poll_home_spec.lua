@@ -94,14 +94,14 @@ describe("an actor a ready fd woke", function()
       local me = smarm.self()
       local busy = {}
       for i = 1, nsched + 2 do busy[i] = smarm.spawn(yielder) end
-      local pairs_n, rounds = 8, 1000
+      local pairs_n, rounds = 8, 500
       for _ = 1, pairs_n do smarm.spawn(echo_pair, rounds, me) end
-      -- a C call that blocks its scheduler for 1 s (a spare stands in after about 10 ms);
+      -- a C call that blocks its scheduler for 2 s (a spare stands in after about 10 ms);
       -- the echo pairs whose home it is must not wait for it
       smarm.spawn(function(parent)
          local s = require "smarm"
          s.sleep(0.01)
-         os.execute("sleep 1")
+         os.execute("sleep 2")
          s.send(parent, "unstuck")
       end, me)
       local done, order = 0, {}
