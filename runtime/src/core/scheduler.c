@@ -1088,8 +1088,18 @@ void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n,
 {
     for (int k = 0; k < n; k++) {
         slot *sl = slot_of(&rt->slots, pids[k]);
-        if (sl && slot_unpark(sl, pid_gen(pids[k])))
+        if (!sl)
+            continue;
+        if (slot_unpark(sl, pid_gen(pids[k]))) {
             place_polled(rt, s, pid_index(pids[k]), busy);
+            continue;
+        }
+        /* a host actor's slot stays RUNNING: its thread sleeps on its own parker, as in
+         * sched_wake */
+        host *h =
+            atomic_load_explicit(&rt->actors[pid_index(pids[k])].run.host, memory_order_acquire);
+        if (h)
+            host_wake(h);
     }
 }
 
