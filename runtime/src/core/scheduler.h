@@ -32,7 +32,7 @@ typedef struct sched {
     /* actors a ready fd woke whose last run was here (a scheduler proper's; NULL for a
      * spare): they run here again, with their state, stack and socket in this core's cache */
     runq *homeq;
-    uint32_t home_turn;  /* alternates the home queue with the shared queues */
+    uint32_t home_turn;  /* alternates the home queue with the woken queue */
     _Atomic int covered; /* a spare stands in for this scheduler (it sits in a C call) */
     int spin_shift;      /* the idle spin lasts SPIN_NS >> spin_shift (see spin_for_work) */
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
