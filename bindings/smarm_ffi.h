@@ -59,6 +59,8 @@ typedef struct smarm_runtime_stats {
     uint64_t states_recycled; /* spawns that booted an ended actor's reset state */
     int64_t states_pooled;    /* reset states waiting for a spawn */
     uint64_t states_restored; /* resets that wrote back the image of a state's libraries */
+    uint64_t polled_runs;     /* runs of actors a ready fd woke */
+    uint64_t polled_moved;    /* of those, runs on another scheduler than the actor's last */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

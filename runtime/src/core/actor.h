@@ -68,6 +68,7 @@ typedef struct actor_run {
     _Atomic int stop;             /* a stop was requested: STOP_* (0 = none) */
     int stopping;                 /* its stop entry has been set up */
     int last_sched;               /* the scheduler it last ran on (-1 = none yet) */
+    int polled;                   /* made runnable by the network poller (counted at its run) */
     volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
     int spawned;                  /* it spawned an actor during its current slice */
@@ -222,6 +223,7 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
     atomic_store_explicit(&r->stop, 0, memory_order_relaxed);
     r->stopping = 0;
     r->last_sched = -1;
+    r->polled = 0;
     r->preempt_pending = 0;
     r->pinned = 0;
     r->spawned = 0;

@@ -288,13 +288,12 @@ static void *watchdog_main(void *arg)
         int calm = 1;
         /* while no scheduler sleeps in the network poller's set, busy ones look at it only
          * every POLL_PICKS picks, which with actors that use whole slices is many slices:
-         * fds found ready here join the woken queue instead */
+         * fds found ready here are placed from here instead */
         if (netpoll_ready(&rt->np) &&
             atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0) {
             uint64_t pids[64];
             int ready = netpoll_wait(&rt->np, 0, pids, 64);
-            for (int k = 0; k < ready; k++)
-                sched_wake(rt, pids[k]);
+            sched_wake_polled(rt, NULL, pids, ready, 1);
         }
         if (atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0 &&
             netpoll_ready(&rt->np))

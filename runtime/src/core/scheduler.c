@@ -273,7 +273,8 @@ int sched_work_waiting(smarm_runtime *rt, uint64_t now)
     for (int i = 0; i < sched_total(rt); i++) {
         sched *s = &rt->scheds[i];
         if (atomic_load_explicit(&s->runnext, memory_order_relaxed) ||
-            atomic_load_explicit(&s->npinned, memory_order_relaxed))
+            atomic_load_explicit(&s->npinned, memory_order_relaxed) ||
+            (s->homeq && runq_size_approx(s->homeq) > 0))
             return 1;
     }
     return 0;
@@ -284,6 +285,8 @@ void sched_release_runnext(sched *s)
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n)
         enqueue(s->rt, n - 1);
+    while (s->homeq && runq_pop(s->homeq, &n))
+        enqueue(s->rt, n);
 }
 
 /* An actor that left its slice still runnable: behind the others that used up theirs,
@@ -730,6 +733,11 @@ static void run_actor(sched *s, uint32_t idx)
             SANITIZE_UNPOISON(a->run.stk->base, a->run.stk->size);
             a->run.sp = ctx_make(stack_top(a->run.stk), actor_start, a);
         }
+        if (a->run.polled) {
+            a->run.polled = 0;
+            s->polled_runs++;
+            s->polled_moved += a->run.last_sched != s->id;
+        }
         if (a->run.last_sched != s->id) {
             a->stats.migrations += a->stats.slices != 0;
             a->run.last_sched = s->id;
@@ -824,8 +832,20 @@ void sched_sweep(smarm_runtime *rt, int how)
     atomic_store(&rt->sweeping, 0);
 }
 
+/* The next actor of s's home queue. Surplus wakes a sibling as the chain rule does: if s
+ * stays busy with one actor for the sibling's whole spin, the sibling takes one (steal_home),
+ * so a backlog here does not wait while another core idles. */
+static inline int pop_home(sched *s, uint32_t *idx)
+{
+    if (!runq_pop(s->homeq, idx))
+        return 0;
+    if (runq_size_approx(s->homeq) > 0)
+        wake_for_work(s->rt);
+    return 1;
+}
+
 /* Own runnext first (but not forever: a pair of actors waking each other
- * would starve the shared queue), then the shared queue. */
+ * would starve the shared queue), then the home queue and the shared queues in turns. */
 static int next_runnable(sched *s, uint32_t *idx)
 {
     smarm_runtime *rt = s->rt;
@@ -847,7 +867,15 @@ static int next_runnable(sched *s, uint32_t *idx)
     int yielded = yielded_first && runq_pop(rt->rq_yield, idx);
     if (yielded)
         s->short_slice = fresh_queued(rt);
-    if (yielded || pop_shared(rt, idx)) {
+    /* the home queue holds woken actors: it takes turns with the woken queue (neither starves
+     * the other), ahead of the spawning, new and yielded ones */
+    int home_first = !yielded && s->homeq && (++s->home_turn & 1);
+    if (home_first && pop_home(s, idx))
+        return 1;
+    int got = yielded || runq_pop(rt->rq, idx);
+    if (!got && !home_first && s->homeq && pop_home(s, idx))
+        return 1;
+    if (got || pop_shared(rt, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
         if (queued(rt) > 0)
             wake_for_work(rt);
@@ -861,6 +889,19 @@ static int next_runnable(sched *s, uint32_t *idx)
     return unpin(s, idx);
 }
 
+/* Takes one actor from o's home queue if o is busy: it has run the same actor since its
+ * switch counter read `seen` (a whole spin), so it cannot take the actor itself soon. The
+ * actor's home is then s (run_actor records it): a core that idles while another has a
+ * backlog takes connections over one by one. */
+static int steal_home(sched *s, sched *o, uint64_t seen, uint32_t *idx)
+{
+    if (o == s || !o->homeq || runq_size_approx(o->homeq) == 0 ||
+        !atomic_load_explicit(&o->cur, memory_order_relaxed) ||
+        atomic_load_explicit(&o->switches, memory_order_relaxed) != seen)
+        return 0;
+    return runq_pop(o->homeq, idx);
+}
+
 /* Before sleeping, an idle scheduler polls for a little while: work that shows
  * up meanwhile costs no futex wake on either side. At the end it takes what
  * sits in another scheduler's runnext (its owner is busy with something else). */
@@ -869,9 +910,14 @@ static int spin_for_work(sched *s, uint32_t *idx)
     smarm_runtime *rt = s->rt;
     atomic_fetch_add_explicit(&rt->spinning, 1, memory_order_relaxed);
     uint64_t until = park_now_ns() + (SPIN_NS >> s->spin_shift);
+    /* the siblings' switch counters: a home queue is taken from only if its scheduler ran
+     * one actor for this whole spin */
+    uint64_t seen[PARK_MAX];
+    for (int i = 0; i < rt->nsched; i++)
+        seen[i] = atomic_load_explicit(&rt->scheds[i].switches, memory_order_relaxed);
     int found = 0;
     for (int i = 0; !found; i++) {
-        if (pop_shared(rt, idx)) {
+        if (pop_shared(rt, idx) || (s->homeq && runq_pop(s->homeq, idx))) {
             found = 1;
             break;
         }
@@ -890,6 +936,8 @@ static int spin_for_work(sched *s, uint32_t *idx)
                 found = 1;
             }
         }
+        for (int i = 0; i < rt->nsched && !found; i++)
+            found = steal_home(s, &rt->scheds[i], seen[i], idx);
     }
     /* A spin that finds nothing took its time from whatever else the machine runs (the
      * client of a network server on the same cores, say): the next one is shorter. Work
@@ -980,6 +1028,7 @@ static int spare_done(sched *s)
 static void spare_retire(sched *s)
 {
     smarm_runtime *rt = s->rt;
+    atomic_store(&rt->scheds[s->cover].covered, 0);
     fire_due_timers(rt);
     sched_release_runnext(s);
     if (queued(rt) > 0)
@@ -999,34 +1048,70 @@ static void spare_retire(sched *s)
 #define POLL_PICKS 16
 #define POLL_BATCH 64
 
-/* Actors named by ready fds become runnable as sched_wake makes them (a stale pid is
- * harmless): the first runs next here, without waking another thread; the rest go to the
- * shared queue, whose push wakes a sibling to run them in parallel. */
-static void wake_polled(sched *s, const uint64_t *pids, int n)
+/* Where an actor a ready fd woke runs. A scheduler that polls because it has nothing else to
+ * run (idle: before its spin, or woken in the set) runs the first itself (its runnext) and
+ * puts the rest in the shared queue, whose push wakes a sibling. A poll made while every
+ * scheduler is busy (a busy scheduler's every POLL_PICKS picks, the watchdog's tick) puts each
+ * actor in the home queue of the scheduler it last ran on, if that one is awake: its cache
+ * holds the actor's state, C stack and socket, and it takes the actor at its next pick, with
+ * no thread woken. A home that sleeps, or that a spare stands in for, is not used. The home
+ * is read after the unpark, which orders it after the actor's last run. */
+static void place_polled(smarm_runtime *rt, sched *s, uint32_t idx, int busy)
 {
-    smarm_runtime *rt = s->rt;
+    actor *a = &rt->actors[idx];
+    a->run.polled = 1;
+    int home = a->run.last_sched;
+    if (busy && home >= 0 && home < rt->nsched) {
+        sched *h = &rt->scheds[home];
+        /* a home with a longer backlog than the poller's gives this one up to the poller */
+        if (s && s->homeq && h != s && runq_size_approx(h->homeq) > runq_size_approx(s->homeq))
+            h = s;
+        if (h == s ||
+            (!(atomic_load_explicit(&rt->parks.idle, memory_order_relaxed) & (1ull << home)) &&
+             !atomic_load_explicit(&h->covered, memory_order_relaxed))) {
+            runq_push(h->homeq, idx);
+            /* it went idle since: its re-check of its queues and this look at its bit are
+             * Dekker's pair (park_set_wake fences), so one of them sees the other */
+            if (h != s)
+                park_set_wake(&rt->parks, h->id);
+            return;
+        }
+    }
+    /* only this thread sets its runnext (others only take it) */
+    if (s && s->kind == SCHED_LOOP && !atomic_load_explicit(&s->runnext, memory_order_relaxed))
+        atomic_store_explicit(&s->runnext, idx + 1, memory_order_release);
+    else
+        enqueue(rt, idx);
+}
+
+void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy)
+{
     for (int k = 0; k < n; k++) {
         slot *sl = slot_of(&rt->slots, pids[k]);
-        if (!sl || !slot_unpark(sl, pid_gen(pids[k])))
+        if (!sl)
             continue;
-        uint32_t idx = pid_index(pids[k]);
-        /* only this thread sets its runnext (others only take it) */
-        if (!atomic_load_explicit(&s->runnext, memory_order_relaxed))
-            atomic_store_explicit(&s->runnext, idx + 1, memory_order_release);
-        else
-            enqueue(rt, idx);
+        if (slot_unpark(sl, pid_gen(pids[k]))) {
+            place_polled(rt, s, pid_index(pids[k]), busy);
+            continue;
+        }
+        /* a host actor's slot stays RUNNING: its thread sleeps on its own parker, as in
+         * sched_wake */
+        host *h =
+            atomic_load_explicit(&rt->actors[pid_index(pids[k])].run.host, memory_order_acquire);
+        if (h)
+            host_wake(h);
     }
 }
 
 /* Polls the set without waiting; whether it made an actor runnable. */
-static int poll_network(sched *s)
+static int poll_network(sched *s, int busy)
 {
     uint64_t pids[POLL_BATCH];
     s->since_poll = 0;
     if (!netpoll_ready(&s->rt->np))
         return 0;
     int n = netpoll_wait(&s->rt->np, 0, pids, POLL_BATCH);
-    wake_polled(s, pids, n);
+    sched_wake_polled(s->rt, s, pids, n, busy);
     return n > 0;
 }
 
@@ -1038,7 +1123,7 @@ static void park_or_poll(sched *s, uint64_t deadline)
     uint64_t slept = s->spin_shift ? park_now_ns() : 0;
     int n = park_set_wait_poll(&s->rt->parks, s->id, deadline, pids, POLL_BATCH);
     s->since_poll = 0;
-    wake_polled(s, pids, n);
+    sched_wake_polled(s->rt, s, pids, n, 0);
     /* woken for work (not by an fd, not by the deadline) sooner than a full spin would
      * have lasted: the full spin would have found it without the sleep and the wake */
     if (slept && n == 0) {
@@ -1061,7 +1146,7 @@ static int sched_loop(sched *s)
         /* fds must not starve while no scheduler idles (one that sleeps in the set sees them) */
         if (++s->since_poll >= POLL_PICKS &&
             atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0)
-            poll_network(s);
+            poll_network(s, 1);
         if (next_runnable(s, &idx)) {
             run_actor(s, idx);
             continue;
@@ -1071,7 +1156,7 @@ static int sched_loop(sched *s)
         if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0 ||
             atomic_load_explicit(&rt->stuck, memory_order_acquire))
             return 1;
-        if (poll_network(s))
+        if (poll_network(s, 0))
             continue;
         if (spin_for_work(s, &idx)) {
             run_actor(s, idx);
@@ -1195,6 +1280,8 @@ int sched_cover_stuck(smarm_runtime *rt, int i, uint64_t sw)
      * the watchdog's while the spare is not active, published by the store below */
     pick->cover = i;
     pick->cover_switches = sw;
+    /* before the release: what the poller places after it goes elsewhere */
+    atomic_store(&rt->scheds[i].covered, 1);
     sched_release_runnext(&rt->scheds[i]);
     uint32_t was = atomic_exchange_explicit(&pick->spare_state, SPARE_ACTIVE, memory_order_acq_rel);
     if (was == SPARE_OFF) {
@@ -1259,7 +1346,12 @@ int sched_start(smarm_runtime *rt)
         return SMARM_ENOMEM;
     }
     rt->scheds = calloc((size_t)total, sizeof(sched));
-    if (!rt->scheds || blocking_pool_init(rt) != 0) {
+    int homes = rt->scheds != NULL;
+    for (int i = 0; homes && i < n; i++)
+        homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL;
+    if (!homes || blocking_pool_init(rt) != 0) {
+        for (int i = 0; rt->scheds && i < n; i++)
+            runq_free(rt->scheds[i].homeq);
         free(rt->scheds);
         rt->scheds = NULL;
         return SMARM_ENOMEM;
@@ -1330,8 +1422,10 @@ int sched_join(smarm_runtime *rt)
         return 0;        /* the threads left inside C calls still use their scheds */
     }
     trace_stop(rt);
-    for (int i = 0; i < total; i++)
+    for (int i = 0; i < total; i++) {
         wire_buf_free(&rt->scheds[i].enc);
+        runq_free(rt->scheds[i].homeq);
+    }
     free(rt->scheds);
     rt->scheds = NULL;
     rt->started = 0;

@@ -29,6 +29,11 @@ typedef struct sched {
     uint32_t fair;       /* alternates pinned actors with the shared queue */
     uint32_t picks;      /* shares picks between woken and yielded actors */
     uint32_t since_poll; /* loop turns since this scheduler last polled the network */
+    /* actors a ready fd woke whose last run was here (a scheduler proper's; NULL for a
+     * spare): they run here again, with their state, stack and socket in this core's cache */
+    runq *homeq;
+    uint32_t home_turn;  /* alternates the home queue with the woken queue */
+    _Atomic int covered; /* a spare stands in for this scheduler (it sits in a C call) */
     int spin_shift;      /* the idle spin lasts SPIN_NS >> spin_shift (see spin_for_work) */
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
@@ -49,7 +54,10 @@ typedef struct sched {
     uint64_t cover_switches;      /* that one's switch counter when it was found stuck */
     /* for metrics: ns this scheduler ran an actor, sampled by the watchdog at its ticks */
     _Atomic uint64_t busy_ns;
-    uint64_t msgs_sent;       /* messages actors sent while running here (read racily) */
+    uint64_t msgs_sent; /* messages actors sent while running here (read racily) */
+    /* runs here of actors the network poller woke, and how many of them had last run on
+     * another scheduler (read racily, for the runtime stats) */
+    uint64_t polled_runs, polled_moved;
     struct trace_ring *trace; /* trace.c: this scheduler's events, NULL when off */
 } sched;
 
@@ -128,6 +136,11 @@ actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t g
 void sched_report_left_behind(actor *a, const char *where);
 /* Whether something other than what runs now waits for a scheduler. */
 int sched_work_waiting(smarm_runtime *rt, uint64_t now);
+/* The network poller's wakes, from the scheduler s that polled (NULL: the watchdog): each
+ * parked actor named in pids becomes runnable. busy: the poll was made while every scheduler
+ * was busy, and an actor goes to the home queue of the scheduler it last ran on if that one
+ * is awake; otherwise the first runs next on s and the rest join the shared queue. */
+void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy);
 /* Moves the actor in s's runnext, if any, to the shared queue (s is stuck in a C call). */
 void sched_release_runnext(sched *s);
 /* From the watchdog: rt->scheds[i] has run one actor without a switch (counter sw) for so long

@@ -69,9 +69,14 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     out->spawned = atomic_load_explicit(&rt->spawned, memory_order_relaxed);
     for (int c = 0; c < ENDED_CLASSES && c < 9; c++)
         out->exits[c] = atomic_load_explicit(&rt->exits[c], memory_order_relaxed);
-    for (int i = 0; i < sched_total(rt); i++)
+    for (int i = 0; i < sched_total(rt); i++) {
         out->messages_sent += rt->scheds[i].msgs_sent;
-    out->run_queue =
+        out->polled_runs += rt->scheds[i].polled_runs;
+        out->polled_moved += rt->scheds[i].polled_moved;
+        if (rt->scheds[i].homeq)
+            out->run_queue += runq_size_approx(rt->scheds[i].homeq);
+    }
+    out->run_queue +=
         runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
     out->timers = timers_pending(&rt->tm);
     /* a plain read (spawns write it under the free-list lock): its value at some instant */
