@@ -33,16 +33,24 @@ void io_sock_free(io_sock *s)
     free(s);
 }
 
+/* After a short read, a recv at once would most likely find nothing (a request answered, the
+ * reader wants the next one): the read says EAGAIN without the syscall, once. The caller arms
+ * the fd: an edge since the short read makes the arm say "ready" and undrains, so the read the
+ * caller then retries is real. Not once the peer has hung up: its end of the stream may have
+ * come with the bytes just read, and the edge that said so was taken before that read, so no
+ * other comes (a reader waited for its timeout). For both reads, io_sock_fill and
+ * io_sock_recv. */
+static inline int skip_after_short_read(io_sock *s)
+{
+    if (!s->drained)
+        return 0;
+    s->drained = 0;
+    return !(s->words && netpoll_hung_up(s->words));
+}
+
 long io_sock_fill(io_sock *s, size_t want)
 {
-    /* After a short read, a recv at once would most likely find nothing (a request answered,
-     * the reader wants the next one): say EAGAIN without the syscall. The caller arms the fd:
-     * an edge since the short read makes the arm say "ready" and undrains, so the fill the
-     * caller then retries reads. Not once the peer has hung up: its end of the stream may
-     * have come with the bytes just read, and the edge that said so was taken before that
-     * read, so no other comes (a reader waited for its timeout) */
-    if (s->drained && !(s->words && netpoll_hung_up(s->words))) {
-        s->drained = 0;
+    if (skip_after_short_read(s)) {
         if (s->roff == s->rlen)
             io_sock_consume(s, 0);
         return -EAGAIN;
@@ -94,10 +102,8 @@ long io_sock_fill(io_sock *s, size_t want)
 
 long io_sock_recv(io_sock *s, char *buf, size_t cap)
 {
-    if (s->drained) {
-        s->drained = 0;
+    if (skip_after_short_read(s))
         return -EAGAIN;
-    }
     for (;;) {
         ssize_t n = recv(s->fd, buf, cap, 0);
         if (n > 0) {

@@ -20,7 +20,7 @@ typedef struct io_sock {
     struct netpoll_fd *words; /* the fd's waiter words in the poller, once armed */
     int eof;                  /* the peer's end of the stream was read */
     /* the last recv came back short of the room it had: the queue was empty then, and the
-     * next io_sock_fill skips its recv once (see there). For a server: its last accept
+     * next read skips its recv once (skip_after_short_read). For a server: its last accept
      * found no connection waiting. */
     int drained;
     /* read-ahead: bytes [roff, rlen) of rbuf are read and not taken yet; freed when empty,
