@@ -332,21 +332,30 @@ static __attribute__((noinline)) void trace_wake(smarm_runtime *rt, uint64_t pid
     trace_rec(s, TRACE_WAKE, pid, by ? by->pid : 0, 0, 0);
 }
 
-void sched_wake(smarm_runtime *rt, uint64_t pid)
+/* A wake's first half, for every waker: 1 if it unparked pid's actor (traced), which the
+ * caller then places (make_runnable, place_polled); 0 for a stale pid, an actor not parked,
+ * or a host actor, whose slot stays RUNNING and whose thread sleeps on its own parker
+ * (core/host.h): woken here. */
+static inline int wake_unpark(smarm_runtime *rt, uint64_t pid)
 {
     slot *sl = slot_of(&rt->slots, pid);
     if (!sl)
-        return;
+        return 0;
     if (slot_unpark(sl, pid_gen(pid))) {
         if (TRACE_ON(rt))
             trace_wake(rt, pid);
-        make_runnable(rt, pid_index(pid));
-        return;
+        return 1;
     }
-    /* a host actor's slot stays RUNNING: its thread sleeps on its own parker (core/host.h) */
     host *h = atomic_load_explicit(&rt->actors[pid_index(pid)].run.host, memory_order_acquire);
     if (h)
         host_wake(h);
+    return 0;
+}
+
+void sched_wake(smarm_runtime *rt, uint64_t pid)
+{
+    if (wake_unpark(rt, pid))
+        make_runnable(rt, pid_index(pid));
 }
 
 void sched_arm_wake(actor *a, uint64_t deadline)
@@ -1086,21 +1095,9 @@ static void place_polled(smarm_runtime *rt, sched *s, uint32_t idx, int busy)
 
 void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy)
 {
-    for (int k = 0; k < n; k++) {
-        slot *sl = slot_of(&rt->slots, pids[k]);
-        if (!sl)
-            continue;
-        if (slot_unpark(sl, pid_gen(pids[k]))) {
+    for (int k = 0; k < n; k++)
+        if (wake_unpark(rt, pids[k]))
             place_polled(rt, s, pid_index(pids[k]), busy);
-            continue;
-        }
-        /* a host actor's slot stays RUNNING: its thread sleeps on its own parker, as in
-         * sched_wake */
-        host *h =
-            atomic_load_explicit(&rt->actors[pid_index(pids[k])].run.host, memory_order_acquire);
-        if (h)
-            host_wake(h);
-    }
 }
 
 /* Polls the set without waiting; whether it made an actor runnable. */
