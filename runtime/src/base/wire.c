@@ -181,17 +181,15 @@ static unsigned char *walk_value(unsigned char *p, int mode)
     if (tag >= WIRE_SSTR)
         return p + (tag - WIRE_SSTR);
     switch (tag) {
-    case WIRE_DOUBLE:
     case WIRE_INT64:
     case WIRE_UINT64:
     case WIRE_INTERN:
         return p + 8;
+    case WIRE_DOUBLE:
     case WIRE_I8:
-        return p + 1;
     case WIRE_I16:
-        return p + 2;
     case WIRE_I32:
-        return p + 4;
+        return p + wire_number_len(tag);
     case WIRE_STR: {
         uint64_t n = get_varint(&p);
         return p + n;

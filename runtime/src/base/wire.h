@@ -106,6 +106,48 @@ static inline char *wire_number_at(char *p, double d)
     memcpy(p, &d, 8);
     return p + 8;
 }
+/* The bytes after the tag of a number's sized form (WIRE_I8, I16, I32, DOUBLE); 0 for any
+ * other tag (a fixint is its tag alone: the readers test it apart). */
+static inline size_t wire_number_len(unsigned tag)
+{
+    switch (tag) {
+    case WIRE_I8:
+        return 1;
+    case WIRE_I16:
+        return 2;
+    case WIRE_I32:
+        return 4;
+    case WIRE_DOUBLE:
+        return 8;
+    default:
+        return 0;
+    }
+}
+/* The number a sized form holds (tag, and its bytes at p) into *d; returns
+ * wire_number_len(tag), in the same switch. */
+static inline size_t wire_number_get(unsigned tag, const unsigned char *p, double *d)
+{
+    switch (tag) {
+    case WIRE_I8:
+        *d = (int8_t)p[0];
+        return 1;
+    case WIRE_I16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        *d = x;
+        return 2;
+    }
+    case WIRE_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        *d = x;
+        return 4;
+    }
+    default: /* WIRE_DOUBLE */
+        memcpy(d, p, 8);
+        return 8;
+    }
+}
 int wire_put_boolean(wire_buf *b, int v);
 /* An interned record's address (base/intern.h), as the codec writes a light userdata. */
 int wire_put_intern(wire_buf *b, const void *p);

@@ -499,32 +499,14 @@ static int dec_value(dec *d, int depth)
     case WIRE_TRUE:
         lua_pushboolean(L, tag == WIRE_TRUE);
         return 0;
-    case WIRE_DOUBLE: {
-        double x;
-        if ((q = get_bytes(d, 8)) == NULL)
-            return -1;
-        memcpy(&x, q, 8);
-        lua_pushnumber(L, x);
-        return 0;
-    }
+    case WIRE_DOUBLE:
     case WIRE_I8:
-        if ((q = get_bytes(d, 1)) == NULL)
-            return -1;
-        lua_pushnumber(L, (lua_Number)(int8_t)q[0]);
-        return 0;
-    case WIRE_I16: {
-        int16_t x;
-        if ((q = get_bytes(d, 2)) == NULL)
-            return -1;
-        memcpy(&x, q, 2);
-        lua_pushnumber(L, x);
-        return 0;
-    }
+    case WIRE_I16:
     case WIRE_I32: {
-        int32_t x;
-        if ((q = get_bytes(d, 4)) == NULL)
+        double x;
+        if ((q = get_bytes(d, wire_number_len(tag))) == NULL)
             return -1;
-        memcpy(&x, q, 4);
+        wire_number_get(tag, q, &x);
         lua_pushnumber(L, x);
         return 0;
     }

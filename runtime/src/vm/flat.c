@@ -177,16 +177,10 @@ static const unsigned char *scalar_end(const unsigned char *p, const unsigned ch
         n = 0;
         break;
     case WIRE_I8:
-        n = 1;
-        break;
     case WIRE_I16:
-        n = 2;
-        break;
     case WIRE_I32:
-        n = 4;
-        break;
     case WIRE_DOUBLE:
-        n = 8;
+        n = wire_number_len(tag);
         break;
     case WIRE_INT64:
     case WIRE_UINT64:
@@ -242,6 +236,7 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
         setstrV(L, o, lj_str_new(L, (const char *)p, n));
         p += n;
     } else {
+        double x;
         switch (tag) {
         case WIRE_NIL:
             setnilV(o);
@@ -250,32 +245,8 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
         case WIRE_TRUE:
             setboolV(o, tag == WIRE_TRUE);
             break;
-        case WIRE_I8:
-            setnumV(o, (lua_Number)(int8_t)p[0]);
-            p += 1;
-            break;
-        case WIRE_I16: {
-            int16_t x;
-            memcpy(&x, p, 2);
-            setnumV(o, (lua_Number)x);
-            p += 2;
-            break;
-        }
-        case WIRE_I32: {
-            int32_t x;
-            memcpy(&x, p, 4);
-            setnumV(o, (lua_Number)x);
-            p += 4;
-            break;
-        }
-        case WIRE_DOUBLE: {
-            double x;
-            memcpy(&x, p, 8);
-            setnumV(o, x);
-            p += 8;
-            break;
-        }
-        default: { /* WIRE_INT64, WIRE_UINT64 */
+        case WIRE_INT64:
+        case WIRE_UINT64: {
             GCcdata *cd =
                 lj_cdata_new(ctype_cts(L), tag == WIRE_UINT64 ? CTID_UINT64 : CTID_INT64, 8);
             memcpy(cdataptr(cd), p, 8);
@@ -283,6 +254,24 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
             p += 8;
             break;
         }
+        /* a sized number, each case with its tag constant so that wire_number_get's own
+         * switch folds away (one merged case costs a second dispatch per number) */
+        case WIRE_I8:
+            p += wire_number_get(WIRE_I8, p, &x);
+            setnumV(o, x);
+            break;
+        case WIRE_I16:
+            p += wire_number_get(WIRE_I16, p, &x);
+            setnumV(o, x);
+            break;
+        case WIRE_I32:
+            p += wire_number_get(WIRE_I32, p, &x);
+            setnumV(o, x);
+            break;
+        default: /* WIRE_DOUBLE */
+            p += wire_number_get(WIRE_DOUBLE, p, &x);
+            setnumV(o, x);
+            break;
         }
     }
     *pp = p;
