@@ -314,9 +314,13 @@ static GCtab *holder(lua_State *L)
     return o && o->gch.gct == ~LJ_TTAB && gco2tab(o)->asize == HOLDER_SIZE ? gco2tab(o) : NULL;
 }
 
-static GCtab *holder_make(lua_State *L)
+/* The holder, made on first use. */
+static GCtab *holder_made(lua_State *L)
 {
-    GCtab *h = lj_tab_new(L, HOLDER_SIZE, 0);
+    GCtab *h = holder(L);
+    if (h)
+        return h;
+    h = lj_tab_new(L, HOLDER_SIZE, 0);
     /* a root: the atomic phase marks the roots again, so no barrier is due */
     setgcref(basemt_it(G(L), LJ_TUPVAL), obj2gco(h));
     return h;
@@ -335,9 +339,7 @@ static inline size_t key_bytes(const unsigned char *p)
 static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, unsigned npairs,
                   unsigned char *sig, size_t siglen, uint32_t hash)
 {
-    GCtab *h = holder(L);
-    if (!h)
-        h = holder_make(L);
+    GCtab *h = holder_made(L);
     TValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
     if (!tvisnum(&e[2]) || numV(&e[2]) != (lua_Number)hash) {
         setnumV(&e[2], (lua_Number)hash);
@@ -393,9 +395,7 @@ static void dec_key(lua_State *L, TValue *o, const unsigned char **pp, actor *a)
         return;
     }
     a->vm.flat_key_seen = 0;
-    GCtab *h = holder(L);
-    if (!h)
-        h = holder_make(L);
+    GCtab *h = holder_made(L);
     setstrV(L, tvref(h->array) + KEY_AT, strV(o));
     lj_gc_anybarriert(L, h);
     a->vm.flat_key = strV(o);
