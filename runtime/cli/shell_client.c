@@ -401,14 +401,25 @@ static int plain_line(client *c, char **line, int *had_text)
 static int at_prompt(client *c, const char *prompt, size_t plen)
 {
     c->unanswered = 0;
-    drain_intr();
+    /* A Ctrl-C that came after the session's last output but before this prompt (the two
+     * frames often arrive in one read) is a Ctrl-C at this prompt: dropping it here lost a
+     * second Ctrl-C typed as soon as the "again" hint showed, and the shell stayed open. */
+    int early = drain_intr() > 0;
     if (plen >= sizeof c->prompt)
         plen = sizeof c->prompt - 1;
     memcpy(c->prompt, prompt, plen);
     c->prompt[plen] = 0;
     char *line = NULL;
     int had_text = 0;
-    int got = c->el ? edit_line(c, &line, &had_text) : plain_line(c, &line, &had_text);
+    int got;
+    if (early && c->el) {
+        fputs(c->prompt, stdout);
+        fputs("^C\n", stdout);
+        fflush(stdout);
+        got = GOT_INTERRUPT;
+    } else {
+        got = c->el ? edit_line(c, &line, &had_text) : plain_line(c, &line, &had_text);
+    }
     int rc = 0;
     switch (got) {
     case GOT_LINE:
