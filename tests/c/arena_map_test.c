@@ -46,7 +46,7 @@ static void pieces_touch_and_come_from_the_reservation(void **state)
     arena_map_stats s;
     arena_map_stats_of(m, &s);
     assert_int_equal(s.handed, 4 * PIECE);
-    assert_true(s.committed >= s.handed && s.reserved >= ((size_t)1 << 30));
+    assert_true(s.committed >= s.handed && s.reserved >= s.committed);
     assert_int_equal(smarm_arena_munmap(a, 4 * PIECE), 0);
     arena_map_close(m);
 }

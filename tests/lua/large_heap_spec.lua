@@ -145,7 +145,7 @@ describe("a large heap", function()
       assert.are.equal(100, r.inside)
       assert.is_true(r.handed > 2 * 1024 * 1024, "handed " .. r.handed)
       assert.is_true(r.committed >= r.handed)
-      assert.is_true(r.reserved >= 1024 * 1024 * 1024)
+      assert.is_true(r.reserved >= r.committed)
       assert.is_true(r.live >= 1)
       assert.are.equal("normal", assert(mon:recv(10), "no down notice").reason)
       -- the down notice goes out just before the state is closed; an actor of an earlier

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -44,7 +45,8 @@ static int nmaps, capmaps;
 static _Atomic(running_fn *) running_hook;
 static __thread arena_map *creating;
 
-/* About the machine's memory (an arena cannot usefully grow past it), at most 64 GiB. */
+/* About the machine's memory (an arena cannot usefully grow past it), at most 64 GiB, and
+ * at most an eighth of the address space a limit (ulimit -v) leaves the process. */
 static size_t reserve_size(void)
 {
     static _Atomic size_t size;
@@ -58,6 +60,9 @@ static size_t reserve_size(void)
         s = (size_t)1 << 30;
     if (s > ((size_t)64 << 30))
         s = (size_t)64 << 30;
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur / 8 < s)
+        s = ((size_t)as.rlim_cur / 8 + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     atomic_store_explicit(&size, s, memory_order_relaxed);
     return s;
 }
