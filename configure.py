@@ -189,7 +189,10 @@ def generate(flavour, cc, regen_path):
         "-Iruntime/include", "-Iruntime/src", "-Ibindings", "-I" + LUAJIT_DIR,
         "-I" + EI_DIR + "/include", "-I" + gen])
     w.var("ldflags", conf["ldflags"])
-    w.var("luajit_a", LUAJIT_A)
+    # LuaJIT as linked: its allocator's mmap, munmap and mremap renamed to the runtime's
+    # (runtime/src/base/arena_map.h), the rest as scripts/setup built it
+    luajit_a = builddir + "/luajit/libluajit.a"
+    w.var("luajit_a", luajit_a)
     w.var("ei_a", EI_A)
     w.var("libs", LIBS)
     w.var("test_libs", TEST_LIBS)
@@ -209,6 +212,16 @@ def generate(flavour, cc, regen_path):
            "for o in $in; do echo \"ADDMOD $$o\"; done; echo SAVE; echo END; } "
            "| ar -M && ranlib $out",
            "AR $out")
+    w.rule("luajit_redirect",
+           "d=$out.x && rm -rf $$d && mkdir -p $$d && (cd $$d && ar x \"$$OLDPWD/$in\" lj_alloc.o) "
+           "&& objcopy --redefine-sym mmap64=smarm_arena_mmap "
+           "--redefine-sym munmap=smarm_arena_munmap --redefine-sym mremap=smarm_arena_mremap "
+           "$$d/lj_alloc.o "
+           "&& ! nm $$d/lj_alloc.o | grep -Eq ' U (mmap|mmap64|munmap|mremap)$$' "
+           "&& nm $$d/lj_alloc.o | grep -q ' U smarm_arena_mmap$$' "
+           "&& cp $in $out.tmp && ar r $out.tmp $$d/lj_alloc.o && ranlib $out.tmp "
+           "&& mv $out.tmp $out && rm -rf $$d",
+           "REDIRECT $out")
     w.rule("link_shared",
            "$cc -shared -Wl,-soname,$soname -o $out $in "
            "-Wl,--whole-archive $luajit_a -Wl,--no-whole-archive $ei_a $ldflags $libs",
@@ -236,16 +249,20 @@ def generate(flavour, cc, regen_path):
     # the compiler's depfiles say who really includes it.
     order = [embedded_h]
 
+    w.line("# LuaJIT's allocator maps its arenas' memory through the runtime (base/arena_map.c).")
+    w.build([luajit_a], "luajit_redirect", [LUAJIT_A])
+    w.line()
+
     w.line("# libsmarm: runtime objects (PIC, shared by the archive, the .so and executables).")
     runtime_objs = []
     for src in runtime_srcs + [embedded_c]:
         o = obj(builddir, src)
         runtime_objs.append(o)
         w.build([o], "cc", [src], order_only=order)
-    w.build([builddir + "/libsmarm.a"], "ar_merge", runtime_objs, implicit=[LUAJIT_A])
+    w.build([builddir + "/libsmarm.a"], "ar_merge", runtime_objs, implicit=[luajit_a])
     so_real = builddir + "/libsmarm.so." + SO_VERSION
     so_libs = [so_real, builddir + "/" + SONAME, builddir + "/libsmarm.so"]
-    w.build([so_real], "link_shared", runtime_objs, implicit=[LUAJIT_A],
+    w.build([so_real], "link_shared", runtime_objs, implicit=[luajit_a],
             variables=[("soname", SONAME)])
     for link in so_libs[1:]:
         w.build([link], "symlink", [so_real],
@@ -259,7 +276,7 @@ def generate(flavour, cc, regen_path):
         cli_objs.append(o)
         w.build([o], "cc", [src], order_only=order)
     exe = builddir + "/smarm-lua"
-    w.build([exe], "link_exe", cli_objs + runtime_objs, implicit=[LUAJIT_A],
+    w.build([exe], "link_exe", cli_objs + runtime_objs, implicit=[luajit_a],
             variables=[("extra_libs", CLI_LIBS)])
     w.line()
 
@@ -275,7 +292,7 @@ def generate(flavour, cc, regen_path):
         w.build([o], "cc", [src], order_only=order)
         t = "%s/tests/c/%s" % (builddir, stem(src))
         tests.append(t)
-        w.build([t], "link_exe", [o] + helper_objs + runtime_objs, implicit=[LUAJIT_A],
+        w.build([t], "link_exe", [o] + helper_objs + runtime_objs, implicit=[luajit_a],
                 variables=[("extra_libs", "$test_libs")])
     w.line()
 
@@ -287,7 +304,7 @@ def generate(flavour, cc, regen_path):
             w.build([o], "cc", [src], order_only=order)
             t = "%s/tests/fuzz/%s" % (builddir, stem(src))
             fuzzers.append(t)
-            w.build([t], "link_exe", [o] + runtime_objs, implicit=[LUAJIT_A],
+            w.build([t], "link_exe", [o] + runtime_objs, implicit=[luajit_a],
                     variables=[("extra_libs", "-fsanitize=fuzzer $libs")])
         w.line()
 

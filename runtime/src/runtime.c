@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/arena_map.h"
 #include "core/chan.h"
 #include "core/exit.h"
 #include "core/pg.h"
@@ -70,6 +71,7 @@ static void install_process_hooks(void)
 {
     wire_set_refs_ops(&refs_ops);
     codec_set_endpoints(&endpoints);
+    arena_map_set_running(luavm_running_arena_map);
 }
 
 void smarm_config_init(smarm_config *c) { memset(c, 0, sizeof *c); }

@@ -76,6 +76,25 @@ local function large_shrink_refused(parent)
    s.send(parent, { ok = ok, err = tostring(err), n = n, heap = s.info(s.self()).heap, k = #keep })
 end
 
+-- Past the threshold: reports its reservation (base/arena_map.c) and where its new tables lie.
+local function reserved(parent)
+   local s = require "smarm"
+   local amap = require "support.arena_map"
+   local none = amap.running() == nil
+   local keep = {}
+   for i = 1, 120000 do keep[i] = { i } end
+   local m = assert(amap.running(), "no reservation")
+   local st = amap.stats(m)
+   local inside = 0
+   for _ = 1, 100 do
+      if amap.holds(m, {}) then inside = inside + 1 end
+   end
+   s.send(parent, {
+      none = none, heap = s.info(s.self()).heap, inside = inside, n = #keep,
+      handed = st.handed, committed = st.committed, reserved = st.reserved, live = amap.live(),
+   })
+end
+
 local smarm = require "smarm" -- below the bodies, so none can capture it
 
 describe("a large heap", function()
@@ -113,6 +132,27 @@ describe("a large heap", function()
       assert.is_true(r.ok)
       assert.are.equal(8 + 40, r.n)
       assert.are.equal(120000, r.k)
+   end)
+
+   it("takes its arena's memory from a reservation given back when it ends", function()
+      local amap = require "support.arena_map"
+      local _, mon = smarm.spawn_monitor(reserved, smarm.self())
+      local r = assert(smarm.recv(60), "no result")
+      assert.is_true(r.none, "a reservation before the arena")
+      assert.are.equal("arena", r.heap)
+      assert.are.equal(120000, r.n)
+      -- every small block made since lies in the reservation
+      assert.are.equal(100, r.inside)
+      assert.is_true(r.handed > 2 * 1024 * 1024, "handed " .. r.handed)
+      assert.is_true(r.committed >= r.handed)
+      assert.is_true(r.reserved >= r.committed)
+      assert.is_true(r.live >= 1)
+      assert.are.equal("normal", assert(mon:recv(10), "no down notice").reason)
+      -- the down notice goes out just before the state is closed; an actor of an earlier
+      -- case may still be closing too, so the count can only fall
+      local deadline = smarm.now() + 10
+      while amap.live() >= r.live and smarm.now() < deadline do smarm.sleep(0.01) end
+      assert.is_true(amap.live() < r.live, "its reservation is still there")
    end)
 
    it("many at once, on every scheduler, each end clean", function()

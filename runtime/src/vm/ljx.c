@@ -657,6 +657,7 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
 typedef struct arena {
     void *msp;
     PRNGState prng; /* the allocator asks it for mmap hints; it must live as long */
+    arena_map *map; /* where its pieces come from (NULL: mapped as LuaJIT maps them) */
 } arena;
 
 void *ljx_arena_new(void)
@@ -669,8 +670,12 @@ void *ljx_arena_new(void)
         ar->prng.u[0] = 0x9e3779b97f4a7c15ull, ar->prng.u[1] = 0xbf58476d1ce4e5b9ull;
         ar->prng.u[2] = 0x94d049bb133111ebull, ar->prng.u[3] = 0x2545f4914f6cdd1dull;
     }
+    ar->map = arena_map_new();
+    arena_map_creating(ar->map);
     ar->msp = lj_alloc_create(&ar->prng);
+    arena_map_creating(NULL);
     if (!ar->msp) {
+        arena_map_close(ar->map);
         free(ar);
         return NULL;
     }
@@ -680,11 +685,14 @@ void *ljx_arena_new(void)
 
 void *ljx_arena_msp(void *ar) { return ((arena *)ar)->msp; }
 
+arena_map *ljx_arena_map(void *ar) { return ((arena *)ar)->map; }
+
 void ljx_arena_free(void *ar)
 {
     if (!ar)
         return;
     lj_alloc_destroy(((arena *)ar)->msp);
+    arena_map_close(((arena *)ar)->map);
     free(ar);
 }
 

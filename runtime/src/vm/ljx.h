@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <lua.h>
 
+#include "base/arena_map.h"
+
 /* 1 if lua_yield from a C function called by the Lua code now running in coroutine L would
  * succeed (no C-call boundary such as a table.sort comparator in between), else 0. */
 int ljx_can_yield(lua_State *L);
@@ -172,6 +174,8 @@ int ljx_dump(lua_State *L, lua_Writer writer, void *ud);
  * once. */
 void *ljx_arena_new(void);
 void *ljx_arena_msp(void *arena);
+/* The reservation its pieces come from (base/arena_map.h), or NULL. */
+arena_map *ljx_arena_map(void *arena);
 extern void *lj_alloc_f(void *msp, void *ptr, size_t osize, size_t nsize);
 void ljx_arena_free(void *arena);
 

@@ -182,6 +182,16 @@ static void __attribute__((noinline, cold)) arena_start(actor *a)
         lua_setallocf(a->vm.L, actor_alloc_arena, a);
 }
 
+/* The reservation of the arena of the actor running on the calling thread (arena_map's
+ * hook: a new piece of an arena's memory comes from its reservation, so that the pieces
+ * touch and LuaJIT's allocator merges them as under plain luajit). */
+arena_map *luavm_running_arena_map(void)
+{
+    sched *s = sched_current();
+    actor *a = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
+    return a && a->vm.arena ? ljx_arena_map(a->vm.arena) : NULL;
+}
+
 /* The allocation function of a state with an arena (set by arena_start when the state had
  * the plain one): its common cases, a small block from the arena and a small block back to
  * whichever allocator gave it, straight to LuaJIT's allocator; the rest to alloc_general. */

@@ -132,6 +132,9 @@ void luavm_registry_keep(lua_State *L, const void *key);
  * module was reloaded since this actor last looked, its new versions are taken (the
  * library's take_reload). Values on L's stack are kept. Errors are reported, not raised. */
 void luavm_safe_point(struct actor *a, lua_State *L);
+
+/* The reservation of the running actor's arena (base/arena_map.h's hook), or NULL. */
+struct arena_map *luavm_running_arena_map(void);
 struct actor *luavm_actor(lua_State *L);
 
 #endif
