@@ -9,10 +9,11 @@
  * up to a bound; the reservation goes back to the system when the arena is destroyed.
  *
  * Which reservation a new piece comes from: the one being set up on this thread
- * (arena_map_creating), else the one of the actor running on this thread (the hook). Any
- * other allocator of LuaJIT's (luaL_newstate's) gets plain mappings when no arena is at
- * hand; should it get a piece of a reservation, the reservation outlives its arena until
- * the piece comes back: a reservation is unmapped only when none of it is handed out. */
+ * (arena_map_creating), else the one of the actor running on this thread (the hook). The
+ * runtime's other states do not use LuaJIT's allocator (the template state allocates with
+ * malloc); should some other user of it (a C module's luaL_newstate) get a piece of a
+ * reservation, the reservation outlives its arena until the piece comes back: a
+ * reservation is unmapped only when none of it is handed out. */
 #ifndef SMARM_ARENA_MAP_H
 #define SMARM_ARENA_MAP_H
 

@@ -1439,11 +1439,25 @@ static int dump_pairs_maker(luavm_shared *vm)
     return vm->pairs_bc ? 0 : -1;
 }
 
+/* The template state's allocator: malloc. Not LuaJIT's own (luaL_newstate's), whose
+ * mappings go through arena_map: the template compiles modules while some actor runs, and
+ * a piece mapped then would come from that actor's arena reservation and keep it alive. */
+static void *template_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
 int luavm_shared_init(luavm_shared *vm, const char *app_dir)
 {
     memset(vm, 0, sizeof *vm);
     pthread_mutex_init(&vm->lock, NULL);
-    vm->tmpl = luaL_newstate();
+    vm->tmpl = lua_newstate(template_alloc, NULL);
     if (!vm->tmpl)
         return SMARM_ENOMEM;
     luaL_openlibs(vm->tmpl);
