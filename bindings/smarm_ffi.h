@@ -61,6 +61,9 @@ typedef struct smarm_runtime_stats {
     uint64_t states_restored; /* resets that wrote back the image of a state's libraries */
     uint64_t polled_runs;     /* runs of actors a ready fd woke */
     uint64_t polled_moved;    /* of those, runs on another scheduler than the actor's last */
+    uint64_t runnext_runs;     /* runs of woken or spawned actors where their waker ran */
+    uint64_t runnext_stolen;   /* runs of such actors that another scheduler took over */
+    uint64_t runnext_released; /* such actors moved to the shared queue by the watchdog */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -72,9 +72,10 @@ typedef struct actor_run {
     volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
     int spawned;                  /* it spawned an actor during its current slice */
-    int blocking;                 /* runs on a pool thread, inside smarm.blocking */
+    /* bytes, so that the record's stats begin on a cache line of their own (see actor) */
+    unsigned char blocking; /* runs on a pool thread, inside smarm.blocking */
     /* the rest is seldom touched */
-    int overflowed; /* its C stack overflowed: it is abandoned, its state never touched again */
+    unsigned char overflowed;       /* its C stack overflowed: abandoned, its state never touched */
     size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
     _Atomic uint64_t wake_armed;    /* its earliest wake in the timer heap, 0 = none */
     struct actor *blocking_next;    /* link in the blocking pool's queue */
@@ -195,14 +196,17 @@ typedef struct actor_names {
 } actor_names;
 
 /* Aligned to cache lines, so the hot fields at the front of its parts (the inbox, run, vm,
- * stats) always fill the same few lines. */
+ * stats) always fill the same few lines. The stats begin a line: their first 64 bytes are
+ * what every park and switch writes (parks, messages, slices, the stack samples, the wait's
+ * call site), which straddled two lines when they began 8 bytes into one; the run part is
+ * kept 8 bytes short of that so that the alignment costs no padding (896 bytes). */
 typedef struct actor {
     _Alignas(64) struct smarm_runtime *rt;
     uint64_t pid;
     mailbox inbox;
     actor_run run;
     actor_vm vm;
-    actor_stats stats;
+    _Alignas(64) actor_stats stats;
     actor_exit ex;
     actor_names names;
     uint64_t parent;

@@ -45,7 +45,7 @@ int blocking_pool_init(smarm_runtime *rt)
     if (!p)
         return SMARM_ENOMEM;
     p->max = rt->cfg.blocking_threads > 0 ? rt->cfg.blocking_threads : 1;
-    p->threads = calloc((size_t)p->max, sizeof(sched));
+    p->threads = sched_alloc(p->max);
     if (!p->threads) {
         free(p);
         return SMARM_ENOMEM;

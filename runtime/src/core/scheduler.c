@@ -283,8 +283,10 @@ int sched_work_waiting(smarm_runtime *rt, uint64_t now)
 void sched_release_runnext(sched *s)
 {
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
-    if (n)
+    if (n) {
+        atomic_fetch_add_explicit(&s->runnext_released, 1, memory_order_relaxed);
         enqueue(s->rt, n - 1);
+    }
     while (s->homeq && runq_pop(s->homeq, &n))
         enqueue(s->rt, n);
 }
@@ -862,6 +864,7 @@ static int next_runnable(sched *s, uint32_t *idx)
         uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
         if (n) {
             s->streak++;
+            s->runnext_runs++;
             *idx = n - 1;
             return 1;
         }
@@ -892,6 +895,7 @@ static int next_runnable(sched *s, uint32_t *idx)
     }
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n) {
+        s->runnext_runs++;
         *idx = n - 1;
         return 1;
     }
@@ -942,6 +946,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
             uint32_t n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
             if (n) {
                 *idx = n - 1;
+                s->runnext_stolen++;
                 found = 1;
             }
         }
@@ -960,6 +965,15 @@ static int spin_for_work(sched *s, uint32_t *idx)
      * more after this before it sleeps */
     atomic_thread_fence(memory_order_seq_cst);
     return found;
+}
+
+sched *sched_alloc(int n)
+{
+    /* sizeof(sched) is a multiple of its alignment, so the size is too */
+    sched *s = aligned_alloc(alignof(sched), (size_t)n * sizeof(sched));
+    if (s)
+        memset(s, 0, (size_t)n * sizeof(sched));
+    return s;
 }
 
 void sched_thread_begin(sched *s)
@@ -1342,7 +1356,7 @@ int sched_start(smarm_runtime *rt)
         fprintf(stderr, "smarm: cannot map the reserve C stacks: %s\n", strerror(errno));
         return SMARM_ENOMEM;
     }
-    rt->scheds = calloc((size_t)total, sizeof(sched));
+    rt->scheds = sched_alloc(total);
     int homes = rt->scheds != NULL;
     for (int i = 0; homes && i < n; i++)
         homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL;

@@ -3,6 +3,7 @@
 #define SMARM_SCHED_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdint.h>
 
 #include "core/actor.h"
@@ -14,8 +15,11 @@
  * (core/blocking.c), which never takes actors from the queues or holds a runnext. */
 enum sched_kind { SCHED_LOOP = 0, SCHED_POOL };
 
+/* Aligned to a cache line (and allocated so, sched_start): neighbours in rt->scheds are
+ * different threads, and one's last counters sat on the line of the next one's saved stack
+ * pointer, written at every switch. */
 typedef struct sched {
-    smarm_runtime *rt;
+    alignas(64) smarm_runtime *rt;
     int id;
     int kind; /* enum sched_kind */
     pthread_t thread;
@@ -58,6 +62,13 @@ typedef struct sched {
     /* runs here of actors the network poller woke, and how many of them had last run on
      * another scheduler (read racily, for the runtime stats) */
     uint64_t polled_runs, polled_moved;
+    /* runs of actors taken from this scheduler's own runnext (put there by the actor that
+     * woke or spawned them while it ran here), and from another scheduler's runnext (an idle
+     * one's spin took it): the second is a woken actor that moved cores (read racily) */
+    uint64_t runnext_runs, runnext_stolen;
+    /* runnext actors the watchdog or a spare moved to the shared queue (this scheduler sat in
+     * one actor for too long: a C call, or its thread waiting for a CPU) */
+    _Atomic uint64_t runnext_released;
     struct trace_ring *trace; /* trace.c: this scheduler's events, NULL when off */
 } sched;
 
@@ -166,6 +177,8 @@ void sched_sweep(smarm_runtime *rt, int how);
 
 /* ---- for the threads of core/blocking.c, which run actors outside the scheduler loop ---- */
 
+/* n zeroed scheds, aligned as the type asks (free() gives them back), or NULL. */
+sched *sched_alloc(int n);
 /* Makes s the calling thread's sched (sched_current) and readies its signal stack and
  * sanitizer state; sched_thread_end undoes it and gives back its cached memory. */
 void sched_thread_begin(sched *s);

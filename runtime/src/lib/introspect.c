@@ -73,6 +73,10 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
         out->messages_sent += rt->scheds[i].msgs_sent;
         out->polled_runs += rt->scheds[i].polled_runs;
         out->polled_moved += rt->scheds[i].polled_moved;
+        out->runnext_runs += rt->scheds[i].runnext_runs;
+        out->runnext_stolen += rt->scheds[i].runnext_stolen;
+        out->runnext_released +=
+            atomic_load_explicit(&rt->scheds[i].runnext_released, memory_order_relaxed);
         if (rt->scheds[i].homeq)
             out->run_queue += runq_size_approx(rt->scheds[i].homeq);
     }
