@@ -1066,7 +1066,7 @@ static void spare_retire(sched *s)
  * keeps the rest in its home queue, waking no sibling: what one poll finds is mostly a few
  * short runs (a request each), and a wake costs the two threads more than such a run, and
  * takes its time from the core the client may need (an HTTP server at -S 2 under wrk on
- * the same two cores spent about 2.5 us more CPU per request on the sibling's wakes and spins
+ * the same two cores spent about 1.5 us more CPU per request on the sibling's wakes and spins
  * than with them kept). A backlog that outlasts a watchdog tick is shared
  * (sched_share_backlog); until then, or for a spare (no home queue), the rest go to the
  * shared queue, whose push wakes a sibling. A poll made while every
