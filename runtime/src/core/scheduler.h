@@ -149,7 +149,8 @@ void sched_share_backlog(smarm_runtime *rt);
 /* The network poller's wakes, from the scheduler s that polled (NULL: the watchdog): each
  * parked actor named in pids becomes runnable. busy: the poll was made while every scheduler
  * was busy, and an actor goes to the home queue of the scheduler it last ran on if that one
- * is awake; otherwise the first runs next on s and the rest join the shared queue. */
+ * is awake; otherwise the first runs next on s and the rest wait in s's home queue (in the
+ * shared queue while s shares its backlog, or if s has no home queue). */
 void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy);
 /* Moves the actor in s's runnext, if any, to the shared queue (s is stuck in a C call). */
 void sched_release_runnext(sched *s);
