@@ -298,6 +298,8 @@ static void *watchdog_main(void *arg)
         if (atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0 &&
             netpoll_ready(&rt->np))
             calm = 0;
+        /* a polled backlog one scheduler kept for a whole tick goes to the siblings */
+        sched_share_backlog(rt);
         /* the root has ended but busy actors keep every scheduler from the idle
          * point where the sweep runs: after a grace, sweep from here */
         if (atomic_load_explicit(&rt->root_done, memory_order_acquire)) {

@@ -843,14 +843,15 @@ void sched_sweep(smarm_runtime *rt, int how)
     atomic_store(&rt->sweeping, 0);
 }
 
-/* The next actor of s's home queue. Surplus wakes a sibling as the chain rule does: if s
- * stays busy with one actor for the sibling's whole spin, the sibling takes one (steal_home),
- * so a backlog here does not wait while another core idles. */
+/* The next actor of s's home queue. While the siblings share it (sched_share_backlog),
+ * surplus wakes one as the chain rule does, and its spin takes from here (steal_home). Until
+ * then s serves its home queue alone: see place_polled. */
 static inline int pop_home(sched *s, uint32_t *idx)
 {
     if (!runq_pop(s->homeq, idx))
         return 0;
-    if (runq_size_approx(s->homeq) > 0)
+    if (atomic_load_explicit(&s->home_shared, memory_order_relaxed) &&
+        runq_size_approx(s->homeq) > 0)
         wake_for_work(s->rt);
     return 1;
 }
@@ -902,15 +903,18 @@ static int next_runnable(sched *s, uint32_t *idx)
     return unpin(s, idx);
 }
 
-/* Takes one actor from o's home queue if o is busy: it has run the same actor since its
- * switch counter read `seen` (a whole spin), so it cannot take the actor itself soon. The
- * actor's home is then s (run_actor records it): a core that idles while another has a
- * backlog takes connections over one by one. */
+/* Takes one actor from o's home queue if o shares it (it has not run out of work for a
+ * watchdog tick: sched_share_backlog) or is busy: it has run the same actor since its switch
+ * counter read `seen` (a whole spin), so it cannot take the actor itself soon. The actor's
+ * home is then s (run_actor records it): a core that idles while another has a backlog takes
+ * connections over one by one. */
 static int steal_home(sched *s, sched *o, uint64_t seen, uint32_t *idx)
 {
-    if (o == s || !o->homeq || runq_size_approx(o->homeq) == 0 ||
-        !atomic_load_explicit(&o->cur, memory_order_relaxed) ||
-        atomic_load_explicit(&o->switches, memory_order_relaxed) != seen)
+    if (o == s || !o->homeq || runq_size_approx(o->homeq) == 0)
+        return 0;
+    if (!atomic_load_explicit(&o->home_shared, memory_order_relaxed) &&
+        (!atomic_load_explicit(&o->cur, memory_order_relaxed) ||
+         atomic_load_explicit(&o->switches, memory_order_relaxed) != seen))
         return 0;
     return runq_pop(o->homeq, idx);
 }
@@ -1073,7 +1077,13 @@ static void spare_retire(sched *s)
 
 /* Where an actor a ready fd woke runs. A scheduler that polls because it has nothing else to
  * run (idle: before its spin, or woken in the set) runs the first itself (its runnext) and
- * puts the rest in the shared queue, whose push wakes a sibling. A poll made while every
+ * keeps the rest in its home queue, waking no sibling: what one poll finds is mostly a few
+ * short runs (a request each), and a wake costs the two threads more than such a run, and
+ * takes its time from the core the client may need (an HTTP server at -S 2 under wrk on
+ * the same two cores spent about 1.5 us more CPU per request on the sibling's wakes and spins
+ * than with them kept). A backlog that outlasts a watchdog tick is shared
+ * (sched_share_backlog); until then, or for a spare (no home queue), the rest go to the
+ * shared queue, whose push wakes a sibling. A poll made while every
  * scheduler is busy (a busy scheduler's every POLL_PICKS picks, the watchdog's tick) puts each
  * actor in the home queue of the scheduler it last ran on, if that one is awake: its cache
  * holds the actor's state, C stack and socket, and it takes the actor at its next pick, with
@@ -1103,8 +1113,35 @@ static void place_polled(smarm_runtime *rt, sched *s, uint32_t idx, int busy)
     /* only this thread sets its runnext (others only take it) */
     if (s && s->kind == SCHED_LOOP && !atomic_load_explicit(&s->runnext, memory_order_relaxed))
         atomic_store_explicit(&s->runnext, idx + 1, memory_order_release);
+    else if (s && s->homeq && !atomic_load_explicit(&s->home_shared, memory_order_relaxed))
+        runq_push(s->homeq, idx);
     else
         enqueue(rt, idx);
+}
+
+/* s ran out of work: whatever it kept in its home queue is done, and what it polls next it
+ * keeps again (place_polled) */
+static void note_drained(sched *s)
+{
+    atomic_store_explicit(&s->drains, s->drains + 1, memory_order_relaxed);
+    if (atomic_load_explicit(&s->home_shared, memory_order_relaxed))
+        atomic_store_explicit(&s->home_shared, 0, memory_order_relaxed);
+}
+
+void sched_share_backlog(smarm_runtime *rt)
+{
+    for (int i = 0; i < rt->nsched; i++) {
+        sched *s = &rt->scheds[i];
+        uint64_t d = atomic_load_explicit(&s->drains, memory_order_relaxed);
+        /* busy since the last tick without running out of work, and work still waits here:
+         * a sibling's spin takes from this home queue from now on (steal_home) */
+        if (d == s->drains_seen && s->homeq && runq_size_approx(s->homeq) > 0 &&
+            !atomic_load_explicit(&s->home_shared, memory_order_relaxed)) {
+            atomic_store_explicit(&s->home_shared, 1, memory_order_relaxed);
+            wake_for_work(rt);
+        }
+        s->drains_seen = d;
+    }
 }
 
 void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy)
@@ -1167,6 +1204,7 @@ static int sched_loop(sched *s)
         if (atomic_load_explicit(&rt->live, memory_order_acquire) == 0 ||
             atomic_load_explicit(&rt->stuck, memory_order_acquire))
             return 1;
+        note_drained(s);
         if (poll_network(s, 0))
             continue;
         if (spin_for_work(s, &idx)) {

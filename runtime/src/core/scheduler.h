@@ -36,7 +36,13 @@ typedef struct sched {
     /* actors a ready fd woke whose last run was here (a scheduler proper's; NULL for a
      * spare): they run here again, with their state, stack and socket in this core's cache */
     runq *homeq;
-    uint32_t home_turn;  /* alternates the home queue with the woken queue */
+    uint32_t home_turn; /* alternates the home queue with the woken queue */
+    /* what an idle poll found stays here unless siblings share it (see sched_share_backlog):
+     * the times this scheduler ran out of work, the count the watchdog saw at its last tick,
+     * and whether it found the home queue undrained for a whole tick */
+    _Atomic uint64_t drains;
+    uint64_t drains_seen;
+    _Atomic int home_shared;
     _Atomic int covered; /* a spare stands in for this scheduler (it sits in a C call) */
     int spin_shift;      /* the idle spin lasts SPIN_NS >> spin_shift (see spin_for_work) */
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
@@ -147,10 +153,15 @@ actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t g
 void sched_report_left_behind(actor *a, const char *where);
 /* Whether something other than what runs now waits for a scheduler. */
 int sched_work_waiting(smarm_runtime *rt, uint64_t now);
+/* The watchdog's tick: a scheduler whose home queue has stayed non-empty since the last tick,
+ * without running out of work in between, shares it with the siblings (one is woken). */
+void sched_share_backlog(smarm_runtime *rt);
+
 /* The network poller's wakes, from the scheduler s that polled (NULL: the watchdog): each
  * parked actor named in pids becomes runnable. busy: the poll was made while every scheduler
  * was busy, and an actor goes to the home queue of the scheduler it last ran on if that one
- * is awake; otherwise the first runs next on s and the rest join the shared queue. */
+ * is awake; otherwise the first runs next on s and the rest wait in s's home queue (in the
+ * shared queue while s shares its backlog, or if s has no home queue). */
 void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy);
 /* Moves the actor in s's runnext, if any, to the shared queue (s is stuck in a C call). */
 void sched_release_runnext(sched *s);
