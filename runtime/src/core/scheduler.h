@@ -8,6 +8,7 @@
 #include "core/actor.h"
 #include "base/wire.h"
 #include "base/heap.h"
+#include "base/spawnstack.h"
 #include "core/runtime.h"
 
 /* What a thread with a sched runs: the scheduler loop, or actors inside smarm.blocking
@@ -59,6 +60,11 @@ typedef struct sched {
      * another scheduler (read racily, for the runtime stats) */
     uint64_t polled_runs, polled_moved;
     struct trace_ring *trace; /* trace.c: this scheduler's events, NULL when off */
+    /* actors spawned here that wait for their first run, the newest on top: this scheduler
+     * runs the newest first, an idle sibling takes the oldest (scheduler.c, push_spawned) */
+    spawnstack spawned;
+    /* counts new-actor picks: one in NEW_FIFO_TURN takes the shared new queue first */
+    uint32_t new_turn;
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };

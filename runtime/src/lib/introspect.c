@@ -75,6 +75,7 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
         out->polled_moved += rt->scheds[i].polled_moved;
         if (rt->scheds[i].homeq)
             out->run_queue += runq_size_approx(rt->scheds[i].homeq);
+        out->run_queue += spawnstack_size(&rt->scheds[i].spawned);
     }
     out->run_queue +=
         runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
