@@ -244,6 +244,21 @@ static int steal_spawned(sched *s, uint32_t *idx)
     return 0;
 }
 
+/* Moves the new actors on from's spawn stack, oldest first so their order stays: to the
+ * stack of `to` (a spare that stands in for from), or to the shared new queue (a spare that
+ * retires). Not into the shared queue on a cover: a FIFO runs a tree breadth-first. */
+static void move_spawned(sched *from, sched *to)
+{
+    uint32_t idx, spilled;
+    while (spawnstack_pop_oldest(&from->spawned, &idx)) {
+        if (!to)
+            runq_push(from->rt->rq_new, idx);
+        else if (spawnstack_push(&to->spawned, idx, &spilled))
+            runq_push(from->rt->rq_new, spilled);
+    }
+    wake_for_work(from->rt);
+}
+
 /* New actors waiting on the spawn stacks (approximate). */
 static uint32_t spawned_waiting(smarm_runtime *rt)
 {
@@ -337,8 +352,6 @@ void sched_release_runnext(sched *s)
         enqueue(s->rt, n - 1);
     while (s->homeq && runq_pop(s->homeq, &n))
         enqueue(s->rt, n);
-    while (spawnstack_pop_oldest(&s->spawned, &n))
-        enqueue_new(s->rt, n);
 }
 
 /* An actor that left its slice still runnable: behind the others that used up theirs,
@@ -1095,6 +1108,7 @@ static void spare_retire(sched *s)
     atomic_store(&rt->scheds[s->cover].covered, 0);
     fire_due_timers(rt);
     sched_release_runnext(s);
+    move_spawned(s, NULL);
     if (queued(rt) > 0)
         wake_for_work(rt);
     if (timers_earliest(&rt->tm) != UINT64_MAX)
@@ -1335,6 +1349,7 @@ int sched_cover_stuck(smarm_runtime *rt, int i, uint64_t sw)
     /* before the release: what the poller places after it goes elsewhere */
     atomic_store(&rt->scheds[i].covered, 1);
     sched_release_runnext(&rt->scheds[i]);
+    move_spawned(&rt->scheds[i], pick);
     uint32_t was = atomic_exchange_explicit(&pick->spare_state, SPARE_ACTIVE, memory_order_acq_rel);
     if (was == SPARE_OFF) {
         if (start_thread(pick, spare_main) != 0) {
