@@ -514,7 +514,19 @@ static void fire_due_timers(smarm_runtime *rt)
 
 /* ---- spawn and send ---- */
 
-int64_t sched_reserve_slot(smarm_runtime *rt) { return slot_claim(&rt->slots); }
+/* The calling scheduler's cache of free slots (NULL on other threads: a host's, a pool's):
+ * a slot an actor's death freed here is claimed by the next spawn here, with its record in
+ * this core's cache, and the table's lock is seldom taken (base/slot.h). */
+static slot_cache *own_slot_cache(smarm_runtime *rt)
+{
+    sched *s = sched_current();
+    return s && s->rt == rt && s->kind == SCHED_LOOP ? slot_cache_at(&rt->slots, s->id) : NULL;
+}
+
+int64_t sched_reserve_slot(smarm_runtime *rt)
+{
+    return slot_claim_cached(&rt->slots, own_slot_cache(rt));
+}
 
 void sched_unreserve_slot(smarm_runtime *rt, int64_t idx)
 {
@@ -524,7 +536,7 @@ void sched_unreserve_slot(smarm_runtime *rt, int64_t idx)
 int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out)
 {
-    int64_t idx = slot_claim(&rt->slots);
+    int64_t idx = slot_claim_cached(&rt->slots, own_slot_cache(rt));
     if (idx < 0)
         return SMARM_ECAPACITY; /* the payload stays the caller's */
     return sched_spawn_reserved(rt, idx, boot_kind, payload, len, opts, parent, pid_out);
@@ -730,7 +742,7 @@ static void finalize(smarm_runtime *rt, actor *a)
     int was_host = atomic_load_explicit(&a->run.host, memory_order_relaxed) != NULL;
     /* a waker that read the pointer before this still finds the host (freed with the runtime) */
     atomic_store_explicit(&a->run.host, NULL, memory_order_release);
-    slot_release(&rt->slots, idx);
+    slot_release_cached(&rt->slots, own_slot_cache(rt), idx);
     if (was_host)
         return;
     if (was_root)
@@ -1413,7 +1425,8 @@ int sched_start(smarm_runtime *rt)
         return SMARM_ENOMEM;
     }
     rt->scheds = calloc((size_t)total, sizeof(sched));
-    int homes = rt->scheds != NULL;
+    int homes =
+        rt->scheds != NULL && (rt->slots.caches || slot_caches_init(&rt->slots, total) == 0);
     for (int i = 0; homes && i < n; i++)
         homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL;
     if (!homes || blocking_pool_init(rt) != 0) {
