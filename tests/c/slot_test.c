@@ -355,7 +355,7 @@ static void racing_claims_take_exactly_the_free_slots(void **state)
 }
 
 /* A scheduler's cache: what its deaths release its next spawns claim, newest first; a full
- * cache gives its older half to the table's list. */
+ * cache gives its older half to the table's list, a flush all of it. */
 static void cached_release_is_claimed_back_and_overflows_to_the_list(void **state)
 {
     (void)state;
@@ -381,6 +381,11 @@ static void cached_release_is_claimed_back_and_overflows_to_the_list(void **stat
     assert_int_equal(c->n, 17);
     assert_int_equal(slot_claim(&t), 15);
     assert_int_equal(slot_claim_cached(&t, c), 32);
+    /* a flush (its scheduler goes to sleep) gives them all to the list, the newest on top */
+    slot_cache_flush(&t, c);
+    assert_int_equal(c->n, 0);
+    assert_int_equal(slot_claim(&t), 31);
+    assert_int_equal(slot_claim(&t), 30);
     slot_table_destroy(&t);
 }
 

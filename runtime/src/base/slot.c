@@ -180,6 +180,29 @@ void slot_release(slot_table *t, uint32_t index)
     atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
 }
 
+/* Under c's lock: its oldest n slots go on the table's list, the newest of them on top. */
+static void give_back(slot_table *t, slot_cache *c, uint32_t n)
+{
+    slot_lock(&t->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        t->slots[c->idx[i]].free_next = t->free_head;
+        t->free_head = c->idx[i] + 1;
+    }
+    slot_unlock(&t->lock);
+    memmove(c->idx, c->idx + n, (c->n - n) * sizeof c->idx[0]);
+    c->n -= n;
+}
+
+void slot_cache_flush(slot_table *t, slot_cache *c)
+{
+    if (!c)
+        return;
+    slot_lock(&c->lock);
+    if (c->n)
+        give_back(t, c, c->n);
+    slot_unlock(&c->lock);
+}
+
 void slot_release_cached(slot_table *t, slot_cache *c, uint32_t index)
 {
     if (!c) {
@@ -188,17 +211,9 @@ void slot_release_cached(slot_table *t, slot_cache *c, uint32_t index)
     }
     vacate(t, index);
     slot_lock(&c->lock);
-    if (c->n == SLOT_CACHE_CAP) {
-        /* the older half goes back to the list (lock order: a cache, then the table) */
-        slot_lock(&t->lock);
-        for (uint32_t i = 0; i < SLOT_CACHE_CAP / 2; i++) {
-            t->slots[c->idx[i]].free_next = t->free_head;
-            t->free_head = c->idx[i] + 1;
-        }
-        slot_unlock(&t->lock);
-        memmove(c->idx, c->idx + SLOT_CACHE_CAP / 2, SLOT_CACHE_CAP / 2 * sizeof c->idx[0]);
-        c->n = SLOT_CACHE_CAP / 2;
-    }
+    /* full: the older half goes back to the list (lock order: a cache, then the table) */
+    if (c->n == SLOT_CACHE_CAP)
+        give_back(t, c, SLOT_CACHE_CAP / 2);
     c->idx[c->n++] = index;
     slot_unlock(&c->lock);
     atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);

@@ -87,6 +87,9 @@ void slot_release(slot_table *t, uint32_t index);
 /* The same into cache c (NULL: the table's list); a full cache gives its older half back to
  * the table's list under one lock. */
 void slot_release_cached(slot_table *t, slot_cache *c, uint32_t index);
+/* Gives every slot of cache c back to the table's list (a scheduler about to sleep: the
+ * slots it freed are the next spawns' anywhere, as they were before caches). */
+void slot_cache_flush(slot_table *t, slot_cache *c);
 static inline slot *slot_at(slot_table *t, uint32_t index) { return &t->slots[index]; }
 /* The slot a pid names, or NULL if the index is out of range. */
 slot *slot_of(slot_table *t, uint64_t pid);

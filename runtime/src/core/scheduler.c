@@ -1280,10 +1280,13 @@ static int sched_loop(sched *s)
             if (t != UINT64_MAX && (!deadline || t < deadline))
                 deadline = t;
         }
-        if (deadline && deadline <= park_now_ns())
+        if (deadline && deadline <= park_now_ns()) {
             park_set_idle_cancel(&rt->parks, s->id);
-        else
+        } else {
+            /* an idle scheduler holds no free slots: they are the next spawns' anywhere */
+            slot_cache_flush(&rt->slots, slot_cache_at(&rt->slots, s->id));
             park_or_poll(s, deadline);
+        }
         preempt_busy(rt);
         if (keeper)
             atomic_store(&rt->timekeeper, -1);
