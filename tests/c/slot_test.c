@@ -378,12 +378,12 @@ static void cached_release_is_claimed_back_and_overflows_to_the_list(void **stat
     /* 33 releases into a cache of 32: the first 16 went to the list, newest first there */
     for (uint32_t i = 0; i < 33; i++)
         slot_release_cached(&t, c, i);
-    assert_int_equal(c->n, 17);
+    assert_int_equal(atomic_load(&c->n), 17);
     assert_int_equal(slot_claim(&t), 15);
     assert_int_equal(slot_claim_cached(&t, c), 32);
     /* a flush (its scheduler goes to sleep) gives them all to the list, the newest on top */
     slot_cache_flush(&t, c);
-    assert_int_equal(c->n, 0);
+    assert_int_equal(atomic_load(&c->n), 0);
     assert_int_equal(slot_claim(&t), 31);
     assert_int_equal(slot_claim(&t), 30);
     slot_table_destroy(&t);

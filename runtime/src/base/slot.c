@@ -105,12 +105,16 @@ static int64_t claimed(slot_table *t, uint32_t idx)
 
 static int cache_pop(slot_cache *c, uint32_t *idx)
 {
+    if (atomic_load_explicit(&c->n, memory_order_relaxed) == 0)
+        return 0;
     slot_lock(&c->lock);
-    int got = c->n > 0;
-    if (got)
-        *idx = c->idx[--c->n];
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    if (n) {
+        *idx = c->idx[n - 1];
+        atomic_store_explicit(&c->n, n - 1, memory_order_relaxed);
+    }
     slot_unlock(&c->lock);
-    return got;
+    return n > 0;
 }
 
 int64_t slot_claim(slot_table *t)
@@ -189,17 +193,21 @@ static void give_back(slot_table *t, slot_cache *c, uint32_t n)
         t->free_head = c->idx[i] + 1;
     }
     slot_unlock(&t->lock);
-    memmove(c->idx, c->idx + n, (c->n - n) * sizeof c->idx[0]);
-    c->n -= n;
+    uint32_t left = atomic_load_explicit(&c->n, memory_order_relaxed) - n;
+    memmove(c->idx, c->idx + n, left * sizeof c->idx[0]);
+    atomic_store_explicit(&c->n, left, memory_order_relaxed);
 }
 
 void slot_cache_flush(slot_table *t, slot_cache *c)
 {
     if (!c)
         return;
+    if (atomic_load_explicit(&c->n, memory_order_relaxed) == 0)
+        return;
     slot_lock(&c->lock);
-    if (c->n)
-        give_back(t, c, c->n);
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    if (n)
+        give_back(t, c, n);
     slot_unlock(&c->lock);
 }
 
@@ -212,9 +220,11 @@ void slot_release_cached(slot_table *t, slot_cache *c, uint32_t index)
     vacate(t, index);
     slot_lock(&c->lock);
     /* full: the older half goes back to the list (lock order: a cache, then the table) */
-    if (c->n == SLOT_CACHE_CAP)
+    if (atomic_load_explicit(&c->n, memory_order_relaxed) == SLOT_CACHE_CAP)
         give_back(t, c, SLOT_CACHE_CAP / 2);
-    c->idx[c->n++] = index;
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    c->idx[n] = index;
+    atomic_store_explicit(&c->n, n + 1, memory_order_relaxed);
     slot_unlock(&c->lock);
     atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
 }

@@ -50,7 +50,7 @@ static inline enum slot_state slot_word_state(uint64_t w) { return (enum slot_st
 #define SLOT_CACHE_CAP 32
 typedef struct slot_cache {
     _Atomic uint32_t lock;
-    uint32_t n;
+    _Atomic uint32_t n; /* written under the lock; read without it to skip an empty cache */
     uint32_t idx[SLOT_CACHE_CAP];
 } slot_cache;
 

@@ -517,9 +517,11 @@ static void fire_due_timers(smarm_runtime *rt)
 /* The calling scheduler's cache of free slots (NULL on other threads: a host's, a pool's):
  * a slot an actor's death freed here is claimed by the next spawn here, with its record in
  * this core's cache, and the table's lock is seldom taken (base/slot.h). */
-static slot_cache *own_slot_cache(smarm_runtime *rt)
+static __attribute__((noinline)) slot_cache *own_slot_cache(smarm_runtime *rt)
 {
-    sched *s = sched_current();
+    /* the thread's own sched, read here: noinline, so no caller keeps the TLS address across
+     * a switch (see sched_current) */
+    sched *s = tls_sched;
     return s && s->rt == rt && s->kind == SCHED_LOOP ? slot_cache_at(&rt->slots, s->id) : NULL;
 }
 
