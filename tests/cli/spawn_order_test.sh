@@ -41,8 +41,9 @@ for s in 1 2; do
    expect_status 0 "-S $s tree: status"
    most=$(sed -n 's/^most alive \([0-9]*\)$/\1/p' <<<"$out")
    echo "-S $s, a tree of 11,111 actors: at most ${most:-?} alive at a leaf's run"
-   # depth-first keeps some tens alive per scheduler (a FIFO: over 10,000)
-   [ "${most:-99999}" -lt 1000 ] || fail "-S $s tree: ${most:-?} actors alive at once"
+   # depth-first keeps some tens alive per scheduler (40-500 measured, sanitizers and load
+   # included); the FIFO before the spawn stack: about 8,100
+   [ "${most:-99999}" -lt 3000 ] || fail "-S $s tree: ${most:-?} actors alive at once"
 done
 
 # 2,000 children of one spawner overflow its stack of 256: the oldest spill to the shared new
