@@ -354,6 +354,124 @@ static void racing_claims_take_exactly_the_free_slots(void **state)
     }
 }
 
+/* A scheduler's cache: what its deaths release its next spawns claim, newest first; a full
+ * cache gives its older half to the table's list, a flush all of it. */
+static void cached_release_is_claimed_back_and_overflows_to_the_list(void **state)
+{
+    (void)state;
+    slot_table t;
+    assert_int_equal(slot_table_init(&t, 64), 0);
+    assert_int_equal(slot_caches_init(&t, 2), 0);
+    slot_cache *c = slot_cache_at(&t, 0);
+    assert_null(slot_cache_at(&t, 2));
+    assert_null(slot_cache_at(&t, -1));
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(slot_claim_cached(&t, c), i);
+    uint32_t g = gen_of(&t, 7);
+    slot_release_cached(&t, c, 7);
+    assert_int_equal(gen_of(&t, 7), g + 1);
+    assert_int_equal(state_of(&t, 7), SLOT_VACANT);
+    assert_int_equal(atomic_load(&t.used), 39);
+    /* the table's own list does not have it: a claim without the cache takes a new slot */
+    assert_int_equal(slot_claim(&t), 40);
+    assert_int_equal(slot_claim_cached(&t, c), 7);
+    /* 33 releases into a cache of 32: the first 16 went to the list, newest first there */
+    for (uint32_t i = 0; i < 33; i++)
+        slot_release_cached(&t, c, i);
+    assert_int_equal(atomic_load(&c->n), 17);
+    assert_int_equal(slot_claim(&t), 15);
+    assert_int_equal(slot_claim_cached(&t, c), 32);
+    /* a flush (its scheduler goes to sleep) gives them all to the list, the newest on top */
+    slot_cache_flush(&t, c);
+    assert_int_equal(atomic_load(&c->n), 0);
+    assert_int_equal(slot_claim(&t), 31);
+    assert_int_equal(slot_claim(&t), 30);
+    slot_table_destroy(&t);
+}
+
+/* A claim that finds the table's list and high-water mark exhausted takes a slot another
+ * scheduler's cache holds: the slab is full only when every slot is claimed. */
+static void claim_takes_from_caches_when_the_table_is_empty(void **state)
+{
+    (void)state;
+    slot_table t;
+    assert_int_equal(slot_table_init(&t, 4), 0);
+    assert_int_equal(slot_caches_init(&t, 2), 0);
+    slot_cache *c0 = slot_cache_at(&t, 0), *c1 = slot_cache_at(&t, 1);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(slot_claim_cached(&t, c0), i);
+    assert_int_equal(slot_claim_cached(&t, c1), -1);
+    slot_release_cached(&t, c0, 1);
+    slot_release_cached(&t, c0, 3);
+    assert_int_equal(slot_claim_cached(&t, c1), 3);
+    assert_int_equal(slot_claim(&t), 1);
+    assert_int_equal(slot_claim(&t), -1);
+    assert_int_equal(atomic_load(&t.used), 4);
+    slot_table_destroy(&t);
+}
+
+/* Two schedulers claim and release through their own caches on a slab just large enough for
+ * what both hold at most: no claim fails, and no slot is held twice at once. */
+#define CACHE_RACE_HOLD 12
+typedef struct cache_race {
+    slot_table *t;
+    slot_cache *c;
+    _Atomic int *owner;
+    int id, failed, twice;
+} cache_race;
+
+static void *cache_racer(void *arg)
+{
+    cache_race *r = arg;
+    uint32_t held[CACHE_RACE_HOLD];
+    int n = 0;
+    unsigned seed = (unsigned)r->id * 7919u + 1;
+    for (int step = 0; step < 200000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        if (n < CACHE_RACE_HOLD && (n == 0 || (seed >> 16) % 2)) {
+            int64_t i = slot_claim_cached(r->t, r->c);
+            if (i < 0) {
+                r->failed++;
+                continue;
+            }
+            int none = 0;
+            if (!atomic_compare_exchange_strong(&r->owner[i], &none, r->id))
+                r->twice++;
+            held[n++] = (uint32_t)i;
+        } else {
+            uint32_t i = held[--n];
+            atomic_store(&r->owner[i], 0);
+            slot_release_cached(r->t, r->c, i);
+        }
+    }
+    while (n > 0) {
+        uint32_t i = held[--n];
+        atomic_store(&r->owner[i], 0);
+        slot_release_cached(r->t, r->c, i);
+    }
+    return NULL;
+}
+
+static void cached_claims_by_two_threads_never_fail_below_capacity(void **state)
+{
+    (void)state;
+    slot_table t;
+    assert_int_equal(slot_table_init(&t, 2 * CACHE_RACE_HOLD), 0);
+    assert_int_equal(slot_caches_init(&t, 2), 0);
+    _Atomic int owner[2 * CACHE_RACE_HOLD] = {0};
+    cache_race a = {&t, slot_cache_at(&t, 0), owner, 1, 0, 0};
+    cache_race b = {&t, slot_cache_at(&t, 1), owner, 2, 0, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, cache_racer, &a);
+    pthread_create(&tb, NULL, cache_racer, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(a.failed + b.failed, 0);
+    assert_int_equal(a.twice + b.twice, 0);
+    assert_int_equal(atomic_load(&t.used), 0);
+    slot_table_destroy(&t);
+}
+
 int main(void)
 {
     alarm(240);
@@ -368,6 +486,9 @@ int main(void)
         cmocka_unit_test(notified_park_returns_false_and_keeps_running),
         cmocka_unit_test(concurrent_unpark_vs_park_loses_no_wake_and_enqueues_once),
         cmocka_unit_test(racing_claims_take_exactly_the_free_slots),
+        cmocka_unit_test(cached_release_is_claimed_back_and_overflows_to_the_list),
+        cmocka_unit_test(claim_takes_from_caches_when_the_table_is_empty),
+        cmocka_unit_test(cached_claims_by_two_threads_never_fail_below_capacity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

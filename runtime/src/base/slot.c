@@ -5,6 +5,8 @@
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -60,6 +62,18 @@ int slot_table_init(slot_table *t, uint32_t max)
     atomic_init(&t->lock, 0);
     t->free_head = 0;
     t->hwm = 0;
+    t->caches = NULL;
+    t->ncaches = 0;
+    return 0;
+}
+
+int slot_caches_init(slot_table *t, int n)
+{
+    slot_cache *c = calloc((size_t)n, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    t->caches = c;
+    t->ncaches = n;
     return 0;
 }
 
@@ -68,23 +82,14 @@ void slot_table_destroy(slot_table *t)
     if (t->slots)
         munmap(t->slots, (size_t)t->max * sizeof(slot));
     t->slots = NULL;
+    free(t->caches);
+    t->caches = NULL;
+    t->ncaches = 0;
 }
 
-int64_t slot_claim(slot_table *t)
+/* A slot just taken from the list, the high-water mark or a cache: made ready for its tenancy. */
+static int64_t claimed(slot_table *t, uint32_t idx)
 {
-    uint32_t idx;
-    slot_lock(&t->lock);
-    if (t->free_head) {
-        idx = t->free_head - 1;
-        t->free_head = t->slots[idx].free_next;
-    } else if (t->hwm < t->max) {
-        idx = t->hwm++;
-    } else {
-        slot_unlock(&t->lock);
-        return -1;
-    }
-    slot_unlock(&t->lock);
-
     slot *s = &t->slots[idx];
     s->free_next = 0;
     uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
@@ -98,7 +103,59 @@ int64_t slot_claim(slot_table *t)
     return idx;
 }
 
-void slot_release(slot_table *t, uint32_t index)
+static int cache_pop(slot_cache *c, uint32_t *idx)
+{
+    if (atomic_load_explicit(&c->n, memory_order_relaxed) == 0)
+        return 0;
+    slot_lock(&c->lock);
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    if (n) {
+        *idx = c->idx[n - 1];
+        atomic_store_explicit(&c->n, n - 1, memory_order_relaxed);
+    }
+    slot_unlock(&c->lock);
+    return n > 0;
+}
+
+int64_t slot_claim(slot_table *t)
+{
+    for (;;) {
+        uint32_t idx;
+        int got = 1;
+        slot_lock(&t->lock);
+        if (t->free_head) {
+            idx = t->free_head - 1;
+            t->free_head = t->slots[idx].free_next;
+        } else if (t->hwm < t->max) {
+            idx = t->hwm++;
+        } else {
+            got = 0;
+        }
+        slot_unlock(&t->lock);
+        if (got)
+            return claimed(t, idx);
+        for (int i = 0; i < t->ncaches; i++)
+            if (cache_pop(&t->caches[i], &idx))
+                return claimed(t, idx);
+        /* used counts claimed slots, and a release lowers it only once the slot is on the
+         * list or in a cache: below max, a free slot is there or another claim has taken it
+         * and is about to count it */
+        if (atomic_load_explicit(&t->used, memory_order_relaxed) >= t->max || !t->ncaches)
+            return -1;
+        cpu_relax();
+    }
+}
+
+int64_t slot_claim_cached(slot_table *t, slot_cache *c)
+{
+    uint32_t idx;
+    if (c && cache_pop(c, &idx))
+        return claimed(t, idx);
+    return slot_claim(t);
+}
+
+/* The tenancy ends: the generation advances and the word is VACANT again. */
+static void vacate(slot_table *t, uint32_t index)
 {
     slot_assert(index < t->max);
     slot *s = &t->slots[index];
@@ -115,10 +172,60 @@ void slot_release(slot_table *t, uint32_t index)
                                                   memory_order_release, memory_order_relaxed))
             break;
     }
+}
+
+void slot_release(slot_table *t, uint32_t index)
+{
+    vacate(t, index);
     slot_lock(&t->lock);
-    s->free_next = t->free_head;
+    t->slots[index].free_next = t->free_head;
     t->free_head = index + 1;
     slot_unlock(&t->lock);
+    atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
+}
+
+/* Under c's lock: its oldest n slots go on the table's list, the newest of them on top. */
+static void give_back(slot_table *t, slot_cache *c, uint32_t n)
+{
+    slot_lock(&t->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        t->slots[c->idx[i]].free_next = t->free_head;
+        t->free_head = c->idx[i] + 1;
+    }
+    slot_unlock(&t->lock);
+    uint32_t left = atomic_load_explicit(&c->n, memory_order_relaxed) - n;
+    memmove(c->idx, c->idx + n, left * sizeof c->idx[0]);
+    atomic_store_explicit(&c->n, left, memory_order_relaxed);
+}
+
+void slot_cache_flush(slot_table *t, slot_cache *c)
+{
+    if (!c)
+        return;
+    if (atomic_load_explicit(&c->n, memory_order_relaxed) == 0)
+        return;
+    slot_lock(&c->lock);
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    if (n)
+        give_back(t, c, n);
+    slot_unlock(&c->lock);
+}
+
+void slot_release_cached(slot_table *t, slot_cache *c, uint32_t index)
+{
+    if (!c) {
+        slot_release(t, index);
+        return;
+    }
+    vacate(t, index);
+    slot_lock(&c->lock);
+    /* full: the older half goes back to the list (lock order: a cache, then the table) */
+    if (atomic_load_explicit(&c->n, memory_order_relaxed) == SLOT_CACHE_CAP)
+        give_back(t, c, SLOT_CACHE_CAP / 2);
+    uint32_t n = atomic_load_explicit(&c->n, memory_order_relaxed);
+    c->idx[n] = index;
+    atomic_store_explicit(&c->n, n + 1, memory_order_relaxed);
+    slot_unlock(&c->lock);
     atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
 }
 

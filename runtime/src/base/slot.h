@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* A pid is an exact integer below 2^53 so Lua holds it as a plain number:
@@ -42,6 +43,17 @@ typedef struct slot {
 static inline uint32_t slot_word_gen(uint64_t w) { return (uint32_t)(w >> 32); }
 static inline enum slot_state slot_word_state(uint64_t w) { return (enum slot_state)(w & 0xff); }
 
+/* A scheduler's cache of free slots: it claims the slots its own actors' deaths released, so
+ * a slot's record stays in one core's cache, and the table's lock is taken about once per
+ * SLOT_CACHE_CAP / 2 releases instead of at every spawn and death. Its lock is its owner's
+ * (uncontended) but for a claim that found the table empty (see slot_claim). */
+#define SLOT_CACHE_CAP 32
+typedef struct slot_cache {
+    _Atomic uint32_t lock;
+    _Atomic uint32_t n; /* written under the lock; read without it to skip an empty cache */
+    uint32_t idx[SLOT_CACHE_CAP];
+} slot_cache;
+
 typedef struct slot_table {
     slot *slots; /* reserved for max slots, touched lazily */
     uint32_t max;
@@ -50,16 +62,34 @@ typedef struct slot_table {
     _Atomic uint32_t lock;
     uint32_t free_head; /* index + 1 */
     uint32_t hwm;
+    slot_cache *caches; /* slot_caches_init: one per scheduler, or NULL */
+    int ncaches;
 } slot_table;
 
 int slot_table_init(slot_table *t, uint32_t max); /* 0 or -errno */
 void slot_table_destroy(slot_table *t);
+/* Gives the table n caches (zeroed, empty); 0 or -ENOMEM. Freed by slot_table_destroy. */
+int slot_caches_init(slot_table *t, int n);
+static inline slot_cache *slot_cache_at(slot_table *t, int i)
+{
+    return i >= 0 && i < t->ncaches ? &t->caches[i] : NULL;
+}
 /* Claims a vacant slot (one lock, one pop: claim-or-report, no check-then-act).
- * Returns its index, with the word at (gen, VACANT), or -1 when the slab is full. */
+ * Returns its index, with the word at (gen, VACANT), or -1 when the slab is full. With
+ * caches, a claim that finds the table's list empty takes a slot from a cache, and fails
+ * only when every slot is claimed (a slot on its way back is waited for). */
 int64_t slot_claim(slot_table *t);
+/* The same, from cache c first (NULL: the table). */
+int64_t slot_claim_cached(slot_table *t, slot_cache *c);
 /* Ends a tenancy: the generation advances (wrapping within 29 bits, skipping 0),
  * the state returns to VACANT and the index goes back on the free list. */
 void slot_release(slot_table *t, uint32_t index);
+/* The same into cache c (NULL: the table's list); a full cache gives its older half back to
+ * the table's list under one lock. */
+void slot_release_cached(slot_table *t, slot_cache *c, uint32_t index);
+/* Gives every slot of cache c back to the table's list (a scheduler about to sleep: the
+ * slots it freed are the next spawns' anywhere, as they were before caches). */
+void slot_cache_flush(slot_table *t, slot_cache *c);
 static inline slot *slot_at(slot_table *t, uint32_t index) { return &t->slots[index]; }
 /* The slot a pid names, or NULL if the index is out of range. */
 slot *slot_of(slot_table *t, uint64_t pid);

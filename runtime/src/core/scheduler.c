@@ -42,6 +42,8 @@
 #define YIELDED_SHARE 4
 /* how many actors in a row a scheduler takes from its runnext */
 #define RUNNEXT_STREAK 32
+/* one new-actor pick in this many takes the shared new queue ahead of the spawn stack */
+#define NEW_FIFO_TURN 256
 
 /* initial-exec: a load from the thread pointer, not a __tls_get_addr call (the code is PIC
  * for the shared library) */
@@ -206,6 +208,66 @@ static void enqueue_new(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
+/* Spawned actors wait on their scheduler's spawn stack, the newest on top. A tree of actors
+ * that spawn and then wait for their children (skynet) so runs depth-first: few of them are
+ * alive at once, and each new one boots on the state and C stack that the one before just
+ * gave back, in a warm cache. In one FIFO it ran breadth-first, and of skynet's million
+ * actors some 700,000 were alive at once (2.9 GB, most of the time in page faults). An idle
+ * sibling takes the oldest (the largest subtree, as in work stealing). A full stack moves its
+ * oldest to the shared new queue, which goes first one pick in NEW_FIFO_TURN, so no new actor
+ * waits for more than a bounded number of spawns and picks. */
+static void push_spawned(sched *s, uint32_t idx)
+{
+    uint32_t spilled;
+    if (spawnstack_push(&s->spawned, idx, &spilled))
+        runq_push(s->rt->rq_new, spilled);
+    wake_for_work(s->rt);
+}
+
+/* The next new actor for s: its own newest, or one of the shared new queue. */
+static inline int pop_new(sched *s, uint32_t *idx)
+{
+    if ((++s->new_turn % NEW_FIFO_TURN) == 0 && runq_pop(s->rt->rq_new, idx))
+        return 1;
+    return spawnstack_pop_newest(&s->spawned, idx) || runq_pop(s->rt->rq_new, idx);
+}
+
+/* An idle scheduler takes the oldest new actor of a sibling's spawn stack. */
+static int steal_spawned(sched *s, uint32_t *idx)
+{
+    smarm_runtime *rt = s->rt;
+    for (int i = 0; i < sched_total(rt); i++) {
+        sched *o = &rt->scheds[i];
+        if (o != s && spawnstack_pop_oldest(&o->spawned, idx))
+            return 1;
+    }
+    return 0;
+}
+
+/* Moves the new actors on from's spawn stack, oldest first so their order stays: to the
+ * stack of `to` (a spare that stands in for from), or to the shared new queue (a spare that
+ * retires). Not into the shared queue on a cover: a FIFO runs a tree breadth-first. */
+static void move_spawned(sched *from, sched *to)
+{
+    uint32_t idx, spilled;
+    while (spawnstack_pop_oldest(&from->spawned, &idx)) {
+        if (!to)
+            runq_push(from->rt->rq_new, idx);
+        else if (spawnstack_push(&to->spawned, idx, &spilled))
+            runq_push(from->rt->rq_new, spilled);
+    }
+    wake_for_work(from->rt);
+}
+
+/* New actors waiting on the spawn stacks (approximate). */
+static uint32_t spawned_waiting(smarm_runtime *rt)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < sched_total(rt); i++)
+        n += spawnstack_size(&rt->scheds[i].spawned);
+    return n;
+}
+
 /* An actor preempted in a slice in which it spawned: ahead of the new actors, its own
  * among them, so a spawner is not held up by the first slices of what it spawns (a root
  * spawning 10,000 CPU-bound actors waited for most of their boots); woken actors still
@@ -230,17 +292,20 @@ static inline uint32_t queued(smarm_runtime *rt)
 }
 
 /* Woken, spawning or new actors wait (approximate): a slice taken ahead of them is short. */
-static inline int fresh_queued(smarm_runtime *rt)
+static inline int fresh_queued(sched *s)
 {
+    smarm_runtime *rt = s->rt;
     return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
-               runq_size_approx(rt->rq_new) >
+               runq_size_approx(rt->rq_new) + spawnstack_size(&s->spawned) >
            0;
 }
 
-/* The next actor of the shared queues, in their order: woken, spawning, new, yielded. */
-static inline int pop_shared(smarm_runtime *rt, uint32_t *idx)
+/* The next actor of the shared queues, in their order: woken, spawning, new (s's spawn stack
+ * with the shared new queue), yielded. */
+static inline int pop_shared(sched *s, uint32_t *idx)
 {
-    return runq_pop(rt->rq, idx) || runq_pop(rt->rq_spawner, idx) || runq_pop(rt->rq_new, idx) ||
+    smarm_runtime *rt = s->rt;
+    return runq_pop(rt->rq, idx) || runq_pop(rt->rq_spawner, idx) || pop_new(s, idx) ||
            runq_pop(rt->rq_yield, idx);
 }
 
@@ -268,7 +333,7 @@ actor *sched_stuck_actor(sched *s, uint64_t now, uint64_t not_before, uint64_t g
 
 int sched_work_waiting(smarm_runtime *rt, uint64_t now)
 {
-    if (queued(rt) > 0 || timers_earliest(&rt->tm) <= now)
+    if (queued(rt) > 0 || timers_earliest(&rt->tm) <= now || spawned_waiting(rt) > 0)
         return 1;
     for (int i = 0; i < sched_total(rt); i++) {
         sched *s = &rt->scheds[i];
@@ -451,7 +516,21 @@ static void fire_due_timers(smarm_runtime *rt)
 
 /* ---- spawn and send ---- */
 
-int64_t sched_reserve_slot(smarm_runtime *rt) { return slot_claim(&rt->slots); }
+/* The calling scheduler's cache of free slots (NULL on other threads: a host's, a pool's):
+ * a slot an actor's death freed here is claimed by the next spawn here, with its record in
+ * this core's cache, and the table's lock is seldom taken (base/slot.h). */
+static __attribute__((noinline)) slot_cache *own_slot_cache(smarm_runtime *rt)
+{
+    /* the thread's own sched, read here: noinline, so no caller keeps the TLS address across
+     * a switch (see sched_current) */
+    sched *s = tls_sched;
+    return s && s->rt == rt && s->kind == SCHED_LOOP ? slot_cache_at(&rt->slots, s->id) : NULL;
+}
+
+int64_t sched_reserve_slot(smarm_runtime *rt)
+{
+    return slot_claim_cached(&rt->slots, own_slot_cache(rt));
+}
 
 void sched_unreserve_slot(smarm_runtime *rt, int64_t idx)
 {
@@ -461,7 +540,7 @@ void sched_unreserve_slot(smarm_runtime *rt, int64_t idx)
 int sched_spawn(smarm_runtime *rt, int boot_kind, char *payload, size_t len, spawn_opts *opts,
                 uint64_t parent, uint64_t *pid_out)
 {
-    int64_t idx = slot_claim(&rt->slots);
+    int64_t idx = slot_claim_cached(&rt->slots, own_slot_cache(rt));
     if (idx < 0)
         return SMARM_ECAPACITY; /* the payload stays the caller's */
     return sched_spawn_reserved(rt, idx, boot_kind, payload, len, opts, parent, pid_out);
@@ -532,8 +611,11 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
     /* the newest runs next where it was spawned (its runnext), as a woken actor does: what
      * a spawner makes last is what it waits for first (a reply, an init ack); the one it
      * displaces joins the new queue */
-    if (spawner && cs->kind == SCHED_LOOP && (idx = swap_runnext(cs, (uint32_t)idx)) < 0)
+    if (spawner && cs->kind == SCHED_LOOP) {
+        if ((idx = swap_runnext(cs, (uint32_t)idx)) >= 0)
+            push_spawned(cs, (uint32_t)idx);
         return 0;
+    }
     enqueue_new(rt, (uint32_t)idx);
     return 0;
 }
@@ -664,7 +746,7 @@ static void finalize(smarm_runtime *rt, actor *a)
     int was_host = atomic_load_explicit(&a->run.host, memory_order_relaxed) != NULL;
     /* a waker that read the pointer before this still finds the host (freed with the runtime) */
     atomic_store_explicit(&a->run.host, NULL, memory_order_release);
-    slot_release(&rt->slots, idx);
+    slot_release_cached(&rt->slots, own_slot_cache(rt), idx);
     if (was_host)
         return;
     if (was_root)
@@ -879,7 +961,7 @@ static int next_runnable(sched *s, uint32_t *idx)
     int yielded_first = (++s->picks % YIELDED_SHARE) == 0;
     int yielded = yielded_first && runq_pop(rt->rq_yield, idx);
     if (yielded)
-        s->short_slice = fresh_queued(rt);
+        s->short_slice = fresh_queued(s);
     /* the home queue holds woken actors: it takes turns with the woken queue (neither starves
      * the other), ahead of the spawning, new and yielded ones */
     int home_first = !yielded && s->homeq && (++s->home_turn & 1);
@@ -888,9 +970,9 @@ static int next_runnable(sched *s, uint32_t *idx)
     int got = yielded || runq_pop(rt->rq, idx);
     if (!got && !home_first && s->homeq && pop_home(s, idx))
         return 1;
-    if (got || pop_shared(rt, idx)) {
+    if (got || pop_shared(s, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel */
-        if (queued(rt) > 0)
+        if (queued(rt) > 0 || spawnstack_size(&s->spawned) > 0)
             wake_for_work(rt);
         return 1;
     }
@@ -900,7 +982,7 @@ static int next_runnable(sched *s, uint32_t *idx)
         *idx = n - 1;
         return 1;
     }
-    return unpin(s, idx);
+    return unpin(s, idx) || steal_spawned(s, idx);
 }
 
 /* Takes one actor from o's home queue if o shares it (it has not run out of work for a
@@ -934,7 +1016,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
         seen[i] = atomic_load_explicit(&rt->scheds[i].switches, memory_order_relaxed);
     int found = 0;
     for (int i = 0; !found; i++) {
-        if (pop_shared(rt, idx) || (s->homeq && runq_pop(s->homeq, idx))) {
+        if (pop_shared(s, idx) || (s->homeq && runq_pop(s->homeq, idx)) || steal_spawned(s, idx)) {
             found = 1;
             break;
         }
@@ -1058,6 +1140,7 @@ static void spare_retire(sched *s)
     atomic_store(&rt->scheds[s->cover].covered, 0);
     fire_due_timers(rt);
     sched_release_runnext(s);
+    move_spawned(s, NULL);
     if (queued(rt) > 0)
         wake_for_work(rt);
     if (timers_earliest(&rt->tm) != UINT64_MAX)
@@ -1251,10 +1334,13 @@ static int sched_loop(sched *s)
             if (t != UINT64_MAX && (!deadline || t < deadline))
                 deadline = t;
         }
-        if (deadline && deadline <= park_now_ns())
+        if (deadline && deadline <= park_now_ns()) {
             park_set_idle_cancel(&rt->parks, s->id);
-        else
+        } else {
+            /* an idle scheduler holds no free slots: they are the next spawns' anywhere */
+            slot_cache_flush(&rt->slots, slot_cache_at(&rt->slots, s->id));
             park_or_poll(s, deadline);
+        }
         preempt_busy(rt);
         if (keeper)
             atomic_store(&rt->timekeeper, -1);
@@ -1332,6 +1418,7 @@ int sched_cover_stuck(smarm_runtime *rt, int i, uint64_t sw)
     /* before the release: what the poller places after it goes elsewhere */
     atomic_store(&rt->scheds[i].covered, 1);
     sched_release_runnext(&rt->scheds[i]);
+    move_spawned(&rt->scheds[i], pick);
     uint32_t was = atomic_exchange_explicit(&pick->spare_state, SPARE_ACTIVE, memory_order_acq_rel);
     if (was == SPARE_OFF) {
         if (start_thread(pick, spare_main) != 0) {
@@ -1395,7 +1482,8 @@ int sched_start(smarm_runtime *rt)
         return SMARM_ENOMEM;
     }
     rt->scheds = sched_alloc(total);
-    int homes = rt->scheds != NULL;
+    int homes =
+        rt->scheds != NULL && (rt->slots.caches || slot_caches_init(&rt->slots, total) == 0);
     for (int i = 0; homes && i < n; i++)
         homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL;
     if (!homes || blocking_pool_init(rt) != 0) {

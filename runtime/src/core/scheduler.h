@@ -9,6 +9,7 @@
 #include "core/actor.h"
 #include "base/wire.h"
 #include "base/heap.h"
+#include "base/spawnstack.h"
 #include "core/runtime.h"
 
 /* What a thread with a sched runs: the scheduler loop, or actors inside smarm.blocking
@@ -76,6 +77,11 @@ typedef struct sched {
      * one actor for too long: a C call, or its thread waiting for a CPU) */
     _Atomic uint64_t runnext_released;
     struct trace_ring *trace; /* trace.c: this scheduler's events, NULL when off */
+    /* actors spawned here that wait for their first run, the newest on top: this scheduler
+     * runs the newest first, an idle sibling takes the oldest (scheduler.c, push_spawned) */
+    spawnstack spawned;
+    /* counts new-actor picks: one in NEW_FIFO_TURN takes the shared new queue first */
+    uint32_t new_turn;
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };
