@@ -317,9 +317,11 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
 int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll)
 {
     unsigned ev = 0;
-    net_obj *o = net_obj_at(L, 1);
-    if (poll && o->s)
-        io_sock_undrain(o->s); /* a poll does not wait: its try must read */
+    if (poll) {
+        net_obj *o = net_obj_at(L, 1);
+        if (o->s)
+            io_sock_undrain(o->s); /* a poll does not wait: its try must read */
+    }
     int r = op->try(L, 1, &ev);
     return r >= 0 ? r : net_block(L, op, 1, ev, deadline, poll);
 }

@@ -1247,9 +1247,19 @@ const char *ljx_string_at(lua_State *L, int idx, size_t *len)
 
 void *ljx_udata_at(lua_State *L, int idx, size_t size)
 {
-    cTValue *o = idx > 0 ? L->base + (idx - 1) : L->top + idx;
-    if (idx == 0 || idx <= LUA_REGISTRYINDEX || o < L->base || o >= L->top || !tvisudata(o) ||
-        udataV(o)->len != size)
+    cTValue *o;
+    if (idx > 0) {
+        o = L->base + (idx - 1);
+        if (o >= L->top)
+            return NULL;
+    } else {
+        if (idx == 0 || idx <= LUA_REGISTRYINDEX)
+            return NULL;
+        o = L->top + idx;
+        if (o < L->base)
+            return NULL;
+    }
+    if (!tvisudata(o) || udataV(o)->len != size)
         return NULL;
     return uddata(udataV(o));
 }
