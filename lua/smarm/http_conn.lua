@@ -146,6 +146,28 @@ local function add_headers(headers, n, name, value)
    return add_headers(headers, m, next(headers, name))
 end
 
+-- The last response built and its pieces (the body last): a handler that answers the same
+-- bytes again (the same status line, Date line, header lines and body: strings are interned,
+-- so each comparison is one of addresses) gets the same string back, without a concat (a
+-- copy, a new string to hash, and later one more to collect). Only small bodies: the pieces
+-- keep the body alive until the next response.
+local last_pieces, last_n, last_resp = {}, 0, nil
+local MAX_KEPT_BODY = 1024
+
+-- Whether pieces[i..n] are last_pieces[i..n] (tail calls: see add_headers).
+local function same_pieces(i, n)
+   if i > n then return true end
+   if pieces[i] ~= last_pieces[i] then return false end
+   return same_pieces(i + 1, n)
+end
+
+-- Copies pieces[i..n] to last_pieces.
+local function keep_pieces(i, n)
+   if i > n then return end
+   last_pieces[i] = pieces[i]
+   return keep_pieces(i + 1, n)
+end
+
 -- One response as a string (M.response), with date its Date line.
 local function build(status, headers, body, connection, head, date)
    if type(status) ~= "number" or status % 1 ~= 0 or status < 100 or status > 999 then
@@ -187,9 +209,19 @@ local function build(status, headers, body, connection, head, date)
    n = n + 1
    pieces[n] = "\r\n"
    if head or bodiless then return concat(pieces, "", 1, n), says_close end
-   pieces[n + 1] = body
-   local resp = concat(pieces, "", 1, n + 1)
-   pieces[n + 1] = false -- the table does not keep a big body alive
+   n = n + 1
+   pieces[n] = body
+   if #body > MAX_KEPT_BODY then
+      local resp = concat(pieces, "", 1, n)
+      pieces[n] = false -- the table does not keep a big body alive
+      return resp, says_close
+   end
+   if n == last_n and body == last_pieces[n] and same_pieces(1, n - 1) then
+      return last_resp, says_close
+   end
+   local resp = concat(pieces, "", 1, n)
+   keep_pieces(1, n)
+   last_n, last_resp = n, resp
    return resp, says_close
 end
 

@@ -229,7 +229,11 @@ function M.request_head(buf, pos, max, grammar_only)
    -- most requests have no empty lines before them: skip the match then
    local start = pos
    if byte(buf, pos) == 13 then start = match(empty_lines, buf, pos) end
-   local stop = find(buf, "\r\n\r\n", start, true)
+   -- A read that is one whole head kept before ends where that head did (a head is kept
+   -- cut at its first CRLF CRLF): no search for the end. A client that waits for each
+   -- answer sends one head per read.
+   local kept = start == 1 and not grammar_only and heads[buf]
+   local stop = kept and #buf - 3 or find(buf, "\r\n\r\n", start, true)
    if not stop then
       -- the request line, if it has ended, must already be valid
       local eol = find(buf, "\r\n", start, true)
@@ -251,8 +255,11 @@ function M.request_head(buf, pos, max, grammar_only)
    h.host, h["user-agent"], h.accept, h.connection = nil, nil, nil, nil
    local method, path, q, major, minor, next
    if not grammar_only then
-      local head = (start == 1 and stop + 3 == #buf) and buf or sub(buf, start, stop + 3)
-      local kept = heads[head]
+      local head = buf
+      if not kept and not (start == 1 and stop + 3 == #buf) then -- (buf: looked up above)
+         head = sub(buf, start, stop + 3)
+         kept = heads[head]
+      end
       if kept then
          method, path, q, major, minor, next = kept[1], kept[2], kept[3] or nil, kept[4],
             kept[5], stop + 4

@@ -271,6 +271,23 @@ describe("http.response", function()
       assert.same({ nil, "bad header name 7" }, { http.response(200, { [7] = "v" }, "") })
    end)
 
+   it("answers the same pieces with the same string, and any changed piece anew", function()
+      local headers = { ["X-A"] = "a" }
+      local first = assert(http.response(200, headers, "same"))
+      assert.are.equal(first, http.response(200, headers, "same"))
+      headers["X-A"] = "b" -- the same table, another value
+      local changed = assert(http.response(200, headers, "same"))
+      assert.truthy(changed:find("\r\nX-A: b\r\n", 1, true))
+      assert.falsy(changed:find("X-A: a", 1, true))
+      assert.are.equal("other", responses(http.response(200, headers, "other"))[1].body)
+      assert.are.equal(404, responses(http.response(404, headers, "other"))[1].status)
+      local s = http.response(200, headers, "other", "close")
+      assert.truthy(s:find("\r\nConnection: close\r\n", 1, true))
+      local big = string.rep("x", 5000) -- not kept: still whole
+      assert.are.equal(big, responses(http.response(200, headers, big))[1].body)
+      assert.are.equal(big, responses(http.response(200, headers, big))[1].body)
+   end)
+
    it("refuses what cannot be sent: bad status, body, header names and values", function()
       assert.is_nil(http.response(99, nil, ""))
       assert.is_nil(http.response(200.5, nil, ""))

@@ -85,10 +85,8 @@ static netpoll *netpoll_of(lua_State *L) { return &luavm_runtime(L)->np; }
 
 static net_obj *to_obj(lua_State *L, int idx)
 {
-    if (lua_type(L, idx) != LUA_TUSERDATA || lua_objlen(L, idx) != sizeof(net_obj))
-        return NULL;
-    net_obj *o = lua_touserdata(L, idx);
-    return o->magic == obj_magic() ? o : NULL;
+    net_obj *o = ljx_udata_at(L, idx, sizeof(net_obj));
+    return o && o->magic == obj_magic() ? o : NULL;
 }
 
 /* The object of kind at idx; a closed one is returned (its methods answer "closed"), one
@@ -228,7 +226,7 @@ int net_fail_plain(lua_State *L, int base, const char *err)
  * again instead of parking), or -errno. */
 static int arm(lua_State *L, actor *a, int base, unsigned ev)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     if (ev == 0) {
         sched_arm_wake(a, o->backoff_until);
         return 0;
@@ -271,7 +269,7 @@ static int net_cont(actor *a, lua_State *L)
     /* the arguments pushed at base.., and the slots cleared at once: the values live on
      * the stack while the continuation runs */
     ljx_slots_take(L, t, n - 1);
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     if (o->s)
         io_sock_take_ready(o->s);
     int r = try_or_arm(L, a, op, base, a->run.deadline);
@@ -319,9 +317,11 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
 int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll)
 {
     unsigned ev = 0;
-    net_obj *o = lua_touserdata(L, 1);
-    if (poll && o->s)
-        io_sock_undrain(o->s); /* a poll does not wait: its try must read */
+    if (poll) {
+        net_obj *o = net_obj_at(L, 1);
+        if (o->s)
+            io_sock_undrain(o->s); /* a poll does not wait: its try must read */
+    }
     int r = op->try(L, 1, &ev);
     return r >= 0 ? r : net_block(L, op, 1, ev, deadline, poll);
 }

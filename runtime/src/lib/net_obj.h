@@ -12,6 +12,7 @@
 #include <lua.h>
 
 #include "io/sock.h"
+#include "vm/ljx.h"
 
 enum net_obj_state { OBJ_OPEN, OBJ_CLOSED, OBJ_SENT };
 
@@ -30,6 +31,12 @@ extern const luaL_Reg net_tcp_methods[], net_server_methods[], net_udp_methods[]
 /* The object of kind (0: any) at idx; a closed one is returned (its methods answer
  * "closed"), one sent to another actor raises, naming fname. */
 net_obj *net_check_obj(lua_State *L, int idx, int kind, const char *fname);
+/* The object at idx that the method has already checked (its tries and its wait read it
+ * again, one call where lua_touserdata takes two). */
+static inline net_obj *net_obj_at(lua_State *L, int idx)
+{
+    return ljx_udata_at(L, idx, sizeof(net_obj));
+}
 /* Pushes a closed object of kind: a handle is attached once it exists, so a memory error
  * raised while making the object can leak no fd. */
 net_obj *net_new_obj(lua_State *L, int kind);

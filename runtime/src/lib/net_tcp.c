@@ -30,17 +30,18 @@ LUA_UNWOUND_BEGIN
 static int check_pattern(lua_State *L, int idx, size_t *n)
 {
     *n = 0;
-    if (lua_type(L, idx) == LUA_TNUMBER) {
-        double d = lua_tonumber(L, idx);
+    size_t len;
+    const char *p = ljx_string_at(L, idx, &len);
+    if (p && len == 2 && p[0] == '*' && (p[1] == 'r' || p[1] == 'l' || p[1] == 'a'))
+        return p[1];
+    double d;
+    if (!p && ljx_number_at(L, idx, &d)) {
         if (!(d >= 0 && d <= (double)WIRE_MAX_BYTES) || d != (double)(size_t)d)
             luaL_error(L, "sock:recv: a byte count must be an integer from 0 to 2^30, got %s",
                        lua_tostring(L, idx));
         *n = (size_t)d;
         return 'n';
     }
-    const char *p = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
-    if (p && (strcmp(p, "*l") == 0 || strcmp(p, "*a") == 0 || strcmp(p, "*r") == 0))
-        return p[1];
     return luaL_error(L,
                       "sock:recv: bad pattern (a byte count, \"*l\", \"*a\" or \"*r\" expected, "
                       "got %s)",
@@ -49,14 +50,18 @@ static int check_pattern(lua_State *L, int idx, size_t *n)
 
 /* The pattern at idx, already checked by sock:recv (a try runs once or more per call, the
  * continuation's tries on the anchored copy of the same value): check_pattern's answer
- * without its string comparisons. */
+ * without its checks. */
 static int checked_pattern(lua_State *L, int idx, size_t *n)
 {
-    if (lua_type(L, idx) == LUA_TSTRING) {
+    size_t len;
+    const char *p = ljx_string_at(L, idx, &len);
+    if (p) {
         *n = 0;
-        return lua_tostring(L, idx)[1];
+        return p[1];
     }
-    *n = (size_t)lua_tonumber(L, idx);
+    double d = 0;
+    ljx_number_at(L, idx, &d);
+    *n = (size_t)d;
     return 'n';
 }
 
@@ -73,7 +78,7 @@ static void take_bytes(lua_State *L, io_sock *s, size_t n, size_t keep)
 /* recv's results after err: nil, err, and whatever was buffered (taken) as the partial. */
 static int recv_fail(lua_State *L, int base, const char *err)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     lua_pushnil(L);
     lua_pushstring(L, err);
     if (o->s)
@@ -107,7 +112,7 @@ static long recv_direct(lua_State *L, io_sock *s)
 
 static int recv_try(lua_State *L, int base, unsigned *ev)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     size_t n;
     int pat = checked_pattern(L, base + 1, &n);
     io_sock *s = o->s;
@@ -184,7 +189,7 @@ static int l_tcp_recv(lua_State *L)
 
 static int send_fail(lua_State *L, int base, const char *err)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     lua_pushnil(L);
     lua_pushstring(L, err);
     lua_pushnumber(L, o->s ? (double)o->s->woff : 0);
@@ -193,9 +198,9 @@ static int send_fail(lua_State *L, int base, const char *err)
 
 static int send_try(lua_State *L, int base, unsigned *ev)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     size_t len;
-    const char *p = lua_tolstring(L, base + 1, &len);
+    const char *p = ljx_string_at(L, base + 1, &len);
     io_sock *s = o->s;
     if (!s)
         return send_fail(L, base, "closed");
@@ -228,7 +233,8 @@ static const net_op send_op = {send_try, send_fail};
 static int l_tcp_send(lua_State *L)
 {
     net_obj *o = net_check_obj(L, 1, IO_TCP, "sock:send");
-    if (lua_type(L, 2) != LUA_TSTRING)
+    size_t len;
+    if (!ljx_string_at(L, 2, &len))
         return luaL_error(L, "sock:send: data must be a string, got %s", luaL_typename(L, 2));
     int poll;
     uint64_t deadline = lib_check_timeout(L, 3, "sock:send", &poll);
@@ -281,7 +287,7 @@ static int l_tcp_shutdown(lua_State *L)
 
 static int accept_try(lua_State *L, int base, unsigned *ev)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     if (!o->s)
         return net_push_fail(L, "closed");
     if (o->backoff_until) {
@@ -376,13 +382,13 @@ fail : {
 
 static int connect_fail(lua_State *L, int base, const char *err)
 {
-    net_close_obj(lua_touserdata(L, base));
+    net_close_obj(net_obj_at(L, base));
     return net_push_fail(L, err);
 }
 
 static int connect_try(lua_State *L, int base, unsigned *ev)
 {
-    net_obj *o = lua_touserdata(L, base);
+    net_obj *o = net_obj_at(L, base);
     if (!io_fd_ready(o->s->fd, NETPOLL_WRITE)) {
         *ev = NETPOLL_WRITE;
         return -1;

@@ -1235,3 +1235,31 @@ int ljx_number_at(lua_State *L, int idx, double *d)
     *d = numV(o);
     return 1;
 }
+
+const char *ljx_string_at(lua_State *L, int idx, size_t *len)
+{
+    cTValue *o = L->base + (idx - 1);
+    if (idx <= 0 || o >= L->top || !tvisstr(o))
+        return NULL;
+    *len = strV(o)->len;
+    return strVdata(o);
+}
+
+void *ljx_udata_at(lua_State *L, int idx, size_t size)
+{
+    cTValue *o;
+    if (idx > 0) {
+        o = L->base + (idx - 1);
+        if (o >= L->top)
+            return NULL;
+    } else {
+        if (idx == 0 || idx <= LUA_REGISTRYINDEX)
+            return NULL;
+        o = L->top + idx;
+        if (o < L->base)
+            return NULL;
+    }
+    if (!tvisudata(o) || udataV(o)->len != size)
+        return NULL;
+    return uddata(udataV(o));
+}

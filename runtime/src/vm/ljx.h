@@ -59,6 +59,13 @@ void ljx_read(lua_State *L, int idx, ljx_val *v);
 /* If the value at stack index idx (> 0) is a number, stores it in *d and returns 1; else 0.
  * lua_type and lua_tonumber take ~70 instructions between them (a pid on every send). */
 int ljx_number_at(lua_State *L, int idx, double *d);
+/* The string at stack index idx (> 0) and its length in *len, or NULL when the value is not a
+ * string (no conversion of numbers, unlike lua_tolstring). */
+const char *ljx_string_at(lua_State *L, int idx, size_t *len);
+/* The block of the full userdata at stack index idx (> 0, or a negative index from the top)
+ * when its size is size, else NULL: lua_type, lua_objlen and lua_touserdata in one call (a
+ * socket's methods check their object on every call). */
+void *ljx_udata_at(lua_State *L, int idx, size_t size);
 /* The pointer of a light userdata read by ljx (its bits), in L's state. */
 void *ljx_lightud(lua_State *L, uint64_t bits);
 size_t ljx_table_len(const void *table);                      /* raw #t (a border) */
