@@ -30,7 +30,8 @@ int spawnstack_push(spawnstack *s, uint32_t v, uint32_t *spilled)
     return spill;
 }
 
-int spawnstack_pop_newest(spawnstack *s, uint32_t *v)
+/* Takes the newest entry (the owner) or the oldest (a thief, a spill). */
+static int pop_end(spawnstack *s, uint32_t *v, int newest)
 {
     if (spawnstack_size(s) == 0)
         return 0;
@@ -38,7 +39,12 @@ int spawnstack_pop_newest(spawnstack *s, uint32_t *v)
     spin_lock(&s->lock);
     uint32_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
     if (n) {
-        *v = s->v[(s->oldest + n - 1) & MASK];
+        if (newest) {
+            *v = s->v[(s->oldest + n - 1) & MASK];
+        } else {
+            *v = s->v[s->oldest];
+            s->oldest = (s->oldest + 1) & MASK;
+        }
         atomic_store_explicit(&s->n, n - 1, memory_order_relaxed);
         got = 1;
     }
@@ -46,19 +52,6 @@ int spawnstack_pop_newest(spawnstack *s, uint32_t *v)
     return got;
 }
 
-int spawnstack_pop_oldest(spawnstack *s, uint32_t *v)
-{
-    if (spawnstack_size(s) == 0)
-        return 0;
-    int got = 0;
-    spin_lock(&s->lock);
-    uint32_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
-    if (n) {
-        *v = s->v[s->oldest];
-        s->oldest = (s->oldest + 1) & MASK;
-        atomic_store_explicit(&s->n, n - 1, memory_order_relaxed);
-        got = 1;
-    }
-    spin_unlock(&s->lock);
-    return got;
-}
+int spawnstack_pop_newest(spawnstack *s, uint32_t *v) { return pop_end(s, v, 1); }
+
+int spawnstack_pop_oldest(spawnstack *s, uint32_t *v) { return pop_end(s, v, 0); }
