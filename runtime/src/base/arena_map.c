@@ -37,6 +37,12 @@ struct arena_map {
 
 typedef arena_map *running_fn(void);
 
+/* x rounded up to a multiple of a (a power of two) */
+static inline uintptr_t round_up(uintptr_t x, uintptr_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* len rounded up to whole pages (LuaJIT's lengths are, but a munmap's need not be) */
+static size_t whole_pages(size_t len) { return round_up(len, (uintptr_t)sysconf(_SC_PAGESIZE)); }
+
 /* One lock for every reservation and the registry: taken once per piece (128 KiB or more),
  * never on LuaJIT's allocation path otherwise. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,14 +61,14 @@ static size_t reserve_size(void)
         return s;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     s = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-    s = (s + ((size_t)1 << 30) - 1) & ~(((size_t)1 << 30) - 1);
+    s = round_up(s, (size_t)1 << 30);
     if (s < ((size_t)1 << 30))
         s = (size_t)1 << 30;
     if (s > ((size_t)64 << 30))
         s = (size_t)64 << 30;
     struct rlimit as;
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur / 8 < s)
-        s = ((size_t)as.rlim_cur / 8 + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        s = round_up((size_t)as.rlim_cur / 8, HUGE_PAGE);
     atomic_store_explicit(&size, s, memory_order_relaxed);
     return s;
 }
@@ -132,7 +138,7 @@ arena_map *arena_map_new(void)
         free(m);
         return NULL;
     }
-    char *b = (char *)(((uintptr_t)r + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    char *b = (char *)round_up((uintptr_t)r, HUGE_PAGE);
     if (b > r)
         munmap(r, (size_t)(b - r));
     munmap(b + size, (size_t)(r + HUGE_PAGE - b));
@@ -154,8 +160,7 @@ arena_map *arena_map_new(void)
 /* Gives the cached pages past the bound back to the system (under the lock). */
 static void trim_cache(arena_map *m, size_t bound)
 {
-    char *keep = m->top + bound;
-    keep = (char *)(((uintptr_t)keep + COMMIT_STEP - 1) & ~(uintptr_t)(COMMIT_STEP - 1));
+    char *keep = (char *)round_up((uintptr_t)(m->top + bound), COMMIT_STEP);
     if (keep >= m->hw)
         return;
     (void)madvise(keep, (size_t)(m->hw - keep), MADV_DONTNEED);
@@ -218,7 +223,7 @@ static int commit(arena_map *m, char *upto)
 {
     if (upto <= m->hw)
         return 1;
-    char *to = (char *)(((uintptr_t)upto + COMMIT_STEP - 1) & ~(uintptr_t)(COMMIT_STEP - 1));
+    char *to = (char *)round_up((uintptr_t)upto, COMMIT_STEP);
     if (to > m->end)
         to = m->end;
     if (mprotect(m->hw, (size_t)(to - m->hw), PROT_READ | PROT_WRITE) != 0)
@@ -285,9 +290,8 @@ void *smarm_arena_mmap(void *addr, size_t len, int prot, int flags, int fd, off_
     }
     if (m && fd == -1 && (flags & MAP_ANONYMOUS) && !(flags & (MAP_FIXED | MAP_SHARED)) &&
         prot == (PROT_READ | PROT_WRITE)) {
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
         mutex_lock(&lock);
-        void *p = take(m, (len + page - 1) & ~(page - 1));
+        void *p = take(m, whole_pages(len));
         mutex_unlock(&lock);
         if (p)
             return p;
@@ -301,10 +305,8 @@ int smarm_arena_munmap(void *addr, size_t len)
     mutex_lock(&lock);
     arena_map *m = find(addr);
     int gone = 0;
-    if (m) {
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
-        gone = give(m, addr, (len + page - 1) & ~(page - 1));
-    }
+    if (m)
+        gone = give(m, addr, whole_pages(len));
     mutex_unlock(&lock);
     if (gone)
         destroy(m);
@@ -325,10 +327,9 @@ void *smarm_arena_mremap(void *old, size_t old_len, size_t new_len, int flags, .
     void *r = MAP_FAILED;
     int gone = 0;
     if (m) {
-        size_t page = (size_t)sysconf(_SC_PAGESIZE);
         char *p = old;
-        old_len = (old_len + page - 1) & ~(page - 1);
-        new_len = (new_len + page - 1) & ~(page - 1);
+        old_len = whole_pages(old_len);
+        new_len = whole_pages(new_len);
         if (new_len <= old_len) {
             if (new_len < old_len)
                 gone = give(m, p + new_len, old_len - new_len);

@@ -174,25 +174,28 @@ static void vacate(slot_table *t, uint32_t index)
     }
 }
 
+/* Puts the n slots of idx on the table's list, the last on top. */
+static void push_free(slot_table *t, const uint32_t *idx, uint32_t n)
+{
+    slot_lock(&t->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        t->slots[idx[i]].free_next = t->free_head;
+        t->free_head = idx[i] + 1;
+    }
+    slot_unlock(&t->lock);
+}
+
 void slot_release(slot_table *t, uint32_t index)
 {
     vacate(t, index);
-    slot_lock(&t->lock);
-    t->slots[index].free_next = t->free_head;
-    t->free_head = index + 1;
-    slot_unlock(&t->lock);
+    push_free(t, &index, 1);
     atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
 }
 
 /* Under c's lock: its oldest n slots go on the table's list, the newest of them on top. */
 static void give_back(slot_table *t, slot_cache *c, uint32_t n)
 {
-    slot_lock(&t->lock);
-    for (uint32_t i = 0; i < n; i++) {
-        t->slots[c->idx[i]].free_next = t->free_head;
-        t->free_head = c->idx[i] + 1;
-    }
-    slot_unlock(&t->lock);
+    push_free(t, c->idx, n);
     uint32_t left = atomic_load_explicit(&c->n, memory_order_relaxed) - n;
     memmove(c->idx, c->idx + n, left * sizeof c->idx[0]);
     atomic_store_explicit(&c->n, left, memory_order_relaxed);

@@ -1206,7 +1206,9 @@ static void place_polled(smarm_runtime *rt, sched *s, uint32_t idx, int busy)
  * keeps again (place_polled) */
 static void note_drained(sched *s)
 {
-    atomic_store_explicit(&s->drains, s->drains + 1, memory_order_relaxed);
+    /* only s writes it: a load and a store, no locked add */
+    atomic_store_explicit(&s->drains, atomic_load_explicit(&s->drains, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (atomic_load_explicit(&s->home_shared, memory_order_relaxed))
         atomic_store_explicit(&s->home_shared, 0, memory_order_relaxed);
 }

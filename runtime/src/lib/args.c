@@ -58,10 +58,8 @@ uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
          * node for it, a line of its own that is cold in a woken actor (every plain recv()) */
         if (idx > lua_gettop(L) || lua_isnil(L, idx))
             return 0;
-        if (lua_type(L, idx) != LUA_TNUMBER)
-            luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
-                       luaL_typename(L, idx));
-        t = lua_tonumber(L, idx); /* a negative idx */
+        luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
+                   luaL_typename(L, idx));
     }
     if (t != t)
         luaL_error(L, "%s: timeout must be a number of seconds, got nan", fname);

@@ -1227,10 +1227,25 @@ int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void
     return restored;
 }
 
+/* The stack slot at idx (> 0 from the base, < 0 from the top; not a pseudo-index), or NULL
+ * past the stack's ends: what lua_type's index2adr does, without its nil node. */
+static inline cTValue *stack_slot(lua_State *L, int idx)
+{
+    cTValue *o;
+    if (idx > 0) {
+        o = L->base + (idx - 1);
+        return o < L->top ? o : NULL;
+    }
+    if (idx == 0 || idx <= LUA_REGISTRYINDEX)
+        return NULL;
+    o = L->top + idx;
+    return o >= L->base ? o : NULL;
+}
+
 int ljx_number_at(lua_State *L, int idx, double *d)
 {
-    cTValue *o = L->base + (idx - 1);
-    if (idx <= 0 || o >= L->top || !tvisnum(o))
+    cTValue *o = stack_slot(L, idx);
+    if (!o || !tvisnum(o))
         return 0;
     *d = numV(o);
     return 1;
@@ -1238,8 +1253,8 @@ int ljx_number_at(lua_State *L, int idx, double *d)
 
 const char *ljx_string_at(lua_State *L, int idx, size_t *len)
 {
-    cTValue *o = L->base + (idx - 1);
-    if (idx <= 0 || o >= L->top || !tvisstr(o))
+    cTValue *o = stack_slot(L, idx);
+    if (!o || !tvisstr(o))
         return NULL;
     *len = strV(o)->len;
     return strVdata(o);
@@ -1247,19 +1262,8 @@ const char *ljx_string_at(lua_State *L, int idx, size_t *len)
 
 void *ljx_udata_at(lua_State *L, int idx, size_t size)
 {
-    cTValue *o;
-    if (idx > 0) {
-        o = L->base + (idx - 1);
-        if (o >= L->top)
-            return NULL;
-    } else {
-        if (idx == 0 || idx <= LUA_REGISTRYINDEX)
-            return NULL;
-        o = L->top + idx;
-        if (o < L->base)
-            return NULL;
-    }
-    if (!tvisudata(o) || udataV(o)->len != size)
+    cTValue *o = stack_slot(L, idx);
+    if (!o || !tvisudata(o) || udataV(o)->len != size)
         return NULL;
     return uddata(udataV(o));
 }

@@ -56,13 +56,14 @@ typedef struct ljx_val { /* small: the encoder keeps two per nesting level on th
 } ljx_val;
 
 void ljx_read(lua_State *L, int idx, ljx_val *v);
-/* If the value at stack index idx (> 0) is a number, stores it in *d and returns 1; else 0.
- * lua_type and lua_tonumber take ~70 instructions between them (a pid on every send). */
+/* If the value at stack index idx (> 0, or < 0 from the top) is a number, stores it in *d and
+ * returns 1; else 0. lua_type and lua_tonumber take ~70 instructions between them (a pid on
+ * every send). */
 int ljx_number_at(lua_State *L, int idx, double *d);
-/* The string at stack index idx (> 0) and its length in *len, or NULL when the value is not a
- * string (no conversion of numbers, unlike lua_tolstring). */
+/* The string at stack index idx (as ljx_number_at's) and its length in *len, or NULL when the value
+ * is not a string (no conversion of numbers, unlike lua_tolstring). */
 const char *ljx_string_at(lua_State *L, int idx, size_t *len);
-/* The block of the full userdata at stack index idx (> 0, or a negative index from the top)
+/* The block of the full userdata at stack index idx (as ljx_number_at's)
  * when its size is size, else NULL: lua_type, lua_objlen and lua_touserdata in one call (a
  * socket's methods check their object on every call). */
 void *ljx_udata_at(lua_State *L, int idx, size_t size);
