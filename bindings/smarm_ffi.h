@@ -64,6 +64,7 @@ typedef struct smarm_runtime_stats {
     uint64_t runnext_runs;     /* runs of woken or spawned actors where their waker ran */
     uint64_t runnext_stolen;   /* runs of such actors that another scheduler took over */
     uint64_t runnext_released; /* such actors moved to the shared queue by the watchdog */
+    uint64_t resume_collections; /* GC cycles run whole as an actor resumed from a wait */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -89,17 +89,21 @@ typedef struct actor_vm {
     lua_State *L;  /* the actor's own state */
     lua_State *co; /* the coroutine its body runs in */
     actor_cont cont;
-    size_t mem;          /* bytes held by the Lua state */
-    size_t arena_at;     /* the heap size at which it asks for an arena (set at boot) */
-    int general;         /* an arena or a kept block: allocations take the general path */
-    int in_cont;         /* a wait's continuation runs (protected, GC held: vm/body.c) */
-    int closing;         /* the state is being closed: no more waiting */
-    uint32_t code_epoch; /* the module cache's reload epoch this state last looked at */
+    size_t mem;      /* bytes held by the Lua state */
+    size_t arena_at; /* the heap size at which it asks for an arena (set at boot) */
+    /* the addresses of its newest small blocks (a ring of COLLECT_LOG), kept once it has
+     * collected at a resume (vm/collect.h); NULL until then */
+    void **gc_log;
+    uint32_t gc_log_n;
+    uint32_t code_epoch;         /* the module cache's reload epoch this state last looked at */
+    unsigned char general;       /* an arena or a kept block: allocations take the general path */
+    unsigned char in_cont;       /* a wait's continuation runs (protected, GC held: vm/body.c) */
+    unsigned char closing;       /* the state is being closed: no more waiting */
+    unsigned char boot_kind;     /* enum boot_kind */
+    unsigned char heap_exceeded; /* an allocation was refused for max_heap */
     /* the key string of the one-key records it receives (vm/flat.c: a GCstr *), on the line
      * of the fields above, which a receive touches anyway */
     void *flat_key;
-    int boot_kind;
-    int heap_exceeded;    /* an allocation was refused for max_heap */
     size_t max_heap;      /* 0 = unlimited */
     struct msg *decoding; /* a message being decoded there; freed if decoding raises */
     char *boot;           /* spawn payload, freed once booted */

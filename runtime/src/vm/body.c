@@ -19,6 +19,7 @@
 #include "core/scheduler.h"
 #include "core/stackwatch.h"
 #include "vm/codec.h"
+#include "vm/collect.h"
 #include "vm/ljx.h"
 #include "vm/luavm.h"
 
@@ -439,6 +440,9 @@ void body_entry(actor *a)
             sched_leave(a, LEAVE_DONE);
         }
     } else {
+        /* a cycle its collector would start soon runs now, before the continuation takes
+         * anything (vm/collect.h) */
+        collect_between_waits(a);
         struct cont_call cc = {a, 0};
         /* no __gc finalizer runs in the continuation: an error one raised there would end
          * the actor (no pcall of its own is around) and lose what the wait took */

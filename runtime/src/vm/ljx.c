@@ -584,6 +584,44 @@ void ljx_gc_resume(lua_State *L, size_t held) { G(L)->gc.threshold = (GCSize)hel
 
 void ljx_gc_check(lua_State *L) { lj_gc_check(L); }
 
+int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div)
+{
+    global_State *g = G(L);
+    size_t room = g->gc.threshold / div;
+    if (room < min_room)
+        room = min_room;
+    return g->gc.state == GCSpause && (size_t)g->gc.total + room >= (size_t)g->gc.threshold;
+}
+
+/* One lj_gc_step does work worth (GCSTEPSIZE / 100) * stepmul = 10 * stepmul, and one step of
+ * the sweep is worth GCSWEEPMAX * GCSWEEPCOST = 400 (lj_gc.c's constants): with this
+ * multiplier a call that sweeps returns right after, so the state is looked at between the
+ * sweep's end and the finalizers that may follow it (collect_spec checks that none runs). */
+#define CYCLE_STEPMUL 40
+
+static void gc_cycle_protected(lua_State *L, void *ud)
+{
+    global_State *g = G(L);
+    (void)ud;
+    do
+        lj_gc_step(L);
+    while (g->gc.state != GCSpause && g->gc.state != GCSfinalize);
+}
+
+int ljx_gc_cycle(lua_State *L)
+{
+    global_State *g = G(L);
+    if (g->gc.state != GCSpause)
+        return 0;
+    MSize stepmul = g->gc.stepmul;
+    g->gc.stepmul = CYCLE_STEPMUL;
+    int st = ljx_cpcall(L, gc_cycle_protected, NULL);
+    g->gc.stepmul = stepmul;
+    if (st)
+        lua_pop(L, 1);
+    return st;
+}
+
 struct ljx_cp {
     void (*fn)(lua_State *L, void *ud);
     void *ud;

@@ -139,6 +139,14 @@ size_t ljx_gc_hold(lua_State *L);
 void ljx_gc_resume(lua_State *L, size_t held);
 /* The VM's own "run a GC step if one is due" (what every allocation site does). */
 void ljx_gc_check(lua_State *L);
+/* Whether L's collector is between cycles and would start one within max(min_room,
+ * threshold / div) more bytes of allocation. */
+int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div);
+/* Runs a collection cycle of L, begun at a pause, through its sweep now, in a protected call;
+ * the __gc finalizers it found due are left to the steps of the code that runs next (where
+ * an error one raises surfaces as before). 0, or nonzero if out of memory (the sweep's end
+ * may shrink the string table): the cycle then goes on in later steps. */
+int ljx_gc_cycle(lua_State *L);
 
 /* Calls fn(L, ud) in protected mode, like lua_cpcall but allocating nothing. Returns 0, or
  * the LUA_ERR* status of an error fn raised, with the error value pushed on L. */

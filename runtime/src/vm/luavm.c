@@ -18,6 +18,7 @@
 
 #include "core/actor.h"
 #include "vm/codec.h"
+#include "vm/collect.h"
 #include "vm/flat.h"
 #include "core/exit.h"
 #include "vm/body.h"
@@ -254,6 +255,8 @@ static inline __attribute__((always_inline)) void *alloc_in(actor *a, void *ptr,
     if (!ptr && __builtin_expect(a->vm.mem + nsize <= a->vm.arena_at, 1)) {
         void *b = heap_alloc_fast(cache, nsize);
         if (__builtin_expect(b != NULL, 1)) {
+            if (a->vm.gc_log)
+                collect_note(a, b);
             a->vm.mem += nsize;
             return b;
         }
@@ -1056,6 +1059,7 @@ int luavm_boot(actor *a)
 /* The state is closed or abandoned: what the actor kept beside it goes too. */
 static void forget_state(actor *a)
 {
+    collect_forget(a);
     a->vm.L = NULL;
     a->vm.co = NULL;
     a->vm.arena = NULL;

@@ -62,8 +62,9 @@ typedef struct luavm_shared {
     int pairs_uv[6];
     /* states of ended actors, reset and kept for new ones (luavm.c), one pool per scheduler */
     struct luavm_pool *pools;
-    _Atomic uint64_t states_recycled; /* spawns that took a pooled state */
-    _Atomic uint64_t states_restored; /* resets that wrote a state's image back */
+    _Atomic uint64_t states_recycled;    /* spawns that took a pooled state */
+    _Atomic uint64_t states_restored;    /* resets that wrote a state's image back */
+    _Atomic uint64_t resume_collections; /* cycles run at a resume (vm/collect.h) */
 } luavm_shared;
 
 /* Adds a host module: every state that opens its package library from now on can require

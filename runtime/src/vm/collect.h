@@ -1,0 +1,39 @@
+/* Collections between waits. A message loop's garbage (the table each receive decodes, the
+ * one each send was given) is swept by LuaJIT's collector long after it was made, when a
+ * thousand other actors have run and every object is a cache miss: in a ring of 1,000 actors
+ * the sweep's loads were a fifth of the time, one missing load per dead object, each waiting
+ * for the one before it (the collector walks a linked list). So a state that allocates
+ * steadily keeps the addresses of its newest small blocks, and when its collector is about
+ * to start a cycle as it resumes from a wait, the runtime prefetches those blocks (all at
+ * once: the misses overlap) and runs the whole cycle there, before the wait's continuation
+ * takes anything. */
+#ifndef SMARM_VM_COLLECT_H
+#define SMARM_VM_COLLECT_H
+
+#include <stddef.h>
+
+#include "core/actor.h"
+
+/* The newest blocks a state's log keeps (a power of two): a ring of 1,000 actors makes about
+ * 300 blocks per cycle, and the sweep visits the newest first. */
+#define COLLECT_LOG 256
+/* Only a state this small collects at a resume: a cycle is one pause, bounded by the heap it
+ * walks (larger states keep LuaJIT's incremental steps). */
+#define COLLECT_MAX_HEAP (256u * 1024)
+
+/* Notes a small block the state was just given (its allocation function, when a log is kept). */
+static inline void collect_note(actor *a, void *b)
+{
+    a->vm.gc_log[a->vm.gc_log_n++ & (COLLECT_LOG - 1)] = b;
+}
+
+/* At a resume from a coroutine park, before the wait's continuation: if the state's
+ * collector would start a cycle soon, runs the cycle through its sweep now with its newest
+ * blocks prefetched (the first time, it starts the log instead of prefetching). __gc
+ * finalizers are not run here: the steps of the code that follows run them, as before. */
+void collect_between_waits(actor *a);
+
+/* The state is closed, abandoned or pooled: its log goes. */
+void collect_forget(actor *a);
+
+#endif

@@ -1,0 +1,92 @@
+-- Collections between waits (docs/DESIGN.md, "Collections between waits"): an actor whose
+-- collector would start a cycle soon runs the cycle as it resumes from a wait, with its
+-- newest blocks prefetched, before the wait takes anything; the __gc finalizers that cycle
+-- finds due are left to the steps of the actor's own code, so a finalizer's error still
+-- surfaces where it did (recv_gc_spec).
+local smarm = require "smarm"
+local ffi = require "ffi"
+local C = require "smarm.ffi"
+
+local T = 30 -- the bound of every wait that should succeed
+
+local function resume_collections()
+   local st = ffi.new("smarm_runtime_stats")
+   C.smarm_ffi_runtime_stats(st)
+   return tonumber(st.resume_collections)
+end
+
+-- Takes n messages in lockstep with parent (so every receive parks and resumes), making a
+-- table of garbage per message; reports its heap after the last one.
+local function looper(parent, n)
+   local s = require "smarm"
+   for i = 1, n do
+      local m = s.recv(30)
+      local junk = { m.seq, m.seq + 1, tag = "junk" }
+      s.send(parent, { seq = junk[1] })
+   end
+   s.send(parent, { kb = collectgarbage("count") })
+end
+
+-- Like looper, but its garbage is proxies whose finalizers count themselves and raise; it
+-- counts the errors it catches (in its own code or from a receive) and reports both counts.
+local function litterer(parent, n)
+   local s = require "smarm"
+   local ran, caught = 0, 0
+   local function litter(k)
+      for _ = 1, k do
+         local p = newproxy(true)
+         getmetatable(p).__gc = function()
+            ran = ran + 1
+            error("finalizer raised")
+         end
+      end
+   end
+   local i = 0
+   while i < n do
+      if not pcall(litter, 4) then caught = caught + 1 end
+      local ok, m = pcall(s.recv, 30)
+      if not ok then
+         caught = caught + 1
+      elseif m == nil then
+         break
+      else
+         i = i + 1
+         while not pcall(s.send, parent, { seq = i }) do caught = caught + 1 end
+      end
+   end
+   while true do
+      local ok = pcall(s.send, parent, { ran = ran, caught = caught })
+      if ok then break end
+      caught = caught + 1
+   end
+end
+
+describe("an actor that allocates between waits", function()
+   it("collects as it resumes, and its heap stays small", function()
+      local before = resume_collections()
+      local pid = smarm.spawn(looper, smarm.self(), 3000)
+      for i = 1, 3000 do
+         smarm.send(pid, { seq = i })
+         local r = assert(smarm.recv(T))
+         assert.are.equal(i, r.seq)
+      end
+      local last = assert(smarm.recv(T))
+      -- a cycle every few dozen messages: the first starts the log, the rest prefetch
+      assert.is_true(resume_collections() - before >= 10)
+      assert.is_true(last.kb < 256, "heap " .. tostring(last.kb) .. " KB")
+   end)
+
+   it("leaves every __gc finalizer to its own code: each one's error is caught there", function()
+      local before = resume_collections()
+      local pid = smarm.spawn(litterer, smarm.self(), 2000)
+      for i = 1, 2000 do
+         smarm.send(pid, { seq = i })
+         local r = assert(smarm.recv(T))
+         assert.are.equal(i, r.seq)
+      end
+      local counts = assert(smarm.recv(T))
+      assert.is_true(resume_collections() - before >= 5)
+      assert.is_true(counts.ran > 100, "finalizers ran " .. counts.ran)
+      assert.are.equal(counts.ran, counts.caught)
+   end)
+end)
