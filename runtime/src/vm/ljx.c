@@ -593,30 +593,41 @@ int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div)
     return g->gc.state == GCSpause && (size_t)g->gc.total + room >= (size_t)g->gc.threshold;
 }
 
-/* One lj_gc_step does work worth (GCSTEPSIZE / 100) * stepmul = 10 * stepmul, and one step of
- * the sweep is worth GCSWEEPMAX * GCSWEEPCOST = 400 (lj_gc.c's constants): with this
- * multiplier a call that sweeps returns right after, so the state is looked at between the
- * sweep's end and the finalizers that may follow it (collect_spec checks that none runs). */
-#define CYCLE_STEPMUL 40
-
+/* lj_gc_step works off an allocation debt of (GCSTEPSIZE / 100) * stepmul, without a bound
+ * when the multiplier is 0. The collector neither runs its atomic phase nor calls a
+ * finalizer while a trace's base is set (it would be on a trace), and a step it refuses ends
+ * the call: with a stand-in base a call runs the mark phase up to the atomic one, or the
+ * sweep to its end, and no further. Between those, with no stand-in and a debt of 10 (a
+ * multiplier of 1), one call runs the atomic phase and at most one string chain's sweep
+ * (worth 10). Nothing in these phases reads the base otherwise. */
 static void gc_cycle_protected(lua_State *L, void *ud)
 {
     global_State *g = G(L);
+    TValue *stand_in = tvref(L->stack);
     (void)ud;
-    do
-        lj_gc_step(L);
-    while (g->gc.state != GCSpause && g->gc.state != GCSfinalize);
+    setmref(g->jit_base, stand_in);
+    lj_gc_step(L); /* from the pause through the mark phase */
+    setmref(g->jit_base, NULL);
+    if (g->gc.state != GCSatomic)
+        return;
+    g->gc.stepmul = 1;
+    lj_gc_step(L); /* the atomic phase */
+    g->gc.stepmul = 0;
+    setmref(g->jit_base, stand_in);
+    lj_gc_step(L); /* the sweep, up to the finalizers it found due (if any) */
+    setmref(g->jit_base, NULL);
 }
 
 int ljx_gc_cycle(lua_State *L)
 {
     global_State *g = G(L);
-    if (g->gc.state != GCSpause)
+    if (g->gc.state != GCSpause || tvref(g->jit_base))
         return 0;
     MSize stepmul = g->gc.stepmul;
-    g->gc.stepmul = CYCLE_STEPMUL;
+    g->gc.stepmul = 0;
     int st = ljx_cpcall(L, gc_cycle_protected, NULL);
     g->gc.stepmul = stepmul;
+    setmref(g->jit_base, NULL);
     if (st)
         lua_pop(L, 1);
     return st;
