@@ -61,6 +61,34 @@ local function litterer(parent, n)
    end
 end
 
+-- Makes garbage in a fresh actor and reports how far its heap had grown (KB) when it first
+-- shrank: where its first collection cycle came.
+local function first_cycle(parent)
+   local s = require "smarm"
+   local start = collectgarbage("count")
+   local prev, fell_at = start, -1
+   local keep = {}
+   for i = 1, 1000 do
+      keep[1] = { i, i + 1, i + 2, x = i } -- garbage once replaced
+      local now = collectgarbage("count")
+      if now < prev then
+         fell_at = prev - start
+         break
+      end
+      prev = now
+   end
+   s.send(parent, { fell_at = fell_at })
+end
+
+describe("a booted actor", function()
+   it("collects for the first time within 16 KB of garbage", function()
+      smarm.spawn(first_cycle, smarm.self())
+      local r = assert(smarm.recv(T))
+      assert.is_true(r.fell_at > 0, "no cycle")
+      assert.is_true(r.fell_at <= 16, "first cycle at " .. r.fell_at .. " KB")
+   end)
+end)
+
 describe("an actor that allocates between waits", function()
    it("collects as it resumes, and its heap stays small", function()
       local before = resume_collections()

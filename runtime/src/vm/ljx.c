@@ -583,6 +583,13 @@ size_t ljx_gc_hold(lua_State *L)
 void ljx_gc_resume(lua_State *L, size_t held) { G(L)->gc.threshold = (GCSize)held; }
 
 void ljx_gc_check(lua_State *L) { lj_gc_check(L); }
+/* Brings L's next cycle within room bytes of allocation, if it is not already. */
+void ljx_gc_room(lua_State *L, size_t room)
+{
+    global_State *g = G(L);
+    if (g->gc.state == GCSpause && g->gc.threshold > g->gc.total + room)
+        g->gc.threshold = g->gc.total + room;
+}
 
 int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div)
 {

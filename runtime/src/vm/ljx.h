@@ -139,6 +139,8 @@ size_t ljx_gc_hold(lua_State *L);
 void ljx_gc_resume(lua_State *L, size_t held);
 /* The VM's own "run a GC step if one is due" (what every allocation site does). */
 void ljx_gc_check(lua_State *L);
+/* Brings L's next cycle (at a pause) within room more bytes of allocation if it is further. */
+void ljx_gc_room(lua_State *L, size_t room);
 /* Whether L's collector is between cycles and would start one within max(min_room,
  * threshold / div) more bytes of allocation. */
 int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div);

@@ -1013,6 +1013,14 @@ void luavm_drop_boot(actor *a)
 
 static lua_State *pool_take(actor *a);
 
+/* A booted state collects for the first time after at most this much allocation (LuaJIT's
+ * own first threshold, four times the new state's size, left about 32 KB). Every byte of
+ * garbage before a state's first cycle is memory it touches for the first time, and a
+ * thousand actors that allocate as they talk (a ring) each touched 32 KB of it before their
+ * first cycle freed anything for reuse, at the cost of page faults (microseconds each on a
+ * VM) and first touches; an actor that parks for good after a burst also keeps less. */
+#define FIRST_CYCLE_ROOM (16 * 1024)
+
 /* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
  * half-done by a refused allocation); the limit applies from the end of the boot on. */
 int luavm_boot(actor *a)
@@ -1052,6 +1060,7 @@ int luavm_boot(actor *a)
         }
         lua_setallocf(L, actor_alloc_capped, a);
     }
+    ljx_gc_room(L, FIRST_CYCLE_ROOM);
     return bc.nargs;
 }
 
