@@ -81,11 +81,18 @@ local function first_cycle(parent)
 end
 
 describe("a booted actor", function()
-   it("collects for the first time within 16 KB of garbage", function()
-      smarm.spawn(first_cycle, smarm.self())
-      local r = assert(smarm.recv(T))
-      assert.is_true(r.fell_at > 0, "no cycle")
-      assert.is_true(r.fell_at <= 16, "first cycle at " .. r.fell_at .. " KB")
+   it("collects for the first time within about 24 KB of garbage, at a point its pid draws", function()
+      local low, high = math.huge, 0
+      for _ = 1, 12 do
+         smarm.spawn(first_cycle, smarm.self())
+         local r = assert(smarm.recv(T))
+         assert.is_true(r.fell_at > 0, "no cycle")
+         -- (the heap grows a little more while the cycle marks, before its sweep frees)
+         assert.is_true(r.fell_at <= 28, "first cycle at " .. r.fell_at .. " KB")
+         low, high = math.min(low, r.fell_at), math.max(high, r.fell_at)
+      end
+      -- twelve actors doing the same work do not all collect at the same point
+      assert.is_true(high - low >= 2, ("first cycles between %.1f and %.1f KB"):format(low, high))
    end)
 end)
 

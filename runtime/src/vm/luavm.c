@@ -1013,13 +1013,24 @@ void luavm_drop_boot(actor *a)
 
 static lua_State *pool_take(actor *a);
 
-/* A booted state collects for the first time after at most this much allocation (LuaJIT's
- * own first threshold, four times the new state's size, left about 32 KB). Every byte of
- * garbage before a state's first cycle is memory it touches for the first time, and a
- * thousand actors that allocate as they talk (a ring) each touched 32 KB of it before their
- * first cycle freed anything for reuse, at the cost of page faults (microseconds each on a
- * VM) and first touches; an actor that parks for good after a burst also keeps less. */
+/* A booted state collects for the first time after FIRST_CYCLE_ROOM of allocation on
+ * average (LuaJIT's own first threshold, four times the new state's size, left about 32 KB).
+ * Every byte of garbage before a state's first cycle is memory it touches for the first time,
+ * and a thousand actors that allocate as they talk (a ring) each touched 32 KB of it before
+ * their first cycle freed anything for reuse, at the cost of page faults (microseconds each
+ * on a VM) and first touches; an actor that parks for good after a burst also keeps less.
+ * The room is drawn from the pid, between half and one and a half times that: actors started
+ * together with the same work would otherwise collect in the same lap, lap after lap (a
+ * cycle's threshold follows from the last one's), and free their garbage in bursts that the
+ * heap's magazines hand out again long after, cold (docs/DESIGN.md, "Collections between
+ * waits"). */
 #define FIRST_CYCLE_ROOM (16 * 1024)
+
+static size_t first_cycle_room(uint64_t pid)
+{
+    uint64_t h = pid * 0x9E3779B97F4A7C15ull; /* Fibonacci hashing: the high bits mix */
+    return FIRST_CYCLE_ROOM / 2 + (size_t)((h >> 32) % FIRST_CYCLE_ROOM);
+}
 
 /* The state is booted without max_heap (nothing LuaJIT does while opening a state is left
  * half-done by a refused allocation); the limit applies from the end of the boot on. */
@@ -1060,7 +1071,7 @@ int luavm_boot(actor *a)
         }
         lua_setallocf(L, actor_alloc_capped, a);
     }
-    ljx_gc_room(L, FIRST_CYCLE_ROOM);
+    ljx_gc_room(L, first_cycle_room(a->pid));
     return bc.nargs;
 }
 
