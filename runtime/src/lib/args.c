@@ -52,11 +52,13 @@ uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
 uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
 {
     *poll = 0;
+    /* an absent argument is told by the stack's top: lua_type would read the state's nil
+     * node for it, a line of its own that is cold in a woken actor (every plain recv()) */
+    if (idx > lua_gettop(L))
+        return 0;
     double t;
     if (!ljx_number_at(L, idx, &t)) {
-        /* an absent argument is told by the stack's top: lua_type would read the state's nil
-         * node for it, a line of its own that is cold in a woken actor (every plain recv()) */
-        if (idx > lua_gettop(L) || lua_isnil(L, idx))
+        if (lua_isnil(L, idx))
             return 0;
         luaL_error(L, "%s: timeout must be a number of seconds, got %s", fname,
                    luaL_typename(L, idx));
