@@ -65,6 +65,8 @@ typedef struct smarm_runtime_stats {
     uint64_t runnext_stolen;   /* runs of such actors that another scheduler took over */
     uint64_t runnext_released; /* such actors moved to the shared queue by the watchdog */
     uint64_t resume_collections; /* GC cycles run whole as an actor resumed from a wait */
+    uint64_t watchdog_ticks;     /* the watchdog's wake-ups while some scheduler was busy */
+    uint64_t watchdog_polls;     /* of those, ticks that polled the network themselves */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

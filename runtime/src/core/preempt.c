@@ -242,6 +242,31 @@ static uint64_t watch_mask(smarm_runtime *rt, uint64_t main_mask, int n)
     return m;
 }
 
+/* Whether some scheduler ran out of work since the last tick (drains_at: the counts then,
+ * updated). One that does polls the network right after (sched_loop), and its next drain or
+ * its POLL_PICKS-th pick looks again, so the watchdog need not: an fd is still seen within
+ * two ticks by someone while every scheduler is busy. Under a server's load of short requests
+ * at -S 2 (one scheduler running, the other asleep on its futex, so nobody sleeps in the set),
+ * nearly every tick polled, placed what it found as a busy scheduler's poll would (waking
+ * the sleeper for it), and was never calm. */
+static int drained_since(smarm_runtime *rt, int n, uint64_t *drains_at)
+{
+    int drained = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t d = atomic_load_explicit(&rt->scheds[i].drains, memory_order_relaxed);
+        drained |= d != drains_at[i];
+        drains_at[i] = d;
+    }
+    return drained;
+}
+
+/* only the watchdog writes them: a load and a store, no locked add */
+static void count(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static void *watchdog_main(void *arg)
 {
     smarm_runtime *rt = arg;
@@ -259,6 +284,7 @@ static void *watchdog_main(void *arg)
     uint64_t probation = rt->probation_ns;
     uint64_t sleep_ns = tick;
     uint64_t last_tick = 0; /* 0 after a sleep: idle time is nobody's busy time */
+    uint64_t drains_at[PARK_MAX] = {0};
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
         uint64_t mask = watch_mask(rt, main_mask, n);
@@ -286,17 +312,20 @@ static void *watchdog_main(void *arg)
         /* ticks that passed: more than one after a calm sleep (or a late wake) */
         int steps = since > tick ? (int)((since + tick / 2) / tick) : 1;
         int calm = 1;
+        count(&rt->wd_ticks);
         /* while no scheduler sleeps in the network poller's set, busy ones look at it only
          * every POLL_PICKS picks, which with actors that use whole slices is many slices:
-         * fds found ready here are placed from here instead */
-        if (netpoll_ready(&rt->np) &&
-            atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0) {
+         * fds found ready here are placed from here instead, unless a scheduler that ran out
+         * of work has looked since the last tick (drained_since) */
+        int unwatched = !drained_since(rt, n, drains_at) && netpoll_ready(&rt->np) &&
+                        atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0;
+        if (unwatched) {
             uint64_t pids[64];
+            count(&rt->wd_polls);
             int ready = netpoll_wait(&rt->np, 0, pids, 64);
             sched_wake_polled(rt, NULL, pids, ready, 1);
         }
-        if (atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0 &&
-            netpoll_ready(&rt->np))
+        if (unwatched && atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0)
             calm = 0;
         /* a polled backlog one scheduler kept for a whole tick goes to the siblings */
         sched_share_backlog(rt);

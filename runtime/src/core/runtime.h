@@ -80,6 +80,8 @@ struct smarm_runtime {
     pthread_t sig_thread;            /* signal.c: SIGINT/SIGTERM waiter */
     _Atomic int sig_stop, sig_caught;
     _Atomic int wd_stop, wd_sleeping;
+    /* the watchdog's ticks, and those that polled the network (runtime stats) */
+    _Atomic uint64_t wd_ticks, wd_polls;
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
     struct registry *registry;     /* registry.c: names */
     struct pg *pg;                 /* pg.c: process groups */
