@@ -4,15 +4,21 @@
 -- finds due are left to the steps of the actor's own code, so a finalizer's error still
 -- surfaces where it did (recv_gc_spec).
 local smarm = require "smarm"
-local ffi = require "ffi"
-local C = require "smarm.ffi"
+local runtime_stats = require("support.stats").runtime
 
 local T = 30 -- the bound of every wait that should succeed
 
-local function resume_collections()
-   local st = ffi.new("smarm_runtime_stats")
-   C.smarm_ffi_runtime_stats(st)
-   return tonumber(st.resume_collections)
+local function resume_collections() return tonumber(runtime_stats().resume_collections) end
+
+-- Sends n messages {seq = i} to pid in lockstep (each answered by {seq = i}, so every
+-- receive of pid's parks and resumes); returns pid's last message, its report.
+local function lockstep(pid, n)
+   for i = 1, n do
+      smarm.send(pid, { seq = i })
+      local r = assert(smarm.recv(T))
+      assert.are.equal(i, r.seq)
+   end
+   return assert(smarm.recv(T))
 end
 
 -- Takes n messages in lockstep with parent (so every receive parks and resumes), making a
@@ -104,13 +110,7 @@ end)
 describe("an actor that allocates between waits", function()
    it("collects as it resumes, and its heap stays small", function()
       local before = resume_collections()
-      local pid = smarm.spawn(looper, smarm.self(), 3000)
-      for i = 1, 3000 do
-         smarm.send(pid, { seq = i })
-         local r = assert(smarm.recv(T))
-         assert.are.equal(i, r.seq)
-      end
-      local last = assert(smarm.recv(T))
+      local last = lockstep(smarm.spawn(looper, smarm.self(), 3000), 3000)
       -- a cycle every few dozen messages: the first starts the log, the rest prefetch
       assert.is_true(resume_collections() - before >= 10)
       assert.is_true(last.kb < 256, "heap " .. tostring(last.kb) .. " KB")
@@ -118,13 +118,7 @@ describe("an actor that allocates between waits", function()
 
    it("leaves every __gc finalizer to its own code: each one's error is caught there", function()
       local before = resume_collections()
-      local pid = smarm.spawn(litterer, smarm.self(), 2000)
-      for i = 1, 2000 do
-         smarm.send(pid, { seq = i })
-         local r = assert(smarm.recv(T))
-         assert.are.equal(i, r.seq)
-      end
-      local counts = assert(smarm.recv(T))
+      local counts = lockstep(smarm.spawn(litterer, smarm.self(), 2000), 2000)
       assert.is_true(resume_collections() - before >= 5)
       assert.is_true(counts.ran > 100, "finalizers ran " .. counts.ran)
       assert.are.equal(counts.ran, counts.caught)

@@ -9,14 +9,12 @@
 -- poller skips that home, and an idle spin takes from a home queue whose scheduler has run one
 -- actor for the whole spin (without both, the echo pairs wait for the call to return).
 local smarm = require "smarm"
-local ffi = require "ffi"
-local C = require "smarm.ffi"
+local runtime_stats = require("support.stats").runtime
 
 local T = 30 -- the bound of every wait that should succeed
 
 local function polled()
-   local st = ffi.new("smarm_runtime_stats")
-   C.smarm_ffi_runtime_stats(st)
+   local st = runtime_stats()
    return tonumber(st.polled_runs), tonumber(st.polled_moved), tonumber(st.schedulers)
 end
 
@@ -36,17 +34,7 @@ end
 local function echo_pair(rounds, parent)
    local s = require "smarm"
    local net = require "smarm.net"
-   local srv = assert(net.listen("127.0.0.1", 0))
-   local port = srv:port()
-   s.spawn(function(server)
-      local sk = assert(server:accept(30))
-      while true do
-         local line = sk:recv("*l", 30)
-         if not line or line == "bye" then break end
-         assert(sk:send(line .. "\n"))
-      end
-      sk:close()
-   end, srv)
+   local port = require("support.echo").start()
    local c = assert(net.connect("127.0.0.1", port, 30))
    local ok = 0
    for i = 1, rounds do

@@ -7,14 +7,12 @@
 -- scheduler's own runnext and those another scheduler took over (an idle one's spin takes a
 -- busy one's runnext).
 local smarm = require "smarm"
-local ffi = require "ffi"
-local C = require "smarm.ffi"
+local runtime_stats = require("support.stats").runtime
 
 local T = 30 -- the bound of every wait that should succeed
 
 local function stats()
-   local st = ffi.new("smarm_runtime_stats")
-   C.smarm_ffi_runtime_stats(st)
+   local st = runtime_stats()
    return {
       runs = tonumber(st.runnext_runs),
       stolen = tonumber(st.runnext_stolen),

@@ -7,14 +7,12 @@
 -- and place what it found as a busy scheduler's poll would, waking a sleeping sibling for it.
 -- The runtime stats count the watchdog's ticks and the ticks that polled.
 local smarm = require "smarm"
-local ffi = require "ffi"
-local C = require "smarm.ffi"
+local runtime_stats = require("support.stats").runtime
 
 local T = 30 -- the bound of every wait that should succeed
 
 local function stats()
-   local st = ffi.new("smarm_runtime_stats")
-   C.smarm_ffi_runtime_stats(st)
+   local st = runtime_stats()
    return tonumber(st.watchdog_ticks), tonumber(st.watchdog_polls), tonumber(st.schedulers)
 end
 
@@ -23,17 +21,7 @@ end
 local function echo_pair(deadline, parent)
    local s = require "smarm"
    local net = require "smarm.net"
-   local srv = assert(net.listen("127.0.0.1", 0))
-   local port = srv:port()
-   s.spawn(function(server)
-      local sk = assert(server:accept(30))
-      while true do
-         local line = sk:recv("*l", 30)
-         if not line or line == "bye" then break end
-         assert(sk:send(line .. "\n"))
-      end
-      sk:close()
-   end, srv)
+   local port = require("support.echo").start()
    local c = assert(net.connect("127.0.0.1", port, 30))
    local n = 0
    while s.now() < deadline do
