@@ -1,3 +1,0 @@
-local M = {
-function x() end
-return M
