@@ -1,8 +1,11 @@
 -- ring: N actors in a ring (the root is one of them) pass a small table M laps.
--- Usage: smarm-lua [-S n] ring.lua [N=1000] [M=1000]   prints RESULT ns_per_hop=...
+-- Usage: smarm-lua [-S n] ring.lua [N=1000] [M=1000] [EVERY]   prints RESULT ns_per_hop=...
+-- With EVERY, it first prints a line of ns per hop for each EVERY laps: how a hop's cost
+-- moves over a run (collection cycles, first touches of fresh memory) rather than its mean.
 
 local n = math.floor(tonumber(arg[1]) or 1000)
 local laps = math.floor(tonumber(arg[2]) or 1000)
+local every = math.floor(tonumber(arg[3]) or laps)
 
 -- Forward {hop = k} as {hop = k + 1}; a negative hop is the stop token.
 local function member(next_pid)
@@ -33,9 +36,15 @@ local first = next_pid
 local send, recv = smarm.send, smarm.recv
 local t0 = now()
 local h = 0
-for _ = 1, laps do
+local samples, ts = {}, t0
+for lap = 1, laps do
    send(first, {hop = h})
    h = recv().hop + 1
+   if every < laps and lap % every == 0 then
+      local t = now()
+      samples[#samples + 1] = string.format("%.0f", (t - ts) * 1e9 / (n * every))
+      ts = t
+   end
 end
 local t1 = now()
 assert(h == n * laps, "ring: hop count " .. h .. " ~= " .. n * laps)
@@ -43,4 +52,5 @@ assert(h == n * laps, "ring: hop count " .. h .. " ~= " .. n * laps)
 send(first, {hop = -1})
 recv()
 
+if #samples > 0 then print(table.concat(samples, " ")) end
 print(string.format("RESULT ns_per_hop=%.1f", (t1 - t0) * 1e9 / (n * laps)))

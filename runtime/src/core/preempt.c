@@ -260,13 +260,6 @@ static int drained_since(smarm_runtime *rt, int n, uint64_t *drains_at)
     return drained;
 }
 
-/* only the watchdog writes them: a load and a store, no locked add */
-static void count(_Atomic uint64_t *c)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 static void *watchdog_main(void *arg)
 {
     smarm_runtime *rt = arg;
@@ -312,7 +305,7 @@ static void *watchdog_main(void *arg)
         /* ticks that passed: more than one after a calm sleep (or a late wake) */
         int steps = since > tick ? (int)((since + tick / 2) / tick) : 1;
         int calm = 1;
-        count(&rt->wd_ticks);
+        count_own(&rt->wd_ticks); /* only the watchdog writes them */
         /* while no scheduler sleeps in the network poller's set, busy ones look at it only
          * every POLL_PICKS picks, which with actors that use whole slices is many slices:
          * fds found ready here are placed from here instead, unless a scheduler that ran out
@@ -321,7 +314,7 @@ static void *watchdog_main(void *arg)
                         atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0;
         if (unwatched) {
             uint64_t pids[64];
-            count(&rt->wd_polls);
+            count_own(&rt->wd_polls);
             int ready = netpoll_wait(&rt->np, 0, pids, 64);
             sched_wake_polled(rt, NULL, pids, ready, 1);
         }

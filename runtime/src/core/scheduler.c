@@ -1206,9 +1206,7 @@ static void place_polled(smarm_runtime *rt, sched *s, uint32_t idx, int busy)
  * keeps again (place_polled) */
 static void note_drained(sched *s)
 {
-    /* only s writes it: a load and a store, no locked add */
-    atomic_store_explicit(&s->drains, atomic_load_explicit(&s->drains, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    count_own(&s->drains); /* only s writes it */
     if (atomic_load_explicit(&s->home_shared, memory_order_relaxed))
         atomic_store_explicit(&s->home_shared, 0, memory_order_relaxed);
 }

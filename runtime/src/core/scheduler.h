@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/actor.h"
@@ -204,5 +205,13 @@ void sched_thread_end(sched *s);
 enum actor_leave sched_run_held(sched *s, actor *a);
 /* a, back from a pool thread, is runnable again: RUNNING/NOTIFIED -> QUEUED, woken queue. */
 void sched_requeue_held(smarm_runtime *rt, actor *a);
+
+/* Counts one more on a counter only the calling thread writes (others read it racily): a
+ * load and a store, no locked add. */
+static inline void count_own(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
 
 #endif

@@ -625,19 +625,18 @@ static void gc_cycle_protected(lua_State *L, void *ud)
     setmref(g->jit_base, NULL);
 }
 
-int ljx_gc_cycle(lua_State *L)
+void ljx_gc_cycle(lua_State *L)
 {
     global_State *g = G(L);
     if (g->gc.state != GCSpause || tvref(g->jit_base))
-        return 0;
+        return;
     MSize stepmul = g->gc.stepmul;
     g->gc.stepmul = 0;
     int st = ljx_cpcall(L, gc_cycle_protected, NULL);
     g->gc.stepmul = stepmul;
     setmref(g->jit_base, NULL);
     if (st)
-        lua_pop(L, 1);
-    return st;
+        lua_pop(L, 1); /* out of memory: the cycle goes on in later steps */
 }
 
 struct ljx_cp {

@@ -146,9 +146,9 @@ void ljx_gc_room(lua_State *L, size_t room);
 int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div);
 /* Runs a collection cycle of L, begun at a pause, through its sweep now, in a protected call;
  * the __gc finalizers it found due are left to the steps of the code that runs next (where
- * an error one raises surfaces as before). 0, or nonzero if out of memory (the sweep's end
- * may shrink the string table): the cycle then goes on in later steps. */
-int ljx_gc_cycle(lua_State *L);
+ * an error one raises surfaces as before). Out of memory there (the sweep's end may shrink
+ * the string table) leaves the cycle to later steps. */
+void ljx_gc_cycle(lua_State *L);
 
 /* Calls fn(L, ud) in protected mode, like lua_cpcall but allocating nothing. Returns 0, or
  * the LUA_ERR* status of an error fn raised, with the error value pushed on L. */
