@@ -107,6 +107,12 @@ void heap_destroy(heap *h); /* frees every chunk: all states must be closed */
 void *heap_realloc(heap *h, heap_cache *cache, void *ptr, size_t osize, size_t nsize);
 /* Gives everything a thread's cache holds back to the depot (the thread ends). */
 void heap_cache_flush(heap *h, heap_cache *cache);
+/* Where the thread's next fresh block would start (NULL: no cache, or no region yet): the
+ * blocks a caller is given between two reads lie between them when they all came fresh. */
+static inline const char *heap_fresh_at(const heap_cache *cache)
+{
+    return cache ? cache->bump : NULL;
+}
 /* Blocks per magazine of the class serving n bytes (n <= HEAP_MAX_SMALL). */
 static inline uint32_t heap_magazine_blocks(size_t n) { return heap_mag_blocks[heap_class_of(n)]; }
 /* Bytes of chunks the heap has taken from malloc (they are reused, never returned). */

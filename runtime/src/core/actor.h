@@ -101,6 +101,11 @@ typedef struct actor_vm {
     unsigned char closing;       /* the state is being closed: no more waiting */
     unsigned char boot_kind;     /* enum boot_kind */
     unsigned char heap_exceeded; /* an allocation was refused for max_heap */
+    /* blocks malloc gave that LuaJIT now frees as small ones (a shrink kept in place when
+     * every allocator refused): they are neither the heap's nor the arena's (kept[]) */
+    unsigned char nkept;
+    unsigned char recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
+    unsigned char imaged;   /* and came with the image of its libraries (no boot tables) */
     /* the key string of the one-key records it receives (vm/flat.c: a GCstr *), on the line
      * of the fields above, which a receive touches anyway */
     void *flat_key;
@@ -125,12 +130,11 @@ typedef struct actor_vm {
      * (vm/luavm.c: the collector's walks keep their locality); NULL until then */
     void *arena;
     void *arena_msp; /* its allocator's state (vm/ljx.c) */
-    /* blocks malloc gave that LuaJIT now frees as small ones (a shrink kept in place when
-     * every allocator refused): they are neither the heap's nor the arena's */
     void *kept[4];
-    int nkept;
-    int recycled;        /* its state was an ended actor's, reset (vm/luavm.c's pool) */
-    int imaged;          /* and came with the image of its libraries (no boot tables to make) */
+    /* where its boot put the objects it made, when they came from one run of fresh memory
+     * (boot_objs_len 0: they did not): a cycle prefetches them (vm/collect.h) */
+    const char *boot_objs;
+    uint32_t boot_objs_len;
     unsigned image_libs; /* the standard libraries in that image (vm/luavm.c's lib bits) */
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
     /* a digest of the last key that was not flat_key (vm/flat.c) */

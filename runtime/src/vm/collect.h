@@ -21,6 +21,22 @@
  * walks (larger states keep LuaJIT's incremental steps). */
 #define COLLECT_MAX_HEAP (256u * 1024)
 
+/* The boot's objects are prefetched only from a run of fresh memory at most this long (a
+ * booted state's libraries take about 5.5 KB there). */
+#define COLLECT_BOOT_MAX (32u * 1024)
+
+/* The state has booted, and fresh was the thread's fresh memory before its boot and after: if
+ * every block the boot took came from there, the objects it made lie in between. Those are
+ * most of what a message loop's state keeps (its libraries: tables, functions, strings), and
+ * every cycle's mark and sweep walk them, cold by then: its cycles prefetch them. */
+static inline void collect_booted(actor *a, const char *fresh_before, const char *fresh_after)
+{
+    size_t n =
+        fresh_before && fresh_after > fresh_before ? (size_t)(fresh_after - fresh_before) : 0;
+    a->vm.boot_objs = fresh_before;
+    a->vm.boot_objs_len = n <= COLLECT_BOOT_MAX ? (uint32_t)n : 0;
+}
+
 /* Notes a small block the state was just given (its allocation function, when a log is kept). */
 static inline void collect_note(actor *a, void *b)
 {

@@ -1042,6 +1042,7 @@ static size_t first_cycle_room(uint64_t pid)
 int luavm_boot(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
+    const char *fresh = heap_fresh_at(a->run.heap_cache);
     a->vm.arena_at = ARENA_AT;
     lua_State *L = pool_take(a);
     if (!L) {
@@ -1077,6 +1078,7 @@ int luavm_boot(actor *a)
         lua_setallocf(L, actor_alloc_capped, a);
     }
     ljx_gc_room(L, first_cycle_room(a->pid));
+    collect_booted(a, fresh, heap_fresh_at(a->run.heap_cache));
     return bc.nargs;
 }
 
