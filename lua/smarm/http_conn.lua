@@ -294,6 +294,13 @@ function M.connection(sock, o)
    local now = smarm.now
    -- the methods once, not through the socket's metatable on every request
    local send, recv, sendrecv = sock.send, sock.recv, sock.sendrecv
+   if not sendrecv then -- (a stand-in socket with send and recv alone)
+      sendrecv = function(s, data, timeout)
+         local ok, err = send(s, data)
+         if not ok then return nil, err end
+         return recv(s, "*r", timeout)
+      end
+   end
    local buf, pos = "", 1
    local out, nout = {}, 0
    local max_head, max_body = o.max_header_bytes, o.max_body_bytes
