@@ -224,9 +224,8 @@ int net_fail_plain(lua_State *L, int base, const char *err)
 
 /* Makes sure actor a is woken when the object at base is ready for ev: 0, 1 (ready now: try
  * again instead of parking), or -errno. */
-static int arm(lua_State *L, actor *a, int base, unsigned ev)
+static int arm(lua_State *L, actor *a, net_obj *o, unsigned ev)
 {
-    net_obj *o = net_obj_at(L, base);
     if (ev == 0) {
         sched_arm_wake(a, o->backoff_until);
         return 0;
@@ -235,16 +234,17 @@ static int arm(lua_State *L, actor *a, int base, unsigned ev)
 }
 
 /* Tries op until it is done or armed: its results (>= 0), or -1 when the actor must park. */
-static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64_t deadline)
+static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, net_obj *o,
+                      uint64_t deadline)
 {
     for (;;) {
         unsigned ev = 0;
-        int r = op->try(L, base, &ev);
+        int r = op->try(L, base, o, &ev);
         if (r >= 0)
             return r;
         if (deadline && park_now_ns() >= deadline)
             return op->fail(L, base, "timeout");
-        int rc = arm(L, a, base, ev);
+        int rc = arm(L, a, o, ev);
         if (rc == 0)
             return -1;
         if (rc < 0)
@@ -272,7 +272,7 @@ static int net_cont(actor *a, lua_State *L)
     net_obj *o = net_obj_at(L, base);
     if (o->s)
         io_sock_take_ready(o->s);
-    int r = try_or_arm(L, a, op, base, a->run.deadline);
+    int r = try_or_arm(L, a, op, base, o, a->run.deadline);
     if (r >= 0)
         return r;
     /* waits again: anchored again */
@@ -282,18 +282,18 @@ static int net_cont(actor *a, lua_State *L)
 }
 
 /* The wait of a method whose try asked for ev: its arguments are at base..top. */
-static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint64_t deadline,
-                     int poll)
+static int net_block(lua_State *L, const net_op *op, int base, net_obj *o, unsigned ev,
+                     uint64_t deadline, int poll)
 {
     actor *a = luavm_actor(L);
     if (poll)
         return op->fail(L, base, "timeout");
-    int rc = arm(L, a, base, ev);
+    int rc = arm(L, a, o, ev);
     if (rc < 0)
         return op->fail(L, base, strerror(-rc));
     if (rc > 0) {
         /* an edge came since the try: try again (with the deadline the wait would have) */
-        int r = try_or_arm(L, a, op, base, deadline);
+        int r = try_or_arm(L, a, op, base, o, deadline);
         if (r >= 0)
             return r;
     }
@@ -314,16 +314,13 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
 }
 
 /* Tries op with the arguments at 1..top, then waits if it must. */
-int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll)
+int net_run_op(lua_State *L, const net_op *op, net_obj *o, uint64_t deadline, int poll)
 {
     unsigned ev = 0;
-    if (poll) {
-        net_obj *o = net_obj_at(L, 1);
-        if (o->s)
-            io_sock_undrain(o->s); /* a poll does not wait: its try must read */
-    }
-    int r = op->try(L, 1, &ev);
-    return r >= 0 ? r : net_block(L, op, 1, ev, deadline, poll);
+    if (poll && o->s)
+        io_sock_undrain(o->s); /* a poll does not wait: its try must read */
+    int r = op->try(L, 1, o, &ev);
+    return r >= 0 ? r : net_block(L, op, 1, o, ev, deadline, poll);
 }
 
 /* ---- common methods ---- */

@@ -110,9 +110,8 @@ static long recv_direct(lua_State *L, io_sock *s)
     return 1;
 }
 
-static int recv_try(lua_State *L, int base, unsigned *ev)
+static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     size_t n;
     int pat = checked_pattern(L, base + 1, &n);
     io_sock *s = o->s;
@@ -178,13 +177,13 @@ static const net_op recv_op = {recv_try, recv_fail};
  */
 static int l_tcp_recv(lua_State *L)
 {
-    net_check_obj(L, 1, IO_TCP, "sock:recv");
+    net_obj *o = net_check_obj(L, 1, IO_TCP, "sock:recv");
     size_t n;
     check_pattern(L, 2, &n);
     int poll;
     uint64_t deadline = lib_check_timeout(L, 3, "sock:recv", &poll);
     lua_settop(L, 2);
-    return net_run_op(L, &recv_op, deadline, poll);
+    return net_run_op(L, &recv_op, o, deadline, poll);
 }
 
 static int send_fail(lua_State *L, int base, const char *err)
@@ -196,9 +195,8 @@ static int send_fail(lua_State *L, int base, const char *err)
     return 3;
 }
 
-static int send_try(lua_State *L, int base, unsigned *ev)
+static int send_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     size_t len;
     const char *p = ljx_string_at(L, base + 1, &len);
     io_sock *s = o->s;
@@ -228,9 +226,8 @@ static const net_op send_op = {send_try, send_fail};
  * of it), then what recv("*r") reads. The two tries of one op: the send's progress is the
  * handle's woff, so a retry after a wait for room goes on where the send stopped, and one
  * after a wait for bytes finds it done. */
-static int sendrecv_try(lua_State *L, int base, unsigned *ev)
+static int sendrecv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     io_sock *s = o->s;
     if (!s)
         return net_fail_plain(L, base, "closed");
@@ -302,7 +299,7 @@ static int l_tcp_sendrecv(lua_State *L)
     lua_settop(L, 2);
     if (o->s)
         o->s->woff = 0;
-    return net_run_op(L, &sendrecv_op, deadline, poll);
+    return net_run_op(L, &sendrecv_op, o, deadline, poll);
 }
 
 /**
@@ -322,7 +319,7 @@ static int l_tcp_send(lua_State *L)
     lua_settop(L, 2);
     if (o->s)
         o->s->woff = 0;
-    return net_run_op(L, &send_op, deadline, poll);
+    return net_run_op(L, &send_op, o, deadline, poll);
 }
 
 /* sock:peer() -> host, port | nil, err */
@@ -366,9 +363,8 @@ static int l_tcp_shutdown(lua_State *L)
 
 /* ---- servers ---- */
 
-static int accept_try(lua_State *L, int base, unsigned *ev)
+static int accept_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     if (!o->s)
         return net_push_fail(L, "closed");
     if (o->backoff_until) {
@@ -426,11 +422,11 @@ static const net_op accept_op = {accept_try, net_fail_plain};
  */
 static int l_accept(lua_State *L)
 {
-    net_check_obj(L, 1, IO_LISTEN, "server:accept");
+    net_obj *o = net_check_obj(L, 1, IO_LISTEN, "server:accept");
     int poll;
     uint64_t deadline = lib_check_timeout(L, 2, "server:accept", &poll);
     lua_settop(L, 1);
-    return net_run_op(L, &accept_op, deadline, poll);
+    return net_run_op(L, &accept_op, o, deadline, poll);
 }
 
 /* raw.listen(address, port, backlog, reuseport) -> server | nil, err */
@@ -467,9 +463,8 @@ static int connect_fail(lua_State *L, int base, const char *err)
     return net_push_fail(L, err);
 }
 
-static int connect_try(lua_State *L, int base, unsigned *ev)
+static int connect_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     if (!io_fd_ready(o->s->fd, NETPOLL_WRITE)) {
         *ev = NETPOLL_WRITE;
         return -1;
@@ -506,7 +501,7 @@ int net_l_connect(lua_State *L)
         return 1;
     if (errno != EINPROGRESS)
         return connect_fail(L, 1, io_err_name(errno));
-    return net_run_op(L, &connect_op, deadline, poll);
+    return net_run_op(L, &connect_op, o, deadline, poll);
 }
 
 /* server:acceptable() -> a select arm, ready (with the server as its value) when a
