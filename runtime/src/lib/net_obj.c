@@ -257,18 +257,17 @@ static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, net_ob
  * time is garbage to collect. Slot 1 holds the op and the count in use; a wait clears its
  * slots when it ends, so the table holds nothing alive between waits (one an interrupt
  * ended is cleared by the next store, which clears every slot past its own). The slots are
- * written and read by ljx_slots_*: a C API call per slot cost more than the rest of a
- * wait's anchoring. */
+ * written and read by ljx_anchor_*, which find the table in the registry themselves: a C API
+ * call per slot cost more than the rest of a wait's anchoring, and pushing the table to
+ * reach it cost two calls and a stack slot per wait. */
 static int net_cont(actor *a, lua_State *L)
 {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
-    int t = lua_gettop(L);
     int n;
-    const net_op *op = head_op(ljx_slots_head(L, t), &n);
-    int base = t + 1;
+    const net_op *op = head_op(ljx_anchor_head(L, WAIT_ANCHOR_KEY), &n);
+    int base = lua_gettop(L) + 1;
     /* the arguments pushed at base.., and the slots cleared at once: the values live on
      * the stack while the continuation runs */
-    ljx_slots_take(L, t, n - 1);
+    ljx_anchor_take(L, WAIT_ANCHOR_KEY, n - 1);
     net_obj *o = net_obj_at(L, base);
     if (o->s)
         io_sock_take_ready(o->s);
@@ -276,8 +275,8 @@ static int net_cont(actor *a, lua_State *L)
     if (r >= 0)
         return r;
     /* waits again: anchored again */
-    ljx_slots_store(L, t, op_head(op, n), base, n - 1);
-    lua_settop(L, t - 1);
+    ljx_anchor_store(L, WAIT_ANCHOR_KEY, ANCHOR_SLOTS, op_head(op, n), base, n - 1);
+    lua_settop(L, base - 1);
     return -1;
 }
 
@@ -301,15 +300,7 @@ static int net_block(lua_State *L, const net_op *op, int base, net_obj *o, unsig
     int n = top - base + 2;
     if (n > ANCHOR_SLOTS)
         return luaL_error(L, "net: a wait with too many arguments");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        lua_createtable(L, ANCHOR_SLOTS, 0);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
-    }
-    ljx_slots_store(L, top + 1, op_head(op, n), base, n - 1);
-    lua_pop(L, 1);
+    ljx_anchor_store(L, WAIT_ANCHOR_KEY, ANCHOR_SLOTS, op_head(op, n), base, n - 1);
     return lib_wait(L, a, deadline, 0, net_cont);
 }
 
