@@ -59,12 +59,23 @@ static double op_head(const net_op *op, int n)
     return (double)(((uint64_t)(uintptr_t)op << ANCHOR_COUNT_BITS) | (unsigned)n);
 }
 
-/* The op and count of a slot-1 number (0: none, 0) */
-static const net_op *head_op(double head, int *n)
+/* The op of a slot-1 number (NULL for 0: none) */
+static const net_op *head_op(double head)
 {
-    uint64_t v = (uint64_t)head;
-    *n = (int)(v & ((1u << ANCHOR_COUNT_BITS) - 1));
-    return (const net_op *)(uintptr_t)(v >> ANCHOR_COUNT_BITS);
+    return (const net_op *)(uintptr_t)((uint64_t)head >> ANCHOR_COUNT_BITS);
+}
+
+/* The count of a slot-1 number (0 for 0: none) */
+static int head_count(double head)
+{
+    return (int)((uint64_t)head & ((1u << ANCHOR_COUNT_BITS) - 1));
+}
+
+/* The arguments a slot-1 number says are anchored after it */
+static int head_args(double head)
+{
+    int n = head_count(head);
+    return n > 0 ? n - 1 : 0;
 }
 
 static uint64_t obj_magic(void)
@@ -262,12 +273,12 @@ static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, net_ob
  * reach it cost two calls and a stack slot per wait. */
 static int net_cont(actor *a, lua_State *L)
 {
-    int n;
-    const net_op *op = head_op(ljx_anchor_head(L, WAIT_ANCHOR_KEY), &n);
     int base = lua_gettop(L) + 1;
     /* the arguments pushed at base.., and the slots cleared at once: the values live on
      * the stack while the continuation runs */
-    ljx_anchor_take(L, WAIT_ANCHOR_KEY, n - 1);
+    double head = ljx_anchor_take(L, WAIT_ANCHOR_KEY, head_args);
+    const net_op *op = head_op(head);
+    int n = head_count(head);
     net_obj *o = net_obj_at(L, base);
     if (o->s)
         io_sock_take_ready(o->s);

@@ -313,16 +313,12 @@ void ljx_anchor_store(lua_State *L, int32_t key, int nslots, double head, int fr
     lj_gc_anybarriert(L, tab);
 }
 
-double ljx_anchor_head(lua_State *L, int32_t key)
+double ljx_anchor_take(lua_State *L, int32_t key, int (*count)(double head))
 {
     GCtab *tab = anchor_of(L, key);
-    cTValue *o = tab ? lj_tab_getint(tab, 1) : NULL;
-    return o && tvisnum(o) ? numV(o) : 0;
-}
-
-void ljx_anchor_take(lua_State *L, int32_t key, int n)
-{
-    GCtab *tab = anchor_of(L, key);
+    cTValue *h = tab ? lj_tab_getint(tab, 1) : NULL;
+    double head = h && tvisnum(h) ? numV(h) : 0;
+    int n = count(head);
     lj_state_checkstack(L, (MSize)n);
     for (int i = 0; i < n; i++) {
         cTValue *o = tab ? lj_tab_getint(tab, 2 + i) : NULL;
@@ -338,6 +334,7 @@ void ljx_anchor_take(lua_State *L, int32_t key, int n)
         if (o)
             setnilV((TValue *)o);
     }
+    return head;
 }
 
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */
