@@ -1,7 +1,7 @@
 -- smarm.http end to end over 127.0.0.1: hello, keep-alive, pipelining order, chunked
 -- bodies, 400/431/413, a slowloris cut by request_timeout, a client that stops reading cut by
--- idle_timeout, 500 with the server still
--- serving, 503 past max_connections, the client, server:close and a supervisor child.
+-- idle_timeout, 500 with the server still serving, 503 past max_connections, the client,
+-- server:close and a supervisor child.
 -- Every wait is bounded.
 local smarm = require "smarm"
 local net = require "smarm.net"
