@@ -280,8 +280,12 @@ function M.request_head(buf, pos, max, grammar_only)
    if major ~= "1" then return nil, 505 end
    if h[false] then return nil, 400 end
    local version = minor == "0" and 1.0 or 1.1
-   local req = { method = false, path = false, query = false, version = false, headers = false }
-   req.method, req.path, req.query, req.version, req.headers = method, path, q, version, h
+   -- (body too, left empty: the connection stores it in that node later, no new key then)
+   local req = {
+      method = false, path = false, query = false, version = false, headers = false, body = false,
+   }
+   req.method, req.path, req.query, req.version, req.headers, req.body =
+      method, path, q, version, h, nil
    if version == 1.1 and h.host == nil then return nil, 400 end
    local host = h.host
    if host and not good_hosts[host] then

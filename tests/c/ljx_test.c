@@ -300,42 +300,53 @@ static void cpcall_catches_errors_and_allocates_nothing(void **state)
     lua_close(L);
 }
 
-/* The slots of a wait's anchor: stored, read back and cleared, a shorter store clearing
- * what a longer one left, the values kept alive by the table across full collections. */
-static void slots_hold_values_until_taken(void **state)
+/* The slots of a wait's anchor: the table made in the registry on the first store, stored,
+ * read back and cleared, a shorter store clearing what a longer one left, the values kept
+ * alive by the table across full collections. */
+#define ANCHOR_KEY (-77)
+/* a head's count of values: its integer part here */
+static int head_values(double head) { return (int)head; }
+static void anchor_holds_values_until_taken(void **state)
 {
     (void)state;
     lua_State *L = luaL_newstate();
-    lua_createtable(L, 8, 0); /* 1: the anchor */
-    lua_newuserdata(L, 16);   /* 2..4: the values */
+    assert_true(ljx_anchor_take(L, ANCHOR_KEY, head_values) == 0); /* none yet */
+    assert_int_equal(lua_gettop(L), 0);
+    lua_newuserdata(L, 16); /* 1..3: the values */
     lua_pushliteral(L, "*r");
     lua_pushnumber(L, 2.5);
-    ljx_slots_store(L, 1, 1234.0, 2, 3);
-    const void *ud = lua_topointer(L, 2);
-    lua_settop(L, 1);
+    ljx_anchor_store(L, ANCHOR_KEY, 8, 3.0, 1, 3);
+    const void *ud = lua_topointer(L, 1);
+    lua_settop(L, 0);
     lua_gc(L, LUA_GCCOLLECT, 0);
     lua_gc(L, LUA_GCCOLLECT, 0);
-    assert_true(ljx_slots_head(L, 1) == 1234.0);
-    ljx_slots_take(L, 1, 3);
-    assert_int_equal(lua_gettop(L), 4);
-    assert_ptr_equal(lua_topointer(L, 2), ud);
-    assert_string_equal(lua_tostring(L, 3), "*r");
-    assert_true(lua_tonumber(L, 4) == 2.5);
+    assert_true(ljx_anchor_take(L, ANCHOR_KEY, head_values) == 3.0);
+    assert_int_equal(lua_gettop(L), 3);
+    assert_ptr_equal(lua_topointer(L, 1), ud);
+    assert_string_equal(lua_tostring(L, 2), "*r");
+    assert_true(lua_tonumber(L, 3) == 2.5);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ANCHOR_KEY);
+    assert_true(lua_istable(L, -1));
     for (int i = 1; i <= 4; i++) {
-        lua_rawgeti(L, 1, i);
+        lua_rawgeti(L, -1, i);
         assert_true(lua_isnil(L, -1));
         lua_pop(L, 1);
     }
-    assert_true(ljx_slots_head(L, 1) == 0);
-    /* a store of 3, left behind (an interrupted wait), then a store of 1 */
-    ljx_slots_store(L, 1, 7.0, 2, 3);
-    ljx_slots_store(L, 1, 8.0, 3, 1);
-    assert_true(ljx_slots_head(L, 1) == 8.0);
-    lua_rawgeti(L, 1, 2);
+    lua_pop(L, 1);
+    assert_true(ljx_anchor_take(L, ANCHOR_KEY, head_values) == 0); /* taken */
+    assert_int_equal(lua_gettop(L), 3);
+    /* a store of 3, left behind (an interrupted wait), then a store of 1, in the same table */
+    ljx_anchor_store(L, ANCHOR_KEY, 8, 3.0, 1, 3);
+    ljx_anchor_store(L, ANCHOR_KEY, 8, 1.0, 2, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ANCHOR_KEY);
+    lua_rawgeti(L, -1, 1);
+    assert_true(lua_tonumber(L, -1) == 1.0);
+    lua_pop(L, 1);
+    lua_rawgeti(L, -1, 2);
     assert_string_equal(lua_tostring(L, -1), "*r");
     lua_pop(L, 1);
     for (int i = 3; i <= 8; i++) {
-        lua_rawgeti(L, 1, i);
+        lua_rawgeti(L, -1, i);
         assert_true(lua_isnil(L, -1));
         lua_pop(L, 1);
     }
@@ -353,7 +364,7 @@ int main(void)
         cmocka_unit_test(gc_total_matches_lua_gc_count),
         cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
-        cmocka_unit_test(slots_hold_values_until_taken),
+        cmocka_unit_test(anchor_holds_values_until_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 -- smarm.http end to end over 127.0.0.1: hello, keep-alive, pipelining order, chunked
--- bodies, 400/431/413, a slowloris cut by request_timeout, 500 with the server still
--- serving, 503 past max_connections, the client, server:close and a supervisor child.
+-- bodies, 400/431/413, a slowloris cut by request_timeout, a client that stops reading cut by
+-- idle_timeout, 500 with the server still serving, 503 past max_connections, the client,
+-- server:close and a supervisor child.
 -- Every wait is bounded.
 local smarm = require "smarm"
 local net = require "smarm.net"
@@ -149,6 +150,30 @@ describe("smarm.http", function()
       assert.are.equal(408, r.status)
       assert.is_true(smarm.now() - t0 < 3)
       assert.is_true(closed_by_peer(sock))
+      sock:close()
+      server:close()
+   end)
+
+   it("cuts a client that stops reading its answer after idle_timeout", function()
+      -- the answer's sending and the wait for the next request are one turn: its timeout is
+      -- the idle timeout, so a client that reads nothing does not hold the connection's
+      -- actor in a send for ever
+      local server = serve({ idle_timeout = 0.3 })
+      local sock = connect(server)
+      assert(sock:send(get("/big"), 5))
+      smarm.sleep(1.5)
+      local got, err = 0, nil
+      local deadline = smarm.now() + 10
+      while smarm.now() < deadline do
+         local d, e = sock:recv("*r", 5)
+         if not d then
+            err = e
+            break
+         end
+         got = got + #d
+      end
+      assert.is_truthy(err == "closed" or err == "reset", tostring(err))
+      assert.is_true(got < 32 * 1024 * 1024, "the whole answer came: nothing cut it")
       sock:close()
       server:close()
    end)

@@ -188,6 +188,46 @@ describe("smarm.net TCP", function()
       srv:close()
    end)
 
+   it("sends then reads in one sendrecv turn, a big send waiting for room first", function()
+      local c, s, srv = pair()
+      -- the peer answers each whole request with its length
+      smarm.spawn(function(sock, lens)
+         for _, len in ipairs(lens) do
+            local got = assert(sock:recv(len, 10))
+            assert(sock:send(#got .. "\n"))
+         end
+      end, s, { 5, 4 * 1024 * 1024 })
+      assert.are.equal("5\n", c:sendrecv("hello", T))
+      -- 4 MiB cannot go out before the peer reads: the turn waits for room, then for bytes
+      local big = string.rep("y", 4 * 1024 * 1024)
+      assert.are.equal(#big .. "\n", c:sendrecv(big, 30))
+      c:close()
+      srv:close()
+   end)
+
+   it("gives sendrecv's errors as values: closed, timeout, and raises on bad arguments",
+      function()
+         local c, s, srv = pair()
+         -- the peer reads the request and answers nothing: the read part times out
+         assert.are.same({ nil, "timeout" }, { c:sendrecv("ping", 0.05) })
+         assert.are.equal("ping", s:recv(4, T))
+         -- bytes there already: a poll (timeout 0) sends and reads them
+         assert(s:send("pong"))
+         smarm.sleep(0.02)
+         assert.are.equal("pong", c:sendrecv("x", 0))
+         -- the peer closes: the read part ends with closed
+         s:close()
+         local ok, err = c:sendrecv("y", T)
+         assert.is_nil(ok)
+         assert.is_truthy(err == "closed" or err == "reset", err)
+         c:close()
+         assert.are.same({ nil, "closed" }, { c:sendrecv("z", T) })
+         has("sock:sendrecv: data must be a string", err_of(c.sendrecv, c, 1))
+         has("sock:sendrecv: a socket expected", err_of(c.sendrecv, {}, "x"))
+         has("sock:sendrecv: timeout must", err_of(c.sendrecv, c, "x", "soon"))
+         srv:close()
+      end)
+
    it("times out accept, and polls with 0", function()
       local srv = assert(net.listen("127.0.0.1", 0))
       local t0 = smarm.now()

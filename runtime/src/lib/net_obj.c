@@ -59,12 +59,23 @@ static double op_head(const net_op *op, int n)
     return (double)(((uint64_t)(uintptr_t)op << ANCHOR_COUNT_BITS) | (unsigned)n);
 }
 
-/* The op and count of a slot-1 number (0: none, 0) */
-static const net_op *head_op(double head, int *n)
+/* The op of a slot-1 number (NULL for 0: none) */
+static const net_op *head_op(double head)
 {
-    uint64_t v = (uint64_t)head;
-    *n = (int)(v & ((1u << ANCHOR_COUNT_BITS) - 1));
-    return (const net_op *)(uintptr_t)(v >> ANCHOR_COUNT_BITS);
+    return (const net_op *)(uintptr_t)((uint64_t)head >> ANCHOR_COUNT_BITS);
+}
+
+/* The count of a slot-1 number (0 for 0: none) */
+static int head_count(double head)
+{
+    return (int)((uint64_t)head & ((1u << ANCHOR_COUNT_BITS) - 1));
+}
+
+/* The arguments a slot-1 number says are anchored after it */
+static int head_args(double head)
+{
+    int n = head_count(head);
+    return n > 0 ? n - 1 : 0;
 }
 
 static uint64_t obj_magic(void)
@@ -224,9 +235,8 @@ int net_fail_plain(lua_State *L, int base, const char *err)
 
 /* Makes sure actor a is woken when the object at base is ready for ev: 0, 1 (ready now: try
  * again instead of parking), or -errno. */
-static int arm(lua_State *L, actor *a, int base, unsigned ev)
+static int arm(lua_State *L, actor *a, net_obj *o, unsigned ev)
 {
-    net_obj *o = net_obj_at(L, base);
     if (ev == 0) {
         sched_arm_wake(a, o->backoff_until);
         return 0;
@@ -235,16 +245,17 @@ static int arm(lua_State *L, actor *a, int base, unsigned ev)
 }
 
 /* Tries op until it is done or armed: its results (>= 0), or -1 when the actor must park. */
-static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64_t deadline)
+static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, net_obj *o,
+                      uint64_t deadline)
 {
     for (;;) {
         unsigned ev = 0;
-        int r = op->try(L, base, &ev);
+        int r = op->try(L, base, o, &ev);
         if (r >= 0)
             return r;
         if (deadline && park_now_ns() >= deadline)
             return op->fail(L, base, "timeout");
-        int rc = arm(L, a, base, ev);
+        int rc = arm(L, a, o, ev);
         if (rc == 0)
             return -1;
         if (rc < 0)
@@ -257,43 +268,42 @@ static int try_or_arm(lua_State *L, actor *a, const net_op *op, int base, uint64
  * time is garbage to collect. Slot 1 holds the op and the count in use; a wait clears its
  * slots when it ends, so the table holds nothing alive between waits (one an interrupt
  * ended is cleared by the next store, which clears every slot past its own). The slots are
- * written and read by ljx_slots_*: a C API call per slot cost more than the rest of a
- * wait's anchoring. */
+ * written and read by ljx_anchor_*, which find the table in the registry themselves: a C API
+ * call per slot cost more than the rest of a wait's anchoring, and pushing the table to
+ * reach it cost two calls and a stack slot per wait. */
 static int net_cont(actor *a, lua_State *L)
 {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
-    int t = lua_gettop(L);
-    int n;
-    const net_op *op = head_op(ljx_slots_head(L, t), &n);
-    int base = t + 1;
+    int base = lua_gettop(L) + 1;
     /* the arguments pushed at base.., and the slots cleared at once: the values live on
      * the stack while the continuation runs */
-    ljx_slots_take(L, t, n - 1);
+    double head = ljx_anchor_take(L, WAIT_ANCHOR_KEY, head_args);
+    const net_op *op = head_op(head);
+    int n = head_count(head);
     net_obj *o = net_obj_at(L, base);
     if (o->s)
         io_sock_take_ready(o->s);
-    int r = try_or_arm(L, a, op, base, a->run.deadline);
+    int r = try_or_arm(L, a, op, base, o, a->run.deadline);
     if (r >= 0)
         return r;
     /* waits again: anchored again */
-    ljx_slots_store(L, t, op_head(op, n), base, n - 1);
-    lua_settop(L, t - 1);
+    ljx_anchor_store(L, WAIT_ANCHOR_KEY, ANCHOR_SLOTS, op_head(op, n), base, n - 1);
+    lua_settop(L, base - 1);
     return -1;
 }
 
 /* The wait of a method whose try asked for ev: its arguments are at base..top. */
-static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint64_t deadline,
-                     int poll)
+static int net_block(lua_State *L, const net_op *op, int base, net_obj *o, unsigned ev,
+                     uint64_t deadline, int poll)
 {
     actor *a = luavm_actor(L);
     if (poll)
         return op->fail(L, base, "timeout");
-    int rc = arm(L, a, base, ev);
+    int rc = arm(L, a, o, ev);
     if (rc < 0)
         return op->fail(L, base, strerror(-rc));
     if (rc > 0) {
         /* an edge came since the try: try again (with the deadline the wait would have) */
-        int r = try_or_arm(L, a, op, base, deadline);
+        int r = try_or_arm(L, a, op, base, o, deadline);
         if (r >= 0)
             return r;
     }
@@ -301,29 +311,18 @@ static int net_block(lua_State *L, const net_op *op, int base, unsigned ev, uint
     int n = top - base + 2;
     if (n > ANCHOR_SLOTS)
         return luaL_error(L, "net: a wait with too many arguments");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        lua_createtable(L, ANCHOR_SLOTS, 0);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, LUA_REGISTRYINDEX, WAIT_ANCHOR_KEY);
-    }
-    ljx_slots_store(L, top + 1, op_head(op, n), base, n - 1);
-    lua_pop(L, 1);
+    ljx_anchor_store(L, WAIT_ANCHOR_KEY, ANCHOR_SLOTS, op_head(op, n), base, n - 1);
     return lib_wait(L, a, deadline, 0, net_cont);
 }
 
 /* Tries op with the arguments at 1..top, then waits if it must. */
-int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll)
+int net_run_op(lua_State *L, const net_op *op, net_obj *o, uint64_t deadline, int poll)
 {
     unsigned ev = 0;
-    if (poll) {
-        net_obj *o = net_obj_at(L, 1);
-        if (o->s)
-            io_sock_undrain(o->s); /* a poll does not wait: its try must read */
-    }
-    int r = op->try(L, 1, &ev);
-    return r >= 0 ? r : net_block(L, op, 1, ev, deadline, poll);
+    if (poll && o->s)
+        io_sock_undrain(o->s); /* a poll does not wait: its try must read */
+    int r = op->try(L, 1, o, &ev);
+    return r >= 0 ? r : net_block(L, op, 1, o, ev, deadline, poll);
 }
 
 /* ---- common methods ---- */

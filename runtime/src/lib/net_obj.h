@@ -47,12 +47,13 @@ void net_close_obj(net_obj *o);
 /* Pushes nil, err: 2. */
 int net_push_fail(lua_State *L, const char *err);
 
-/* A blocking operation: try runs with its arguments at base.. (the object first) and pushes
+/* A blocking operation: try runs with its arguments at base.. (the object first, o its payload,
+ * read once per call or wake rather than once per try and arm) and pushes
  * its results (>= 0) or returns -1 with the readiness to wait for in *ev (NETPOLL_READ or
  * WRITE; 0: the actor's timer only, until the object's backoff_until); fail pushes the
  * results of a wait that ended with err ("timeout", or why the poller could not be armed). */
 typedef struct net_op {
-    int (*try)(lua_State *L, int base, unsigned *ev);
+    int (*try)(lua_State *L, int base, net_obj *o, unsigned *ev);
     int (*fail)(lua_State *L, int base, const char *err);
 } net_op;
 
@@ -60,7 +61,7 @@ typedef struct net_op {
 int net_fail_plain(lua_State *L, int base, const char *err);
 /* Tries op with the arguments at 1..top, and if it must wait, arms the network poller and parks the
  * calling actor until it is done (deadline and poll as lib_check_timeout gives them). */
-int net_run_op(lua_State *L, const net_op *op, uint64_t deadline, int poll);
+int net_run_op(lua_State *L, const net_op *op, net_obj *o, uint64_t deadline, int poll);
 
 /* The methods every kind has: close, fd, port, setoption; and readable (streams, UDP). */
 int net_l_close(lua_State *L);

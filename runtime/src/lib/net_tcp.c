@@ -110,9 +110,8 @@ static long recv_direct(lua_State *L, io_sock *s)
     return 1;
 }
 
-static int recv_try(lua_State *L, int base, unsigned *ev)
+static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     size_t n;
     int pat = checked_pattern(L, base + 1, &n);
     io_sock *s = o->s;
@@ -178,13 +177,13 @@ static const net_op recv_op = {recv_try, recv_fail};
  */
 static int l_tcp_recv(lua_State *L)
 {
-    net_check_obj(L, 1, IO_TCP, "sock:recv");
+    net_obj *o = net_check_obj(L, 1, IO_TCP, "sock:recv");
     size_t n;
     check_pattern(L, 2, &n);
     int poll;
     uint64_t deadline = lib_check_timeout(L, 3, "sock:recv", &poll);
     lua_settop(L, 2);
-    return net_run_op(L, &recv_op, deadline, poll);
+    return net_run_op(L, &recv_op, o, deadline, poll);
 }
 
 static int send_fail(lua_State *L, int base, const char *err)
@@ -196,9 +195,8 @@ static int send_fail(lua_State *L, int base, const char *err)
     return 3;
 }
 
-static int send_try(lua_State *L, int base, unsigned *ev)
+static int send_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     size_t len;
     const char *p = ljx_string_at(L, base + 1, &len);
     io_sock *s = o->s;
@@ -224,6 +222,86 @@ static int send_try(lua_State *L, int base, unsigned *ev)
 
 static const net_op send_op = {send_try, send_fail};
 
+/* A turn of a request/response connection: all of the data at base + 1 sent (what is left
+ * of it), then what recv("*r") reads. The two tries of one op: the send's progress is the
+ * handle's woff, so a retry after a wait for room goes on where the send stopped, and one
+ * after a wait for bytes finds it done. */
+static int sendrecv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
+{
+    io_sock *s = o->s;
+    if (!s)
+        return net_fail_plain(L, base, "closed");
+    size_t len;
+    const char *p = ljx_string_at(L, base + 1, &len);
+    while (s->woff < len) {
+        ssize_t n = send(s->fd, p + s->woff, len - s->woff, MSG_NOSIGNAL);
+        if (n >= 0) {
+            s->woff += (size_t)n;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *ev = NETPOLL_WRITE;
+            return -1;
+        }
+        return net_fail_plain(L, base, io_err_name(errno));
+    }
+    if (!io_sock_buffered(s) && !s->eof && !recv_scratch_busy) {
+        long r = recv_direct(L, s);
+        if (r > 0)
+            return 1;
+        if (r == -EAGAIN) {
+            *ev = NETPOLL_READ;
+            return -1;
+        }
+        if (r < 0)
+            return net_fail_plain(L, base, io_err_name((int)-r));
+    }
+    if (io_sock_buffered(s)) {
+        take_bytes(L, s, io_sock_buffered(s), io_sock_buffered(s));
+        return 1;
+    }
+    if (s->eof)
+        return net_fail_plain(L, base, "closed");
+    /* read ahead while the scratch buffer is busy (a finalizer's read): the buffered way */
+    long r = io_sock_fill(s, 0);
+    if (r > 0) {
+        take_bytes(L, s, io_sock_buffered(s), io_sock_buffered(s));
+        return 1;
+    }
+    if (r == 0)
+        return net_fail_plain(L, base, "closed");
+    if (r == -EAGAIN) {
+        *ev = NETPOLL_READ;
+        return -1;
+    }
+    return net_fail_plain(L, base, io_err_name((int)-r));
+}
+
+static const net_op sendrecv_op = {sendrecv_try, net_fail_plain};
+
+/**
+ * sock:sendrecv(data [, timeout]) -> data | nil, err
+ * One turn of a request/response protocol in one call: sends all of data (waiting for room as
+ * needed), then reads as recv("*r") does (what is there, at least one byte). The timeout
+ * covers both. err is as for send and recv; bytes read are never lost (a failed turn reads
+ * none).
+ */
+static int l_tcp_sendrecv(lua_State *L)
+{
+    net_obj *o = net_check_obj(L, 1, IO_TCP, "sock:sendrecv");
+    size_t len;
+    if (!ljx_string_at(L, 2, &len))
+        return luaL_error(L, "sock:sendrecv: data must be a string, got %s", luaL_typename(L, 2));
+    int poll;
+    uint64_t deadline = lib_check_timeout(L, 3, "sock:sendrecv", &poll);
+    lua_settop(L, 2);
+    if (o->s)
+        o->s->woff = 0;
+    return net_run_op(L, &sendrecv_op, o, deadline, poll);
+}
+
 /**
  * sock:send(data [, timeout]) -> true | nil, err, sent
  * Writes all of data (a string), waiting for room as needed. err is "closed" (this socket
@@ -241,7 +319,7 @@ static int l_tcp_send(lua_State *L)
     lua_settop(L, 2);
     if (o->s)
         o->s->woff = 0;
-    return net_run_op(L, &send_op, deadline, poll);
+    return net_run_op(L, &send_op, o, deadline, poll);
 }
 
 /* sock:peer() -> host, port | nil, err */
@@ -285,9 +363,8 @@ static int l_tcp_shutdown(lua_State *L)
 
 /* ---- servers ---- */
 
-static int accept_try(lua_State *L, int base, unsigned *ev)
+static int accept_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     if (!o->s)
         return net_push_fail(L, "closed");
     if (o->backoff_until) {
@@ -345,11 +422,11 @@ static const net_op accept_op = {accept_try, net_fail_plain};
  */
 static int l_accept(lua_State *L)
 {
-    net_check_obj(L, 1, IO_LISTEN, "server:accept");
+    net_obj *o = net_check_obj(L, 1, IO_LISTEN, "server:accept");
     int poll;
     uint64_t deadline = lib_check_timeout(L, 2, "server:accept", &poll);
     lua_settop(L, 1);
-    return net_run_op(L, &accept_op, deadline, poll);
+    return net_run_op(L, &accept_op, o, deadline, poll);
 }
 
 /* raw.listen(address, port, backlog, reuseport) -> server | nil, err */
@@ -386,9 +463,8 @@ static int connect_fail(lua_State *L, int base, const char *err)
     return net_push_fail(L, err);
 }
 
-static int connect_try(lua_State *L, int base, unsigned *ev)
+static int connect_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = net_obj_at(L, base);
     if (!io_fd_ready(o->s->fd, NETPOLL_WRITE)) {
         *ev = NETPOLL_WRITE;
         return -1;
@@ -425,7 +501,7 @@ int net_l_connect(lua_State *L)
         return 1;
     if (errno != EINPROGRESS)
         return connect_fail(L, 1, io_err_name(errno));
-    return net_run_op(L, &connect_op, deadline, poll);
+    return net_run_op(L, &connect_op, o, deadline, poll);
 }
 
 /* server:acceptable() -> a select arm, ready (with the server as its value) when a
@@ -443,6 +519,7 @@ static int l_acceptable(lua_State *L)
 const luaL_Reg net_tcp_methods[] = {
     {"send", l_tcp_send},
     {"recv", l_tcp_recv},
+    {"sendrecv", l_tcp_sendrecv},
     {"close", net_l_close},
     {"peer", l_tcp_peer},
     {"fd", net_l_fd},

@@ -65,9 +65,8 @@ static socklen_t map_to_family(int fd, struct sockaddr_storage *sa, socklen_t le
     return sizeof *v6;
 }
 
-static int sendto_try(lua_State *L, int base, unsigned *ev)
+static int sendto_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = lua_touserdata(L, base);
     if (!o->s)
         return net_push_fail(L, "closed");
     size_t n;
@@ -95,18 +94,17 @@ static const net_op sendto_op = {sendto_try, net_fail_plain};
 /* u:sendto(data, address, port) -> true | nil, err: one datagram (address: a literal) */
 static int l_sendto(lua_State *L)
 {
-    net_check_obj(L, 1, IO_UDP, "u:sendto");
+    net_obj *o = net_check_obj(L, 1, IO_UDP, "u:sendto");
     if (lua_type(L, 2) != LUA_TSTRING)
         return luaL_error(L, "u:sendto: data must be a string, got %s", luaL_typename(L, 2));
     struct sockaddr_storage sa;
     net_check_addr(L, 3, "u:sendto", &sa);
     lua_settop(L, 4);
-    return net_run_op(L, &sendto_op, 0, 0);
+    return net_run_op(L, &sendto_op, o, 0, 0);
 }
 
-static int recvfrom_try(lua_State *L, int base, unsigned *ev)
+static int recvfrom_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
-    net_obj *o = lua_touserdata(L, base);
     if (!o->s)
         return net_push_fail(L, "closed");
     char *buf = malloc(UDP_MAX);
@@ -144,11 +142,11 @@ static const net_op recvfrom_op = {recvfrom_try, net_fail_plain};
 /* u:recvfrom([timeout]) -> data, host, port | nil, err */
 static int l_recvfrom(lua_State *L)
 {
-    net_check_obj(L, 1, IO_UDP, "u:recvfrom");
+    net_obj *o = net_check_obj(L, 1, IO_UDP, "u:recvfrom");
     int poll;
     uint64_t deadline = lib_check_timeout(L, 2, "u:recvfrom", &poll);
     lua_settop(L, 1);
-    return net_run_op(L, &recvfrom_op, deadline, poll);
+    return net_run_op(L, &recvfrom_op, o, deadline, poll);
 }
 
 const luaL_Reg net_udp_methods[] = {

@@ -279,16 +279,32 @@ void ljx_set_index(lua_State *L, void *table, uint32_t i)
     L->top--;
 }
 
-/* -- Slots of a wait's anchor ------------------------------------------------------------ */
+/* -- A wait's anchor ---------------------------------------------------------------------- */
 
 static TValue *slot_of(lua_State *L, GCtab *t, int32_t i)
 {
     return (uint32_t)i < t->asize ? arrayslot(t, i) : lj_tab_setint(L, t, i);
 }
 
-void ljx_slots_store(lua_State *L, int t, double head, int from, int n)
+/* registry[key] if it is a table, found without a push (lua_rawgeti's index2adr, its copy to
+ * the stack and the pop), or NULL */
+static GCtab *anchor_of(lua_State *L, int32_t key)
 {
-    GCtab *tab = tabV(L->base + t - 1);
+    cTValue *o = lj_tab_getint(tabV(registry(L)), key);
+    return o && tvistab(o) ? tabV(o) : NULL;
+}
+
+void ljx_anchor_store(lua_State *L, int32_t key, int nslots, double head, int from, int n)
+{
+    GCtab *tab = anchor_of(L, key);
+    if (!tab) {
+        /* (no collector step runs between the two allocations: the new table needs no
+         * anchor of its own until the registry holds it) */
+        tab = lj_tab_new_ah(L, nslots, 0);
+        GCtab *reg = tabV(registry(L));
+        settabV(L, lj_tab_setint(L, reg, key), tab);
+        lj_gc_anybarriert(L, reg);
+    }
     setnumV(slot_of(L, tab, 1), head);
     for (int i = 0; i < n; i++)
         copyTV(L, slot_of(L, tab, 2 + i), L->base + from - 1 + i);
@@ -297,19 +313,15 @@ void ljx_slots_store(lua_State *L, int t, double head, int from, int n)
     lj_gc_anybarriert(L, tab);
 }
 
-double ljx_slots_head(lua_State *L, int t)
+double ljx_anchor_take(lua_State *L, int32_t key, int (*count)(double head))
 {
-    GCtab *tab = tabV(L->base + t - 1);
-    cTValue *o = lj_tab_getint(tab, 1);
-    return o && tvisnum(o) ? numV(o) : 0;
-}
-
-void ljx_slots_take(lua_State *L, int t, int n)
-{
-    GCtab *tab = tabV(L->base + t - 1);
+    GCtab *tab = anchor_of(L, key);
+    cTValue *h = tab ? lj_tab_getint(tab, 1) : NULL;
+    double head = h && tvisnum(h) ? numV(h) : 0;
+    int n = count(head);
     lj_state_checkstack(L, (MSize)n);
     for (int i = 0; i < n; i++) {
-        cTValue *o = lj_tab_getint(tab, 2 + i);
+        cTValue *o = tab ? lj_tab_getint(tab, 2 + i) : NULL;
         if (o) {
             copyTV(L, L->top, o);
         } else {
@@ -317,11 +329,12 @@ void ljx_slots_take(lua_State *L, int t, int n)
         }
         incr_top(L);
     }
-    for (int i = 1; i <= n + 1; i++) {
+    for (int i = 1; tab && i <= n + 1; i++) {
         cTValue *o = lj_tab_getint(tab, i);
         if (o)
             setnilV((TValue *)o);
     }
+    return head;
 }
 
 /* -- Raw reads for the encoder: TValues classified once, no index2adr per access ---------- */

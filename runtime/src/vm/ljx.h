@@ -169,16 +169,16 @@ void *ljx_new_table(lua_State *L, uint32_t narr, uint32_t nhash);
 void ljx_set_pair(lua_State *L, void *t);
 void ljx_set_index(lua_State *L, void *t, uint32_t i);
 
-/* A table used as an array of slots that hold values across a wait (a socket wait's
- * anchor), written and read without a C API call per slot. t is a stack index (> 0).
- * ljx_slots_store: t[1] = head, t[2..n+1] = the values at stack indexes from..from+n-1, and
- * every later slot of t's array part nil (a store that leaves slots of an earlier one would
- * keep their values alive). ljx_slots_head: t[1] as a number (0 if none).
- * ljx_slots_take: pushes t[2..n+1] and sets t[1..n+1] to nil. The array part should have
- * room for n + 1 slots (lua_createtable); past it they go through the hash part. */
-void ljx_slots_store(lua_State *L, int t, double head, int from, int n);
-double ljx_slots_head(lua_State *L, int t);
-void ljx_slots_take(lua_State *L, int t, int n);
+/* A table at registry[key] (an integer key) used as an array of slots that hold values
+ * across a wait (a socket wait's anchor), found and written without a C API call per slot.
+ * ljx_anchor_store: makes the table on first use (room for nslots in its array part; past it
+ * slots go through the hash part), then t[1] = head, t[2..n+1] = the values at stack indexes
+ * from..from+n-1, and every later slot of the array part nil (a store that leaves slots of an
+ * earlier one would keep their values alive). ljx_anchor_take: reads t[1] as a number (0 if
+ * none: no table, or taken) as head, pushes t[2..n+1] with n = count(head), sets t[1..n+1]
+ * to nil and returns head (one lookup of the table for both). */
+void ljx_anchor_store(lua_State *L, int32_t key, int nslots, double head, int from, int n);
+double ljx_anchor_take(lua_State *L, int32_t key, int (*count)(double head));
 
 /* lua_dump of the function on top of L, keeping the keys of its table constructors'
  * templates that have no constant value (see ljx.c): the state that loads the dump builds

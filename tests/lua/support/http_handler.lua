@@ -44,6 +44,12 @@ routes["/pid"] = function()
    return 200, nil, tostring(smarm.self())
 end
 
+-- more than the loopback's socket buffers hold: its sending waits for a client that reads
+local BIG = 32 * 1024 * 1024
+routes["/big"] = function()
+   return 200, nil, string.rep("x", BIG)
+end
+
 routes["/nocontent"] = function()
    return 204, nil, nil
 end
