@@ -44,6 +44,12 @@
 #define RUNNEXT_STREAK 32
 /* one new-actor pick in this many takes the shared new queue ahead of the spawn stack */
 #define NEW_FIFO_TURN 256
+/* a new actor whose first run lasts this long is worth a sibling's steal, and so are the new
+ * actors of a scheduler after this many more such first runs than short ones (note_first_run) */
+#define SHARE_NS 20000
+#define SHARE_VOTES 4
+/* bits of sched.share_new */
+enum { SHARE_LONG = 1, SHARE_STALE = 2 };
 
 /* initial-exec: a load from the thread pointer, not a __tls_get_addr call (the code is PIC
  * for the shared library) */
@@ -208,6 +214,18 @@ static void enqueue_new(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
+/* s pushed or took a new actor: it is back with its new actors, which are no longer stale
+ * (see sched_share_backlog). Returns s's share bits. */
+static inline int touch_new(sched *s)
+{
+    count_own(&s->new_touches);
+    int share = atomic_load_explicit(&s->share_new, memory_order_relaxed);
+    if (__builtin_expect(share & SHARE_STALE, 0))
+        share = atomic_fetch_and_explicit(&s->share_new, ~SHARE_STALE, memory_order_relaxed) &
+                ~SHARE_STALE;
+    return share;
+}
+
 /* Spawned actors wait on their scheduler's spawn stack, the newest on top. A tree of actors
  * that spawn and then wait for their children (skynet) so runs depth-first: few of them are
  * alive at once, and each new one boots on the state and C stack that the one before just
@@ -220,37 +238,54 @@ static void push_spawned(sched *s, uint32_t idx)
 {
     uint32_t spilled;
     if (spawnstack_push(&s->spawned, idx, &spilled))
-        runq_push(s->rt->rq_new, spilled);
-    wake_for_work(s->rt);
+        runq_push(s->spillq ? s->spillq : s->rt->rq_new, spilled);
+    if (touch_new(s) & SHARE_LONG)
+        wake_for_work(s->rt);
 }
 
-/* The next new actor for s: its own newest, or one of the shared new queue. */
+/* The oldest new actor for s: of its spill queue or of the shared new queue, which go first
+ * in turns (neither starves the other). */
+static inline int pop_old_new(sched *s, uint32_t *idx)
+{
+    runq *mine = s->spillq, *shared = s->rt->rq_new;
+    if ((s->new_turn / NEW_FIFO_TURN) & 1)
+        return runq_pop(shared, idx) || (mine && runq_pop(mine, idx));
+    return (mine && runq_pop(mine, idx)) || runq_pop(shared, idx);
+}
+
+/* The next new actor for s: its own newest, or an old one. */
 static inline int pop_new(sched *s, uint32_t *idx)
 {
-    if ((++s->new_turn % NEW_FIFO_TURN) == 0 && runq_pop(s->rt->rq_new, idx))
-        return 1;
-    return spawnstack_pop_newest(&s->spawned, idx) || runq_pop(s->rt->rq_new, idx);
+    int got = ((++s->new_turn % NEW_FIFO_TURN) == 0 && pop_old_new(s, idx)) ||
+              spawnstack_pop_newest(&s->spawned, idx) || pop_old_new(s, idx);
+    if (got)
+        touch_new(s);
+    return got;
 }
 
-/* An idle scheduler takes the oldest new actor of a sibling's spawn stack. */
+/* An idle scheduler takes the oldest new actor of a sibling that shares them (share_new):
+ * of its spill queue, or of its spawn stack. */
 static int steal_spawned(sched *s, uint32_t *idx)
 {
     smarm_runtime *rt = s->rt;
     for (int i = 0; i < sched_total(rt); i++) {
         sched *o = &rt->scheds[i];
-        if (o != s && spawnstack_pop_oldest(&o->spawned, idx))
+        if (o != s && atomic_load_explicit(&o->share_new, memory_order_relaxed) &&
+            ((o->spillq && runq_pop(o->spillq, idx)) || spawnstack_pop_oldest(&o->spawned, idx)))
             return 1;
     }
     return 0;
 }
 
-/* Moves the new actors on from's spawn stack, oldest first so their order stays: to the
- * stack of `to` (a spare that stands in for from), or to the shared new queue (a spare that
- * retires). Not into the shared queue on a cover: a FIFO runs a tree breadth-first. */
+/* Moves the new actors on from's spill queue and spawn stack, oldest first so their order
+ * stays: to the stack of `to` (a spare that stands in for from), or to the shared new queue
+ * (a spare that retires). Not into the shared queue on a cover: a FIFO runs a tree
+ * breadth-first. */
 static void move_spawned(sched *from, sched *to)
 {
     uint32_t idx, spilled;
-    while (spawnstack_pop_oldest(&from->spawned, &idx)) {
+    while ((from->spillq && runq_pop(from->spillq, &idx)) ||
+           spawnstack_pop_oldest(&from->spawned, &idx)) {
         if (!to)
             runq_push(from->rt->rq_new, idx);
         else if (spawnstack_push(&to->spawned, idx, &spilled))
@@ -259,12 +294,18 @@ static void move_spawned(sched *from, sched *to)
     wake_for_work(from->rt);
 }
 
-/* New actors waiting on the spawn stacks (approximate). */
+/* New actors waiting on s's spawn stack and in its spill queue (approximate). */
+static inline uint32_t own_new(sched *s)
+{
+    return spawnstack_size(&s->spawned) + (s->spillq ? runq_size_approx(s->spillq) : 0);
+}
+
+/* New actors waiting on the schedulers' spawn stacks and spill queues (approximate). */
 static uint32_t spawned_waiting(smarm_runtime *rt)
 {
     uint32_t n = 0;
     for (int i = 0; i < sched_total(rt); i++)
-        n += spawnstack_size(&rt->scheds[i].spawned);
+        n += own_new(&rt->scheds[i]);
     return n;
 }
 
@@ -284,20 +325,30 @@ static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
-/* Actors waiting in the three shared queues (approximate). */
-static inline uint32_t queued(smarm_runtime *rt)
+/* Actors waiting in the shared queues of actors that have run: woken, spawning, yielded. */
+static inline uint32_t queued_ran(smarm_runtime *rt)
 {
     return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
-           runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
+           runq_size_approx(rt->rq_yield);
+}
+
+/* Actors waiting in the shared queues (approximate). */
+static inline uint32_t queued(smarm_runtime *rt)
+{
+    return queued_ran(rt) + runq_size_approx(rt->rq_new);
+}
+
+/* New actors that s would share: its own, and those of the shared new queue. */
+static inline uint32_t new_waiting(sched *s)
+{
+    return own_new(s) + runq_size_approx(s->rt->rq_new);
 }
 
 /* Woken, spawning or new actors wait (approximate): a slice taken ahead of them is short. */
 static inline int fresh_queued(sched *s)
 {
     smarm_runtime *rt = s->rt;
-    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
-               runq_size_approx(rt->rq_new) + spawnstack_size(&s->spawned) >
-           0;
+    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) + new_waiting(s) > 0;
 }
 
 /* The next actor of the shared queues, in their order: woken, spawning, new (s's spawn stack
@@ -612,6 +663,7 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
      * a spawner makes last is what it waits for first (a reply, an init ack); the one it
      * displaces joins the new queue */
     if (spawner && cs->kind == SCHED_LOOP) {
+        a->run.last_sched = cs->id; /* where it was spawned (spawns_moved) */
         if ((idx = swap_runnext(cs, (uint32_t)idx)) >= 0)
             push_spawned(cs, (uint32_t)idx);
         return 0;
@@ -785,6 +837,32 @@ static int unpin(sched *s, uint32_t *idx)
     return 1;
 }
 
+/* A new actor's first run on s just ended, begun at `began`: whether s's new actors are worth
+ * an idle sibling's steal. On this 2-core VM a new actor taken by the other core cost more
+ * than it runs: spawn.lua (each child sends one message and ends) took 1.3-1.6 us per child
+ * at -S 1 and 1.6-3.4 at -S 2, where the sibling, woken at every push, ran half of them and
+ * pulled across cores the lines their spawner had just written (the slot, the actor record,
+ * the arguments), and the spawner's own mailbox, slot cache and malloc arena; skynet lost
+ * the same way (2.2 us per actor against 1.7). So short new actors stay where they were
+ * spawned, run newest first, and the sibling sleeps; one that runs SHARE_NS or longer (a
+ * computation: preempted at the end of its first slice, or a long init) makes the rest
+ * stealable, and a sibling is woken for them. The watchdog shares a spawn stack its owner
+ * has not come back to for a tick too (sched_share_backlog). */
+static void note_first_run(sched *s, uint64_t began)
+{
+    int is_long = park_now_ns() - began >= SHARE_NS;
+    if (is_long && s->long_votes < SHARE_VOTES) {
+        if (++s->long_votes == SHARE_VOTES) {
+            atomic_fetch_or_explicit(&s->share_new, SHARE_LONG, memory_order_relaxed);
+            if (new_waiting(s) > 0)
+                wake_for_work(s->rt);
+        }
+    } else if (!is_long && s->long_votes > 0) {
+        if (--s->long_votes == 0)
+            atomic_fetch_and_explicit(&s->share_new, ~SHARE_LONG, memory_order_relaxed);
+    }
+}
+
 static void run_actor(sched *s, uint32_t idx)
 {
     smarm_runtime *rt = s->rt;
@@ -833,16 +911,20 @@ static void run_actor(sched *s, uint32_t idx)
         }
         if (a->run.last_sched != s->id) {
             a->stats.migrations += a->stats.slices != 0;
+            s->spawns_moved += a->stats.slices == 0 && a->run.last_sched >= 0;
             a->run.last_sched = s->id;
         }
         /* a first slice ends early if others wait (the watchdog checks it, preempt.c), and so
          * does the slice of one taken from the yielded queue ahead of woken ones */
         int short_slice = s->short_slice;
         s->short_slice = 0;
-        if (a->stats.slices++ == 0 || short_slice)
-            atomic_store_explicit(&s->probation_until, park_now_ns() + rt->probation_ns,
+        int first = a->stats.slices++ == 0;
+        uint64_t began = 0;
+        if (first || short_slice) {
+            began = park_now_ns();
+            atomic_store_explicit(&s->probation_until, began + rt->probation_ns,
                                   memory_order_relaxed);
-        else if (atomic_load_explicit(&s->probation_until, memory_order_relaxed))
+        } else if (atomic_load_explicit(&s->probation_until, memory_order_relaxed))
             atomic_store_explicit(&s->probation_until, 0, memory_order_relaxed);
         a->run.spawned = 0;
         /* the actor allocates only while it runs, and only on this thread */
@@ -855,6 +937,8 @@ static void run_actor(sched *s, uint32_t idx)
         switch_in(s, a);
         if (TRACE_ON(rt))
             trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
+        if (first)
+            note_first_run(s, began);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
@@ -971,8 +1055,10 @@ static int next_runnable(sched *s, uint32_t *idx)
     if (!got && !home_first && s->homeq && pop_home(s, idx))
         return 1;
     if (got || pop_shared(s, idx)) {
-        /* chain rule: surplus work wakes a sibling so it runs in parallel */
-        if (queued(rt) > 0 || spawnstack_size(&s->spawned) > 0)
+        /* chain rule: surplus work wakes a sibling so it runs in parallel; new actors only
+         * while they are worth moving (share_new) */
+        if (queued_ran(rt) > 0 ||
+            (atomic_load_explicit(&s->share_new, memory_order_relaxed) && new_waiting(s) > 0))
             wake_for_work(rt);
         return 1;
     }
@@ -1224,6 +1310,15 @@ void sched_share_backlog(smarm_runtime *rt)
             wake_for_work(rt);
         }
         s->drains_seen = d;
+        /* new actors its owner has neither pushed to nor popped from since the last tick: it
+         * is held up in one actor (a computation after its spawns), so a sibling takes them */
+        uint64_t t = atomic_load_explicit(&s->new_touches, memory_order_relaxed);
+        if (t == s->touches_seen && own_new(s) > 0 &&
+            !atomic_load_explicit(&s->share_new, memory_order_relaxed)) {
+            atomic_fetch_or_explicit(&s->share_new, SHARE_STALE, memory_order_relaxed);
+            wake_for_work(rt);
+        }
+        s->touches_seen = t;
     }
 }
 
@@ -1485,10 +1580,13 @@ int sched_start(smarm_runtime *rt)
     int homes =
         rt->scheds != NULL && (rt->slots.caches || slot_caches_init(&rt->slots, total) == 0);
     for (int i = 0; homes && i < n; i++)
-        homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL;
+        homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL &&
+                (rt->scheds[i].spillq = runq_new(rt->cfg.max_actors)) != NULL;
     if (!homes || blocking_pool_init(rt) != 0) {
-        for (int i = 0; rt->scheds && i < n; i++)
+        for (int i = 0; rt->scheds && i < n; i++) {
             runq_free(rt->scheds[i].homeq);
+            runq_free(rt->scheds[i].spillq);
+        }
         free(rt->scheds);
         rt->scheds = NULL;
         return SMARM_ENOMEM;
@@ -1562,6 +1660,7 @@ int sched_join(smarm_runtime *rt)
     for (int i = 0; i < total; i++) {
         wire_buf_free(&rt->scheds[i].enc);
         runq_free(rt->scheds[i].homeq);
+        runq_free(rt->scheds[i].spillq);
     }
     free(rt->scheds);
     rt->scheds = NULL;
