@@ -1,10 +1,11 @@
 -- Where new actors run at 2 schedulers. A spawned actor waits on its spawner's scheduler, and
--- an idle sibling takes it over only while that scheduler's new actors are worth moving:
--- their first runs lasted long (they compute), or the scheduler has not come back to them for
--- a watchdog tick. Short ones (each sends a reply and ends) stay where they were spawned: the
--- sibling that took half of them pulled across cores what their spawner had just written, and
--- a spawn+exit cost more at 2 schedulers than at 1 (docs/DESIGN.md, "The spawn stack").
--- The runtime stats count first runs on another scheduler than the spawner's (spawns_moved).
+-- an idle sibling takes it over only while that scheduler's new actors are worth moving: the
+-- ones moved so far computed (a long first run) or spawned children of their own (a subtree
+-- of a tree), or the scheduler has not come back to them for a watchdog tick. Short ones
+-- (each sends a reply and ends) stay where they were spawned: a sibling that took half of
+-- them pulled across cores what their spawner had just written, and a spawn+exit cost more at
+-- 2 schedulers than at 1 (docs/DESIGN.md, "The spawn stack"). The runtime stats count first
+-- runs on another scheduler than the spawner's (spawns_moved).
 local smarm = require "smarm"
 local C = require "smarm.ffi"
 local runtime_stats = require("support.stats").runtime
@@ -56,9 +57,10 @@ describe("a spawned actor", function()
          end
          assert.are.equal(batches * batch * (batch + 1) / 2, sum)
          local n, m = batches * batch, moved() - before
-         -- measured: none in most runs, up to 1,457 of the 10,000 in 1 of 20 runs on a loaded
-         -- machine (the watchdog shares a spawn stack whose scheduler waited a tick for a CPU).
-         -- Before, the sibling, woken at every spawn, ran 5,600-7,900 of them
+         -- measured: some tens to a few hundred of the 10,000 (the few a sibling takes to learn
+         -- they are short, again every few watchdog ticks), up to 2,800 on a loaded machine (the
+         -- watchdog shares a spawn stack whose scheduler waits a tick for a CPU). Before, the
+         -- sibling, woken at every spawn, ran 4,400-7,900 of them
          assert.is_true(m * 3 < n, ("%d of %d short actors ran on another scheduler"):format(m, n))
       end)
 
@@ -80,8 +82,8 @@ describe("a spawned actor", function()
 
    it("whose first run is long makes its spawner's new actors stealable", function()
       if not two_schedulers() then return end
-      -- each sits 2 ms in a C call (which no preemption ends) and ends: after a few such first
-      -- runs on the spawner's scheduler the idle one is woken and takes the rest over
+      -- each sits 2 ms in a C call (which no preemption ends) and ends: such first runs, on the
+      -- spawner's scheduler or on the idle one that took one over, keep the rest stealable
       local me, n = smarm.self(), 40
       local before = moved()
       for i = 1, n do smarm.spawn(slow_boot, me, i) end

@@ -44,12 +44,12 @@
 #define RUNNEXT_STREAK 32
 /* one new-actor pick in this many takes the shared new queue ahead of the spawn stack */
 #define NEW_FIFO_TURN 256
-/* a new actor whose first run lasts this long is worth a sibling's steal, and so are the new
- * actors of a scheduler after this many more such first runs than short ones (note_first_run) */
+/* whether a scheduler's new actors are worth a sibling's steal (sched.share_votes, see
+ * note_first_run): a first run this long says yes, and the votes range up to SHARE_VOTES */
 #define SHARE_NS 20000
-#define SHARE_VOTES 4
-/* bits of sched.share_new */
-enum { SHARE_LONG = 1, SHARE_STALE = 2 };
+#define SHARE_VOTES 8
+/* every this many watchdog ticks, a scheduler whose votes fell to none gets one back */
+#define SHARE_PROBE_TICKS 8
 
 /* initial-exec: a load from the thread pointer, not a __tls_get_addr call (the code is PIC
  * for the shared library) */
@@ -214,16 +214,20 @@ static void enqueue_new(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
+/* Whether an idle sibling may take s's new actors, and is woken for them. */
+static inline int shares_new(sched *s)
+{
+    return atomic_load_explicit(&s->share_votes, memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&s->share_stale, memory_order_relaxed);
+}
+
 /* s pushed or took a new actor: it is back with its new actors, which are no longer stale
- * (see sched_share_backlog). Returns s's share bits. */
-static inline int touch_new(sched *s)
+ * (see sched_share_backlog). */
+static inline void touch_new(sched *s)
 {
     count_own(&s->new_touches);
-    int share = atomic_load_explicit(&s->share_new, memory_order_relaxed);
-    if (__builtin_expect(share & SHARE_STALE, 0))
-        share = atomic_fetch_and_explicit(&s->share_new, ~SHARE_STALE, memory_order_relaxed) &
-                ~SHARE_STALE;
-    return share;
+    if (__builtin_expect(atomic_load_explicit(&s->share_stale, memory_order_relaxed), 0))
+        atomic_store_explicit(&s->share_stale, 0, memory_order_relaxed);
 }
 
 /* Spawned actors wait on their scheduler's spawn stack, the newest on top. A tree of actors
@@ -239,7 +243,8 @@ static void push_spawned(sched *s, uint32_t idx)
     uint32_t spilled;
     if (spawnstack_push(&s->spawned, idx, &spilled))
         runq_push(s->spillq ? s->spillq : s->rt->rq_new, spilled);
-    if (touch_new(s) & SHARE_LONG)
+    touch_new(s);
+    if (shares_new(s))
         wake_for_work(s->rt);
 }
 
@@ -263,14 +268,14 @@ static inline int pop_new(sched *s, uint32_t *idx)
     return got;
 }
 
-/* An idle scheduler takes the oldest new actor of a sibling that shares them (share_new):
+/* An idle scheduler takes the oldest new actor of a sibling that shares them (shares_new):
  * of its spill queue, or of its spawn stack. */
 static int steal_spawned(sched *s, uint32_t *idx)
 {
     smarm_runtime *rt = s->rt;
     for (int i = 0; i < sched_total(rt); i++) {
         sched *o = &rt->scheds[i];
-        if (o != s && atomic_load_explicit(&o->share_new, memory_order_relaxed) &&
+        if (o != s && shares_new(o) &&
             ((o->spillq && runq_pop(o->spillq, idx)) || spawnstack_pop_oldest(&o->spawned, idx)))
             return 1;
     }
@@ -837,29 +842,48 @@ static int unpin(sched *s, uint32_t *idx)
     return 1;
 }
 
-/* A new actor's first run on s just ended, begun at `began`: whether s's new actors are worth
- * an idle sibling's steal. On this 2-core VM a new actor taken by the other core cost more
- * than it runs: spawn.lua (each child sends one message and ends) took 1.3-1.6 us per child
- * at -S 1 and 1.6-3.4 at -S 2, where the sibling, woken at every push, ran half of them and
- * pulled across cores the lines their spawner had just written (the slot, the actor record,
- * the arguments), and the spawner's own mailbox, slot cache and malloc arena; skynet lost
- * the same way (2.2 us per actor against 1.7). So short new actors stay where they were
- * spawned, run newest first, and the sibling sleeps; one that runs SHARE_NS or longer (a
- * computation: preempted at the end of its first slice, or a long init) makes the rest
- * stealable, and a sibling is woken for them. The watchdog shares a spawn stack its owner
- * has not come back to for a tick too (sched_share_backlog). */
-static void note_first_run(sched *s, uint64_t began)
+/* Adds `by` to s's share votes, within 0..SHARE_VOTES; wakes a sibling if they came back
+ * from none while new actors wait. The owner, its thieves and the watchdog all vote. */
+static void vote_share(sched *s, int by)
+{
+    int v = atomic_load_explicit(&s->share_votes, memory_order_relaxed), w;
+    do {
+        w = v + by < 0 ? 0 : v + by > SHARE_VOTES ? SHARE_VOTES : v + by;
+        if (w == v)
+            return;
+    } while (!atomic_compare_exchange_weak_explicit(&s->share_votes, &v, w, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    if (v == 0 && new_waiting(s) > 0)
+        wake_for_work(s->rt);
+}
+
+/* The first run of a new actor a, spawned on scheduler `from` (-1: not by a scheduler's
+ * actor), ended on s after it began at `began`: whether the new actors of `from` are worth an
+ * idle sibling's steal. On this project's 2-core VM, a short actor moved to the other core
+ * cost more than it runs: spawn.lua (each child sends one number to the root and ends) took
+ * 1.3-1.6 us per child at -S 1 and 1.7-3.0 at -S 2, where the sibling, woken at every spawn,
+ * ran half of them, and fetched across cores the lines their spawner had just written (the
+ * slot, the actor record, the arguments) and its mailbox, slot cache and malloc arena. A
+ * tree is the opposite: skynet at -S 2 gains from a sibling that takes a subtree's root, whose
+ * children then run on the thief's core. So a scheduler keeps its new actors to itself
+ * (runs them newest first, wakes no sibling for them) while the ones moved proved not worth
+ * it: a thief that ran a stolen actor whose first run was short and spawned nothing takes a
+ * vote away from its spawner's scheduler; one that ran long (a computation: preempted at the
+ * end of its short first slice), or spawned, gives one back, and so does a long first run on
+ * the spawner's own scheduler. (A long first run there gave all the votes at first, but some
+ * hundreds of spawn.lua's 100,000 children ran 20 us or more on a loaded machine, each
+ * letting the sibling take eight.) The watchdog lends a scheduler whose votes fell to none
+ * one back every few ticks (the workload may have changed), and shares a spawn stack whose
+ * owner has not come back to it for a tick (sched_share_backlog). With this, spawn.lua moves
+ * under 1% of its children at -S 2 (about 600-1,100 of 100,000), skynet a dozen subtrees. */
+static void note_first_run(sched *s, actor *a, int from, uint64_t began)
 {
     int is_long = park_now_ns() - began >= SHARE_NS;
-    if (is_long && s->long_votes < SHARE_VOTES) {
-        if (++s->long_votes == SHARE_VOTES) {
-            atomic_fetch_or_explicit(&s->share_new, SHARE_LONG, memory_order_relaxed);
-            if (new_waiting(s) > 0)
-                wake_for_work(s->rt);
-        }
-    } else if (!is_long && s->long_votes > 0) {
-        if (--s->long_votes == 0)
-            atomic_fetch_and_explicit(&s->share_new, ~SHARE_LONG, memory_order_relaxed);
+    if (from < 0 || from == s->id) {
+        if (is_long)
+            vote_share(s, 1);
+    } else if (from < sched_total(s->rt)) {
+        vote_share(&s->rt->scheds[from], is_long || a->run.spawned ? 1 : -1);
     }
 }
 
@@ -909,6 +933,7 @@ static void run_actor(sched *s, uint32_t idx)
             s->polled_runs++;
             s->polled_moved += a->run.last_sched != s->id;
         }
+        int from = a->run.last_sched;
         if (a->run.last_sched != s->id) {
             a->stats.migrations += a->stats.slices != 0;
             s->spawns_moved += a->stats.slices == 0 && a->run.last_sched >= 0;
@@ -938,7 +963,7 @@ static void run_actor(sched *s, uint32_t idx)
         if (TRACE_ON(rt))
             trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
         if (first)
-            note_first_run(s, began);
+            note_first_run(s, a, from, began);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
@@ -1056,9 +1081,8 @@ static int next_runnable(sched *s, uint32_t *idx)
         return 1;
     if (got || pop_shared(s, idx)) {
         /* chain rule: surplus work wakes a sibling so it runs in parallel; new actors only
-         * while they are worth moving (share_new) */
-        if (queued_ran(rt) > 0 ||
-            (atomic_load_explicit(&s->share_new, memory_order_relaxed) && new_waiting(s) > 0))
+         * while they are worth moving (shares_new) */
+        if (queued_ran(rt) > 0 || (shares_new(s) && new_waiting(s) > 0))
             wake_for_work(rt);
         return 1;
     }
@@ -1113,7 +1137,13 @@ static int spin_for_work(sched *s, uint32_t *idx)
     if (!found) {
         for (int i = 0; i < sched_total(rt) && !found; i++) {
             sched *o = &rt->scheds[i];
-            if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed))
+            /* only from a scheduler held up in one actor for this whole spin: one that
+             * switches is about to run it (spawn.lua's root, woken into its runnext by each
+             * child, moved cores every few hundred children at -S 2 when taken from one that
+             * was only finishing the child) */
+            if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed) ||
+                (i < rt->nsched &&
+                 atomic_load_explicit(&o->switches, memory_order_relaxed) != seen[i]))
                 continue;
             uint32_t n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
             if (n) {
@@ -1313,12 +1343,13 @@ void sched_share_backlog(smarm_runtime *rt)
         /* new actors its owner has neither pushed to nor popped from since the last tick: it
          * is held up in one actor (a computation after its spawns), so a sibling takes them */
         uint64_t t = atomic_load_explicit(&s->new_touches, memory_order_relaxed);
-        if (t == s->touches_seen && own_new(s) > 0 &&
-            !atomic_load_explicit(&s->share_new, memory_order_relaxed)) {
-            atomic_fetch_or_explicit(&s->share_new, SHARE_STALE, memory_order_relaxed);
+        if (t == s->touches_seen && own_new(s) > 0 && !shares_new(s)) {
+            atomic_store_explicit(&s->share_stale, 1, memory_order_relaxed);
             wake_for_work(rt);
         }
         s->touches_seen = t;
+        if (++s->probe_ticks % SHARE_PROBE_TICKS == 0 && own_new(s) > 0)
+            vote_share(s, 1);
     }
 }
 
@@ -1582,6 +1613,9 @@ int sched_start(smarm_runtime *rt)
     for (int i = 0; homes && i < n; i++)
         homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL &&
                 (rt->scheds[i].spillq = runq_new(rt->cfg.max_actors)) != NULL;
+    /* sharing new actors starts allowed: the first moved ones vote (note_first_run) */
+    for (int i = 0; rt->scheds && i < total; i++)
+        atomic_init(&rt->scheds[i].share_votes, SHARE_VOTES / 2);
     if (!homes || blocking_pool_init(rt) != 0) {
         for (int i = 0; rt->scheds && i < n; i++) {
             runq_free(rt->scheds[i].homeq);

@@ -75,7 +75,7 @@ typedef struct sched {
      * one's spin took it): the second is a woken actor that moved cores (read racily) */
     uint64_t runnext_runs, runnext_stolen;
     /* first runs here of actors spawned on another scheduler (a sibling's new actors this one
-     * took: see share_new) (read racily) */
+     * took: see share_votes) (read racily) */
     uint64_t spawns_moved;
     /* runnext actors the watchdog or a spare moved to the shared queue (this scheduler sat in
      * one actor for too long: a C call, or its thread waiting for a CPU) */
@@ -90,15 +90,15 @@ typedef struct sched {
     /* counts new-actor picks: one in NEW_FIFO_TURN takes the shared new queue first */
     uint32_t new_turn;
     /* whether an idle sibling may take this scheduler's new actors, and is woken for them:
-     * set when the first run of the last new actor that ran here lasted SHARE_NS or more, or
-     * when the watchdog found the spawn stack untouched for a tick; cleared when a first run
-     * ends sooner (scheduler.c, note_first_run) */
-    _Atomic int share_new;
-    int long_votes; /* first runs here lately: long ones less short ones, 0..SHARE_VOTES */
+     * while it has votes (0..SHARE_VOTES; scheduler.c, note_first_run), or while the watchdog
+     * finds them stale (their scheduler has not pushed or taken one for a tick) */
+    _Atomic int share_votes;
+    _Atomic int share_stale;
     /* new actors this scheduler pushed or took so far, and the count at the watchdog's last
      * tick: whether it came back to its new actors since */
     _Atomic uint64_t new_touches;
     uint64_t touches_seen;
+    uint32_t probe_ticks; /* the watchdog's ticks (sched_share_backlog) */
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };
