@@ -962,7 +962,7 @@ static void run_actor(sched *s, uint32_t idx)
         switch_in(s, a);
         if (TRACE_ON(rt))
             trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
-        if (first)
+        if (first && rt->nsched > 1) /* no sibling to share with at -S 1 */
             note_first_run(s, a, from, began);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         stackwatch_sample(a, a->run.sp);
