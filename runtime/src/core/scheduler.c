@@ -50,6 +50,15 @@
 #define SHARE_VOTES 8
 /* every this many watchdog ticks, a scheduler whose votes fell to none gets one back */
 #define SHARE_PROBE_TICKS 8
+/* a spin shorter than this takes no runnext: one actor for so short a spin is no sign that
+ * its scheduler is held up (spawn.lua's children run about 1 us) */
+#define RUNNEXT_STEAL_SPIN_NS 5000
+/* in a runnext word (slot index + 1, far below this bit): the actor is new, put there by its
+ * spawner, and an idle sibling's spin takes it only while its scheduler shares new actors */
+#define RUNNEXT_NEW 0x80000000u
+
+/* The slot index in a non-zero runnext word. */
+static inline uint32_t runnext_idx(uint32_t n) { return (n & ~RUNNEXT_NEW) - 1; }
 
 /* initial-exec: a load from the thread pointer, not a __tls_get_addr call (the code is PIC
  * for the shared library) */
@@ -406,7 +415,7 @@ void sched_release_runnext(sched *s)
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n) {
         atomic_fetch_add_explicit(&s->runnext_released, 1, memory_order_relaxed);
-        enqueue(s->rt, n - 1);
+        enqueue(s->rt, runnext_idx(n));
     }
     while (s->homeq && runq_pop(s->homeq, &n))
         enqueue(s->rt, n);
@@ -426,11 +435,12 @@ static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
  * likely to consume what the waker just sent while it is hot in this cache,
  * and no other scheduler has to be woken for it. The one it displaces goes to
  * the shared queue. */
-/* Puts idx in s's runnext; returns the index it displaced, or -1 if the slot was empty. */
-static inline int64_t swap_runnext(sched *s, uint32_t idx)
+/* Puts idx in s's runnext (with RUNNEXT_NEW for a new actor); returns the index it
+ * displaced, or -1 if the slot was empty. */
+static inline int64_t swap_runnext(sched *s, uint32_t idx, uint32_t fresh)
 {
-    uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
-    return (int64_t)prev - 1;
+    uint32_t prev = atomic_exchange_explicit(&s->runnext, (idx + 1) | fresh, memory_order_acq_rel);
+    return prev ? (int64_t)runnext_idx(prev) : -1;
 }
 
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
@@ -439,7 +449,7 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
     /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
     if (s && s->rt == rt && s->kind == SCHED_LOOP &&
         atomic_load_explicit(&s->cur, memory_order_relaxed)) {
-        int64_t prev = swap_runnext(s, idx);
+        int64_t prev = swap_runnext(s, idx, 0);
         if (prev < 0)
             return;
         idx = (uint32_t)prev;
@@ -669,7 +679,7 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
      * displaces joins the new queue */
     if (spawner && cs->kind == SCHED_LOOP) {
         a->run.last_sched = cs->id; /* where it was spawned (spawns_moved) */
-        if ((idx = swap_runnext(cs, (uint32_t)idx)) >= 0)
+        if ((idx = swap_runnext(cs, (uint32_t)idx, RUNNEXT_NEW)) >= 0)
             push_spawned(cs, (uint32_t)idx);
         return 0;
     }
@@ -1057,7 +1067,7 @@ static int next_runnable(sched *s, uint32_t *idx)
         if (n) {
             s->streak++;
             s->runnext_runs++;
-            *idx = n - 1;
+            *idx = runnext_idx(n);
             return 1;
         }
     }
@@ -1089,7 +1099,7 @@ static int next_runnable(sched *s, uint32_t *idx)
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n) {
         s->runnext_runs++;
-        *idx = n - 1;
+        *idx = runnext_idx(n);
         return 1;
     }
     return unpin(s, idx) || steal_spawned(s, idx);
@@ -1141,13 +1151,18 @@ static int spin_for_work(sched *s, uint32_t *idx)
              * switches is about to run it (spawn.lua's root, woken into its runnext by each
              * child, moved cores every few hundred children at -S 2 when taken from one that
              * was only finishing the child) */
-            if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed) ||
+            uint32_t n = atomic_load_explicit(&o->runnext, memory_order_relaxed);
+            if (o == s || !n || (SPIN_NS >> s->spin_shift) < RUNNEXT_STEAL_SPIN_NS ||
                 (i < rt->nsched &&
                  atomic_load_explicit(&o->switches, memory_order_relaxed) != seen[i]))
                 continue;
-            uint32_t n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
+            /* a new one only under the share rule (its spawner is busy spawning: spawn.lua's
+             * root between batches, whose newest child a spin took every 20 us) */
+            if ((n & RUNNEXT_NEW) && !shares_new(o))
+                continue;
+            n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
             if (n) {
-                *idx = n - 1;
+                *idx = runnext_idx(n);
                 s->runnext_stolen++;
                 found = 1;
             }
