@@ -885,7 +885,8 @@ static void vote_share(sched *s, int by)
  * letting the sibling take eight.) The watchdog lends a scheduler whose votes fell to none
  * one back every few ticks (the workload may have changed), and shares a spawn stack whose
  * owner has not come back to it for a tick (sched_share_backlog). With this, spawn.lua moves
- * under 1% of its children at -S 2 (about 600-1,100 of 100,000), skynet a dozen subtrees. */
+ * 0.3-3% of its children at -S 2 (300-3,000 of 100,000, the most on a loaded machine), and
+ * skynet a dozen subtrees. */
 static void note_first_run(sched *s, actor *a, int from, uint64_t began)
 {
     int is_long = park_now_ns() - began >= SHARE_NS;
