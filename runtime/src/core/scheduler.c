@@ -879,11 +879,12 @@ static void vote_share(sched *s, int by)
  * (runs them newest first, wakes no sibling for them) while the ones moved proved not worth
  * it: a thief that ran a stolen actor whose first run was short and spawned nothing takes a
  * vote away from its spawner's scheduler; one that ran long (a computation: preempted at the
- * end of its short first slice), or spawned, gives one back, and so does a long first run on
- * the spawner's own scheduler. (A long first run there gave all the votes at first, but some
- * hundreds of spawn.lua's 100,000 children ran 20 us or more on a loaded machine, each
- * letting the sibling take eight.) The watchdog lends a scheduler whose votes fell to none
- * one back every few ticks (the workload may have changed), and shares a spawn stack whose
+ * end of its short first slice) gives one back, and so does a long first run on the
+ * spawner's own scheduler; one that spawned gives them all back (a subtree moved: the thief
+ * may take eight more leaves at a tree's end before it stops). (A long first run there gave all the
+ * votes at first, but some hundreds of spawn.lua's 100,000 children ran 20 us or more on a loaded
+ * machine, each letting the sibling take eight.) The watchdog lends a scheduler whose votes fell to
+ * none one back every few ticks (the workload may have changed), and shares a spawn stack whose
  * owner has not come back to it for a tick (sched_share_backlog). With this, spawn.lua moves
  * 0.3-3% of its children at -S 2 (300-3,000 of 100,000, the most on a loaded machine), and
  * skynet a dozen subtrees. */
@@ -894,7 +895,7 @@ static void note_first_run(sched *s, actor *a, int from, uint64_t began)
         if (is_long)
             vote_share(s, 1);
     } else if (from < sched_total(s->rt)) {
-        vote_share(&s->rt->scheds[from], is_long || a->run.spawned ? 1 : -1);
+        vote_share(&s->rt->scheds[from], a->run.spawned ? SHARE_VOTES : is_long ? 1 : -1);
     }
 }
 

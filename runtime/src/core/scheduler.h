@@ -89,16 +89,18 @@ typedef struct sched {
     runq *spillq;
     /* counts new-actor picks: one in NEW_FIFO_TURN takes the shared new queue first */
     uint32_t new_turn;
+    /* new actors this scheduler pushed or took so far (the watchdog compares it between its
+     * ticks: whether it came back to its new actors) */
+    _Atomic uint64_t new_touches;
     /* whether an idle sibling may take this scheduler's new actors, and is woken for them:
      * while it has votes (0..SHARE_VOTES; scheduler.c, note_first_run), or while the watchdog
-     * finds them stale (their scheduler has not pushed or taken one for a tick) */
-    _Atomic int share_votes;
+     * finds them stale (their scheduler has not pushed or taken one for a tick). Read by
+     * every sibling's look for work: on a line of their own, not on the one new_touches
+     * dirties at each spawn */
+    alignas(64) _Atomic int share_votes;
     _Atomic int share_stale;
-    /* new actors this scheduler pushed or took so far, and the count at the watchdog's last
-     * tick: whether it came back to its new actors since */
-    _Atomic uint64_t new_touches;
-    uint64_t touches_seen;
-    uint32_t probe_ticks; /* the watchdog's ticks (sched_share_backlog) */
+    uint64_t touches_seen; /* new_touches at the watchdog's last tick */
+    uint32_t probe_ticks;  /* the watchdog's ticks (sched_share_backlog) */
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };
