@@ -67,6 +67,8 @@ typedef struct smarm_runtime_stats {
     uint64_t resume_collections; /* GC cycles run whole as an actor resumed from a wait */
     uint64_t watchdog_ticks;     /* the watchdog's wake-ups while some scheduler was busy */
     uint64_t watchdog_polls;     /* of those, ticks that polled the network themselves */
+    uint64_t spawns_moved;       /* first runs of actors on another scheduler than their
+                                    spawner's (an idle one took them over) */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -44,6 +44,21 @@
 #define RUNNEXT_STREAK 32
 /* one new-actor pick in this many takes the shared new queue ahead of the spawn stack */
 #define NEW_FIFO_TURN 256
+/* whether a scheduler's new actors are worth a sibling's steal (sched.share_votes, see
+ * note_first_run): a first run this long says yes, and the votes range up to SHARE_VOTES */
+#define SHARE_NS 20000
+#define SHARE_VOTES 8
+/* every this many watchdog ticks, a scheduler whose votes fell to none gets one back */
+#define SHARE_PROBE_TICKS 8
+/* a spin shorter than this takes no runnext: one actor for so short a spin is no sign that
+ * its scheduler is held up (spawn.lua's children run about 1 us) */
+#define RUNNEXT_STEAL_SPIN_NS 5000
+/* in a runnext word (slot index + 1, far below this bit): the actor is new, put there by its
+ * spawner, and an idle sibling's spin takes it only while its scheduler shares new actors */
+#define RUNNEXT_NEW 0x80000000u
+
+/* The slot index in a non-zero runnext word. */
+static inline uint32_t runnext_idx(uint32_t n) { return (n & ~RUNNEXT_NEW) - 1; }
 
 /* initial-exec: a load from the thread pointer, not a __tls_get_addr call (the code is PIC
  * for the shared library) */
@@ -208,6 +223,22 @@ static void enqueue_new(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
+/* Whether an idle sibling may take s's new actors, and is woken for them. */
+static inline int shares_new(sched *s)
+{
+    return atomic_load_explicit(&s->share_votes, memory_order_relaxed) > 0 ||
+           atomic_load_explicit(&s->share_stale, memory_order_relaxed);
+}
+
+/* s pushed or took a new actor: it is back with its new actors, which are no longer stale
+ * (see sched_share_backlog). */
+static inline void touch_new(sched *s)
+{
+    count_own(&s->new_touches);
+    if (__builtin_expect(atomic_load_explicit(&s->share_stale, memory_order_relaxed), 0))
+        atomic_store_explicit(&s->share_stale, 0, memory_order_relaxed);
+}
+
 /* Spawned actors wait on their scheduler's spawn stack, the newest on top. A tree of actors
  * that spawn and then wait for their children (skynet) so runs depth-first: few of them are
  * alive at once, and each new one boots on the state and C stack that the one before just
@@ -220,37 +251,55 @@ static void push_spawned(sched *s, uint32_t idx)
 {
     uint32_t spilled;
     if (spawnstack_push(&s->spawned, idx, &spilled))
-        runq_push(s->rt->rq_new, spilled);
-    wake_for_work(s->rt);
+        runq_push(s->spillq ? s->spillq : s->rt->rq_new, spilled);
+    touch_new(s);
+    if (shares_new(s))
+        wake_for_work(s->rt);
 }
 
-/* The next new actor for s: its own newest, or one of the shared new queue. */
+/* The oldest new actor for s: of its spill queue or of the shared new queue, which go first
+ * in turns (neither starves the other). */
+static inline int pop_old_new(sched *s, uint32_t *idx)
+{
+    runq *mine = s->spillq, *shared = s->rt->rq_new;
+    if ((s->new_turn / NEW_FIFO_TURN) & 1)
+        return runq_pop(shared, idx) || (mine && runq_pop(mine, idx));
+    return (mine && runq_pop(mine, idx)) || runq_pop(shared, idx);
+}
+
+/* The next new actor for s: its own newest, or an old one. */
 static inline int pop_new(sched *s, uint32_t *idx)
 {
-    if ((++s->new_turn % NEW_FIFO_TURN) == 0 && runq_pop(s->rt->rq_new, idx))
-        return 1;
-    return spawnstack_pop_newest(&s->spawned, idx) || runq_pop(s->rt->rq_new, idx);
+    int got = ((++s->new_turn % NEW_FIFO_TURN) == 0 && pop_old_new(s, idx)) ||
+              spawnstack_pop_newest(&s->spawned, idx) || pop_old_new(s, idx);
+    if (got)
+        touch_new(s);
+    return got;
 }
 
-/* An idle scheduler takes the oldest new actor of a sibling's spawn stack. */
+/* An idle scheduler takes the oldest new actor of a sibling that shares them (shares_new):
+ * of its spill queue, or of its spawn stack. */
 static int steal_spawned(sched *s, uint32_t *idx)
 {
     smarm_runtime *rt = s->rt;
     for (int i = 0; i < sched_total(rt); i++) {
         sched *o = &rt->scheds[i];
-        if (o != s && spawnstack_pop_oldest(&o->spawned, idx))
+        if (o != s && shares_new(o) &&
+            ((o->spillq && runq_pop(o->spillq, idx)) || spawnstack_pop_oldest(&o->spawned, idx)))
             return 1;
     }
     return 0;
 }
 
-/* Moves the new actors on from's spawn stack, oldest first so their order stays: to the
- * stack of `to` (a spare that stands in for from), or to the shared new queue (a spare that
- * retires). Not into the shared queue on a cover: a FIFO runs a tree breadth-first. */
+/* Moves the new actors on from's spill queue and spawn stack, oldest first so their order
+ * stays: to the stack of `to` (a spare that stands in for from), or to the shared new queue
+ * (a spare that retires). Not into the shared queue on a cover: a FIFO runs a tree
+ * breadth-first. */
 static void move_spawned(sched *from, sched *to)
 {
     uint32_t idx, spilled;
-    while (spawnstack_pop_oldest(&from->spawned, &idx)) {
+    while ((from->spillq && runq_pop(from->spillq, &idx)) ||
+           spawnstack_pop_oldest(&from->spawned, &idx)) {
         if (!to)
             runq_push(from->rt->rq_new, idx);
         else if (spawnstack_push(&to->spawned, idx, &spilled))
@@ -259,12 +308,18 @@ static void move_spawned(sched *from, sched *to)
     wake_for_work(from->rt);
 }
 
-/* New actors waiting on the spawn stacks (approximate). */
+/* New actors waiting on s's spawn stack and in its spill queue (approximate). */
+static inline uint32_t own_new(sched *s)
+{
+    return spawnstack_size(&s->spawned) + (s->spillq ? runq_size_approx(s->spillq) : 0);
+}
+
+/* New actors waiting on the schedulers' spawn stacks and spill queues (approximate). */
 static uint32_t spawned_waiting(smarm_runtime *rt)
 {
     uint32_t n = 0;
     for (int i = 0; i < sched_total(rt); i++)
-        n += spawnstack_size(&rt->scheds[i].spawned);
+        n += own_new(&rt->scheds[i]);
     return n;
 }
 
@@ -284,20 +339,30 @@ static void enqueue_yielded(smarm_runtime *rt, uint32_t idx)
     wake_for_work(rt);
 }
 
-/* Actors waiting in the three shared queues (approximate). */
-static inline uint32_t queued(smarm_runtime *rt)
+/* Actors waiting in the shared queues of actors that have run: woken, spawning, yielded. */
+static inline uint32_t queued_ran(smarm_runtime *rt)
 {
     return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
-           runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
+           runq_size_approx(rt->rq_yield);
+}
+
+/* Actors waiting in the shared queues (approximate). */
+static inline uint32_t queued(smarm_runtime *rt)
+{
+    return queued_ran(rt) + runq_size_approx(rt->rq_new);
+}
+
+/* New actors that s would share: its own, and those of the shared new queue. */
+static inline uint32_t new_waiting(sched *s)
+{
+    return own_new(s) + runq_size_approx(s->rt->rq_new);
 }
 
 /* Woken, spawning or new actors wait (approximate): a slice taken ahead of them is short. */
 static inline int fresh_queued(sched *s)
 {
     smarm_runtime *rt = s->rt;
-    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) +
-               runq_size_approx(rt->rq_new) + spawnstack_size(&s->spawned) >
-           0;
+    return runq_size_approx(rt->rq) + runq_size_approx(rt->rq_spawner) + new_waiting(s) > 0;
 }
 
 /* The next actor of the shared queues, in their order: woken, spawning, new (s's spawn stack
@@ -350,7 +415,7 @@ void sched_release_runnext(sched *s)
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n) {
         atomic_fetch_add_explicit(&s->runnext_released, 1, memory_order_relaxed);
-        enqueue(s->rt, n - 1);
+        enqueue(s->rt, runnext_idx(n));
     }
     while (s->homeq && runq_pop(s->homeq, &n))
         enqueue(s->rt, n);
@@ -370,11 +435,12 @@ static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
  * likely to consume what the waker just sent while it is hot in this cache,
  * and no other scheduler has to be woken for it. The one it displaces goes to
  * the shared queue. */
-/* Puts idx in s's runnext; returns the index it displaced, or -1 if the slot was empty. */
-static inline int64_t swap_runnext(sched *s, uint32_t idx)
+/* Puts idx in s's runnext (with RUNNEXT_NEW for a new actor); returns the index it
+ * displaced, or -1 if the slot was empty. */
+static inline int64_t swap_runnext(sched *s, uint32_t idx, uint32_t fresh)
 {
-    uint32_t prev = atomic_exchange_explicit(&s->runnext, idx + 1, memory_order_acq_rel);
-    return (int64_t)prev - 1;
+    uint32_t prev = atomic_exchange_explicit(&s->runnext, (idx + 1) | fresh, memory_order_acq_rel);
+    return prev ? (int64_t)runnext_idx(prev) : -1;
 }
 
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
@@ -383,7 +449,7 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
     /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
     if (s && s->rt == rt && s->kind == SCHED_LOOP &&
         atomic_load_explicit(&s->cur, memory_order_relaxed)) {
-        int64_t prev = swap_runnext(s, idx);
+        int64_t prev = swap_runnext(s, idx, 0);
         if (prev < 0)
             return;
         idx = (uint32_t)prev;
@@ -612,7 +678,8 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
      * a spawner makes last is what it waits for first (a reply, an init ack); the one it
      * displaces joins the new queue */
     if (spawner && cs->kind == SCHED_LOOP) {
-        if ((idx = swap_runnext(cs, (uint32_t)idx)) >= 0)
+        a->run.last_sched = cs->id; /* where it was spawned (spawns_moved) */
+        if ((idx = swap_runnext(cs, (uint32_t)idx, RUNNEXT_NEW)) >= 0)
             push_spawned(cs, (uint32_t)idx);
         return 0;
     }
@@ -785,6 +852,53 @@ static int unpin(sched *s, uint32_t *idx)
     return 1;
 }
 
+/* Adds `by` to s's share votes, within 0..SHARE_VOTES; wakes a sibling if they came back
+ * from none while new actors wait. The owner, its thieves and the watchdog all vote. */
+static void vote_share(sched *s, int by)
+{
+    int v = atomic_load_explicit(&s->share_votes, memory_order_relaxed), w;
+    do {
+        w = v + by < 0 ? 0 : v + by > SHARE_VOTES ? SHARE_VOTES : v + by;
+        if (w == v)
+            return;
+    } while (!atomic_compare_exchange_weak_explicit(&s->share_votes, &v, w, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    if (v == 0 && new_waiting(s) > 0)
+        wake_for_work(s->rt);
+}
+
+/* The first run of a new actor a, spawned on scheduler `from` (-1: not by a scheduler's
+ * actor), ended on s after it began at `began`: whether the new actors of `from` are worth an
+ * idle sibling's steal. On this project's 2-core VM, a short actor moved to the other core
+ * cost more than it runs: spawn.lua (each child sends one number to the root and ends) took
+ * 1.3-1.6 us per child at -S 1 and 1.7-3.0 at -S 2, where the sibling, woken at every spawn,
+ * ran half of them, and fetched across cores the lines their spawner had just written (the
+ * slot, the actor record, the arguments) and its mailbox, slot cache and malloc arena. A
+ * tree is the opposite: skynet at -S 2 gains from a sibling that takes a subtree's root, whose
+ * children then run on the thief's core. So a scheduler keeps its new actors to itself
+ * (runs them newest first, wakes no sibling for them) while the ones moved proved not worth
+ * it: a thief that ran a stolen actor whose first run was short and spawned nothing takes a
+ * vote away from its spawner's scheduler; one that ran long (a computation: preempted at the
+ * end of its short first slice) gives one back, and so does a long first run on the
+ * spawner's own scheduler; one that spawned gives them all back (a subtree moved: the thief
+ * may take eight more leaves at a tree's end before it stops). (A long first run there gave all the
+ * votes at first, but some hundreds of spawn.lua's 100,000 children ran 20 us or more on a loaded
+ * machine, each letting the sibling take eight.) The watchdog lends a scheduler whose votes fell to
+ * none one back every few ticks (the workload may have changed), and shares a spawn stack whose
+ * owner has not come back to it for a tick (sched_share_backlog). With this, spawn.lua moves
+ * 0.3-3% of its children at -S 2 (300-3,000 of 100,000, the most on a loaded machine), and
+ * skynet a dozen subtrees. */
+static void note_first_run(sched *s, actor *a, int from, uint64_t began)
+{
+    int is_long = park_now_ns() - began >= SHARE_NS;
+    if (from < 0 || from == s->id) {
+        if (is_long)
+            vote_share(s, 1);
+    } else if (from < sched_total(s->rt)) {
+        vote_share(&s->rt->scheds[from], a->run.spawned ? SHARE_VOTES : is_long ? 1 : -1);
+    }
+}
+
 static void run_actor(sched *s, uint32_t idx)
 {
     smarm_runtime *rt = s->rt;
@@ -831,18 +945,23 @@ static void run_actor(sched *s, uint32_t idx)
             s->polled_runs++;
             s->polled_moved += a->run.last_sched != s->id;
         }
+        int from = a->run.last_sched;
         if (a->run.last_sched != s->id) {
             a->stats.migrations += a->stats.slices != 0;
+            s->spawns_moved += a->stats.slices == 0 && a->run.last_sched >= 0;
             a->run.last_sched = s->id;
         }
         /* a first slice ends early if others wait (the watchdog checks it, preempt.c), and so
          * does the slice of one taken from the yielded queue ahead of woken ones */
         int short_slice = s->short_slice;
         s->short_slice = 0;
-        if (a->stats.slices++ == 0 || short_slice)
-            atomic_store_explicit(&s->probation_until, park_now_ns() + rt->probation_ns,
+        int first = a->stats.slices++ == 0;
+        uint64_t began = 0;
+        if (first || short_slice) {
+            began = park_now_ns();
+            atomic_store_explicit(&s->probation_until, began + rt->probation_ns,
                                   memory_order_relaxed);
-        else if (atomic_load_explicit(&s->probation_until, memory_order_relaxed))
+        } else if (atomic_load_explicit(&s->probation_until, memory_order_relaxed))
             atomic_store_explicit(&s->probation_until, 0, memory_order_relaxed);
         a->run.spawned = 0;
         /* the actor allocates only while it runs, and only on this thread */
@@ -855,6 +974,8 @@ static void run_actor(sched *s, uint32_t idx)
         switch_in(s, a);
         if (TRACE_ON(rt))
             trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
+        if (first && rt->nsched > 1) /* no sibling to share with at -S 1 */
+            note_first_run(s, a, from, began);
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
@@ -948,7 +1069,7 @@ static int next_runnable(sched *s, uint32_t *idx)
         if (n) {
             s->streak++;
             s->runnext_runs++;
-            *idx = n - 1;
+            *idx = runnext_idx(n);
             return 1;
         }
     }
@@ -971,15 +1092,16 @@ static int next_runnable(sched *s, uint32_t *idx)
     if (!got && !home_first && s->homeq && pop_home(s, idx))
         return 1;
     if (got || pop_shared(s, idx)) {
-        /* chain rule: surplus work wakes a sibling so it runs in parallel */
-        if (queued(rt) > 0 || spawnstack_size(&s->spawned) > 0)
+        /* chain rule: surplus work wakes a sibling so it runs in parallel; new actors only
+         * while they are worth moving (shares_new) */
+        if (queued_ran(rt) > 0 || (shares_new(s) && new_waiting(s) > 0))
             wake_for_work(rt);
         return 1;
     }
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n) {
         s->runnext_runs++;
-        *idx = n - 1;
+        *idx = runnext_idx(n);
         return 1;
     }
     return unpin(s, idx) || steal_spawned(s, idx);
@@ -1027,11 +1149,22 @@ static int spin_for_work(sched *s, uint32_t *idx)
     if (!found) {
         for (int i = 0; i < sched_total(rt) && !found; i++) {
             sched *o = &rt->scheds[i];
-            if (o == s || !atomic_load_explicit(&o->runnext, memory_order_relaxed))
+            /* only from a scheduler held up in one actor for this whole spin: one that
+             * switches is about to run it (spawn.lua's root, woken into its runnext by each
+             * child, moved cores every few hundred children at -S 2 when taken from one that
+             * was only finishing the child) */
+            uint32_t n = atomic_load_explicit(&o->runnext, memory_order_relaxed);
+            if (o == s || !n || (SPIN_NS >> s->spin_shift) < RUNNEXT_STEAL_SPIN_NS ||
+                (i < rt->nsched &&
+                 atomic_load_explicit(&o->switches, memory_order_relaxed) != seen[i]))
                 continue;
-            uint32_t n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
+            /* a new one only under the share rule (its spawner is busy spawning: spawn.lua's
+             * root between batches, whose newest child a spin took every 20 us) */
+            if ((n & RUNNEXT_NEW) && !shares_new(o))
+                continue;
+            n = atomic_exchange_explicit(&o->runnext, 0, memory_order_acq_rel);
             if (n) {
-                *idx = n - 1;
+                *idx = runnext_idx(n);
                 s->runnext_stolen++;
                 found = 1;
             }
@@ -1224,6 +1357,16 @@ void sched_share_backlog(smarm_runtime *rt)
             wake_for_work(rt);
         }
         s->drains_seen = d;
+        /* new actors its owner has neither pushed to nor popped from since the last tick: it
+         * is held up in one actor (a computation after its spawns), so a sibling takes them */
+        uint64_t t = atomic_load_explicit(&s->new_touches, memory_order_relaxed);
+        if (t == s->touches_seen && own_new(s) > 0 && !shares_new(s)) {
+            atomic_store_explicit(&s->share_stale, 1, memory_order_relaxed);
+            wake_for_work(rt);
+        }
+        s->touches_seen = t;
+        if (++s->probe_ticks % SHARE_PROBE_TICKS == 0 && own_new(s) > 0)
+            vote_share(s, 1);
     }
 }
 
@@ -1485,10 +1628,16 @@ int sched_start(smarm_runtime *rt)
     int homes =
         rt->scheds != NULL && (rt->slots.caches || slot_caches_init(&rt->slots, total) == 0);
     for (int i = 0; homes && i < n; i++)
-        homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL;
+        homes = (rt->scheds[i].homeq = runq_new(rt->cfg.max_actors)) != NULL &&
+                (rt->scheds[i].spillq = runq_new(rt->cfg.max_actors)) != NULL;
+    /* sharing new actors starts allowed: the first moved ones vote (note_first_run) */
+    for (int i = 0; rt->scheds && i < total; i++)
+        atomic_init(&rt->scheds[i].share_votes, SHARE_VOTES / 2);
     if (!homes || blocking_pool_init(rt) != 0) {
-        for (int i = 0; rt->scheds && i < n; i++)
+        for (int i = 0; rt->scheds && i < n; i++) {
             runq_free(rt->scheds[i].homeq);
+            runq_free(rt->scheds[i].spillq);
+        }
         free(rt->scheds);
         rt->scheds = NULL;
         return SMARM_ENOMEM;
@@ -1562,6 +1711,7 @@ int sched_join(smarm_runtime *rt)
     for (int i = 0; i < total; i++) {
         wire_buf_free(&rt->scheds[i].enc);
         runq_free(rt->scheds[i].homeq);
+        runq_free(rt->scheds[i].spillq);
     }
     free(rt->scheds);
     rt->scheds = NULL;

@@ -74,6 +74,9 @@ typedef struct sched {
      * woke or spawned them while it ran here), and from another scheduler's runnext (an idle
      * one's spin took it): the second is a woken actor that moved cores (read racily) */
     uint64_t runnext_runs, runnext_stolen;
+    /* first runs here of actors spawned on another scheduler (a sibling's new actors this one
+     * took: see share_votes) (read racily) */
+    uint64_t spawns_moved;
     /* runnext actors the watchdog or a spare moved to the shared queue (this scheduler sat in
      * one actor for too long: a C call, or its thread waiting for a CPU) */
     _Atomic uint64_t runnext_released;
@@ -81,8 +84,23 @@ typedef struct sched {
     /* actors spawned here that wait for their first run, the newest on top: this scheduler
      * runs the newest first, an idle sibling takes the oldest (scheduler.c, push_spawned) */
     spawnstack spawned;
+    /* the oldest of them, moved on when the spawn stack was full (NULL for a spare: its go to
+     * the shared new queue) */
+    runq *spillq;
     /* counts new-actor picks: one in NEW_FIFO_TURN takes the shared new queue first */
     uint32_t new_turn;
+    /* new actors this scheduler pushed or took so far (the watchdog compares it between its
+     * ticks: whether it came back to its new actors) */
+    _Atomic uint64_t new_touches;
+    /* whether an idle sibling may take this scheduler's new actors, and is woken for them:
+     * while it has votes (0..SHARE_VOTES; scheduler.c, note_first_run), or while the watchdog
+     * finds them stale (their scheduler has not pushed or taken one for a tick). Read by
+     * every sibling's look for work: on a line of their own, not on the one new_touches
+     * dirties at each spawn */
+    alignas(64) _Atomic int share_votes;
+    _Atomic int share_stale;
+    uint64_t touches_seen; /* new_touches at the watchdog's last tick */
+    uint32_t probe_ticks;  /* the watchdog's ticks (sched_share_backlog) */
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };

@@ -75,11 +75,14 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
         out->polled_moved += rt->scheds[i].polled_moved;
         out->runnext_runs += rt->scheds[i].runnext_runs;
         out->runnext_stolen += rt->scheds[i].runnext_stolen;
+        out->spawns_moved += rt->scheds[i].spawns_moved;
         out->runnext_released +=
             atomic_load_explicit(&rt->scheds[i].runnext_released, memory_order_relaxed);
         if (rt->scheds[i].homeq)
             out->run_queue += runq_size_approx(rt->scheds[i].homeq);
         out->run_queue += spawnstack_size(&rt->scheds[i].spawned);
+        if (rt->scheds[i].spillq)
+            out->run_queue += runq_size_approx(rt->scheds[i].spillq);
     }
     out->run_queue +=
         runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);
