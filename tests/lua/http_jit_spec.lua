@@ -10,7 +10,7 @@ local http = require "smarm.http"
 local parse = require "smarm.http_parse"
 
 local CONNECTIONS = 8
--- enough for the connection loop to compile (an actor's loops compile after 2000
+-- enough for the connection loop to compile (a connection's loops compile after 56
 -- iterations), then the requests that must start no trace
 local WARM, MEASURED = 2600, 3000
 
@@ -60,4 +60,15 @@ describe("smarm.http connection loop under the JIT", function()
       end
       server:close()
    end)
+   it("compiles a connection's loop at LuaJIT's pace (56 passes, not the runtime's 2000)",
+      function()
+         -- a keep-alive connection is a hot loop: its state compiles loops after 56 passes
+         local server = assert(http.serve({ port = 0, handler = "support.http_traces" }))
+         local get, sock = client(server:port())
+         for _ = 1, 300 do assert.are.equal("hello\n", get("/")) end
+         local started = tonumber(get("/traces"))
+         assert(started > 0, "no trace started during 300 keep-alive requests")
+         sock:close()
+         server:close()
+      end)
 end)

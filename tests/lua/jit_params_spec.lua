@@ -48,4 +48,35 @@ describe("JIT parameters", function()
       assert.are.equal(pid, down.pid)
       assert.are.equal("normal", down.reason)
    end)
+   it("stay the runtime's while an actor waits in a C call for many timeslices", function()
+      -- the actor's thread sleeps in a blocking read (io.popen's pipe) for 100 timeslices
+      -- of wall-clock time but uses hardly any CPU time: it did not compute, so its state
+      -- keeps the runtime's parameters (a retune counted wall-clock time; so an actor whose
+      -- thread the OS set aside flushed and recompiled its traces)
+      local function sleeper(to)
+         local jit = require "jit"
+         local s = require "smarm"
+         local function loop_compiles()
+            local starts = 0
+            local function on_trace(what)
+               if what == "start" then starts = starts + 1 end
+            end
+            jit.attach(on_trace, "trace")
+            local f = assert(load("local s = 0 for i = 1, 200 do s = s + i end return s"))
+            assert(f() == 20100)
+            jit.attach(on_trace)
+            return starts > 0
+         end
+         local p = assert(io.popen("sleep 0.2"))
+         p:read("*a")
+         p:close()
+         s.send(to, { after = loop_compiles() })
+      end
+      local pid, mon = smarm.spawn_monitor(sleeper, smarm.self())
+      local r = assert(smarm.recv(30), "the sleeper did not answer")
+      assert.is_false(r.after, "a 200-iteration loop compiled after a wait in a C call")
+      local down = assert(mon:recv(10))
+      assert.are.equal(pid, down.pid)
+      assert.are.equal("normal", down.reason)
+   end)
 end)

@@ -260,6 +260,31 @@ static int drained_since(smarm_runtime *rt, int n, uint64_t *drains_at)
     return drained;
 }
 
+/* The CPU time s's thread has used, in ns; UINT64_MAX when it cannot be read. Only for the
+ * schedulers proper, whose threads live as long as the watchdog (a spare's may retire). */
+static uint64_t thread_cpu_ns(sched *s)
+{
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(s->thread, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+        return UINT64_MAX;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether s's thread has had a whole slice of CPU time since cpu_at (its CPU time when the
+ * watchdog saw its actor run for a tick). A wall-clock slice is not enough: under load the
+ * OS sets a scheduler's thread aside for milliseconds, and a server's connection actor that
+ * answered one short request then looked as if it computed, and flushed and recompiled its
+ * traces (8-11 of 32 during a 6 s run of wrk at -S 2). A spare's thread, or a clock that
+ * cannot be read, counts the wall-clock slice. */
+static int had_cpu_slice(smarm_runtime *rt, int i, uint64_t cpu_at, uint64_t slice_ns)
+{
+    if (i >= rt->nsched || cpu_at == UINT64_MAX)
+        return 1;
+    uint64_t now = thread_cpu_ns(&rt->scheds[i]);
+    return now == UINT64_MAX || now - cpu_at >= slice_ns;
+}
+
 static void *watchdog_main(void *arg)
 {
     smarm_runtime *rt = arg;
@@ -272,6 +297,11 @@ static void *watchdog_main(void *arg)
     uint64_t main_mask = rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
     uint64_t seen[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
+    /* the CPU time of a scheduler's thread when its actor was seen running for a tick, and
+     * whether that run's retune was asked (had_cpu_slice) */
+    uint64_t cpu_at[PARK_MAX] = {0};
+    uint8_t retune_asked[PARK_MAX] = {0};
+    uint64_t slice_ns = (uint64_t)(rt->cfg.timeslice_ms * 1e6);
     uint64_t root_done_at = 0, swept_at = 0;
     /* while short slices (run_actor) run, the watchdog ticks at their pace */
     uint64_t probation = rt->probation_ns;
@@ -370,6 +400,7 @@ static void *watchdog_main(void *arg)
             if (!a || sw != seen[i]) {
                 seen[i] = sw;
                 age[i] = 0;
+                retune_asked[i] = 0;
                 atomic_store_explicit(&s->quiet_since, now, memory_order_relaxed);
                 continue;
             }
@@ -389,14 +420,23 @@ static void *watchdog_main(void *arg)
                 calm = 0;
             int before = age[i];
             age[i] += steps;
+            if (before == 0 && !retuned && i < rt->nsched)
+                cpu_at[i] = thread_cpu_ns(s);
             if (age[i] < TICKS_PER_SLICE)
                 continue;
-            /* a whole timeslice: the actor computes, and its state takes LuaJIT's own JIT
-             * parameters (vm/body.c), asked at each whole slice until it has them, with the
-             * preemption signal below or with a signal of its own (a signal that found the
-             * actor still booting, or whose retune found it in a finalizer, did nothing) */
-            uint64_t retune =
-                before / TICKS_PER_SLICE != age[i] / TICKS_PER_SLICE && !retuned ? RETUNE_TAG : 0;
+            /* a whole timeslice, and a whole slice of CPU time since the actor was seen
+             * running: the actor computes, and its state takes LuaJIT's own JIT parameters
+             * (vm/body.c), asked once its thread has had the CPU time, then at each whole
+             * slice until it has them, with the preemption signal below or with a signal of
+             * its own (a signal that found the actor still booting, or whose retune found it
+             * in a finalizer, did nothing) */
+            uint64_t retune = 0;
+            if (!retuned &&
+                (!retune_asked[i] || before / TICKS_PER_SLICE != age[i] / TICKS_PER_SLICE) &&
+                had_cpu_slice(rt, i, cpu_at[i], slice_ns)) {
+                retune = RETUNE_TAG;
+                retune_asked[i] = 1;
+            }
             /* one actor for two slices although signalled after the first: the scheduler is
              * inside a C call (a blocking read, os.execute), and the actor its last wake put
              * in its runnext would wait for that call: any scheduler may take it instead */
