@@ -3,25 +3,16 @@
 -- new one once the second has changed (the line is made once per second and kept; the
 -- connection's loop tests the second inline). Every wait is bounded.
 local smarm = require "smarm"
-local net = require "smarm.net"
 local http = require "smarm.http"
-local parse = require "smarm.http_parse"
+local keepalive = require "support.keepalive"
 
 -- A keep-alive client on one connection: get() -> the Date header of an answer to GET /
 local function client(port)
-   local sock = assert(net.connect("127.0.0.1", port, 5))
-   local buf = ""
+   local get_answer, sock = keepalive.client(port)
    local function get()
-      assert(sock:send("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 5))
-      while true do
-         local r, next = parse.response_head(buf, 1, 65536)
-         if r and #buf - next + 1 >= r.length then
-            buf = buf:sub(next + r.length)
-            assert(r.status == 200, r.status)
-            return r.headers.date
-         end
-         buf = buf .. assert(sock:recv("*r", 5))
-      end
+      local status, headers = get_answer("/")
+      assert(status == 200, status)
+      return headers.date
    end
    return get, sock
 end

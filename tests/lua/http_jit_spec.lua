@@ -5,9 +5,8 @@
 -- varies from one state to the next, and such a chain started in about one state in three
 -- (before the loop ended its traces at the socket calls, this failed in most runs of eight
 -- connections; it cannot fail for a chain every time). Every wait is bounded.
-local net = require "smarm.net"
 local http = require "smarm.http"
-local parse = require "smarm.http_parse"
+local keepalive = require "support.keepalive"
 
 local CONNECTIONS = 8
 -- enough for the connection loop to compile (a connection's loops compile after 56
@@ -16,21 +15,11 @@ local WARM, MEASURED = 2600, 3000
 
 -- A keep-alive client on one connection: get(path) -> body
 local function client(port)
-   local sock = assert(net.connect("127.0.0.1", port, 5))
-   local buf = ""
+   local get_answer, sock = keepalive.client(port, "User-Agent: spec\r\nAccept: */*\r\n")
    local function get(path)
-      assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: spec\r\n" ..
-         "Accept: */*\r\n\r\n", 5))
-      while true do
-         local r, next = parse.response_head(buf, 1, 65536)
-         if r and #buf - next + 1 >= r.length then
-            local body = buf:sub(next, next + r.length - 1)
-            buf = buf:sub(next + r.length)
-            assert(r.status == 200, r.status)
-            return body
-         end
-         buf = buf .. assert(sock:recv("*r", 5))
-      end
+      local status, _, body = get_answer(path)
+      assert(status == 200, status)
+      return body
    end
    return get, sock
 end

@@ -8,18 +8,7 @@ local smarm = require "smarm"
 local function probe(to)
    local s = require "smarm"
    local jit = require "jit"
-   local function loop_compiles()
-      local starts = 0
-      local function on_trace(what)
-         if what == "start" then starts = starts + 1 end
-      end
-      jit.attach(on_trace, "trace")
-      local f = assert(load("local s = 0 for i = 1, 200 do s = s + i end return s"))
-      local sum = f()
-      jit.attach(on_trace)
-      assert(sum == 20100)
-      return starts > 0
-   end
+   local loop_compiles = require("support.jit_probe").loop_compiles
    local before = loop_compiles()
    -- interpreted (jit.off), so the switch happens at one of its bytecodes
    local function spin(seconds)
@@ -54,19 +43,8 @@ describe("JIT parameters", function()
       -- keeps the runtime's parameters (a retune counted wall-clock time; so an actor whose
       -- thread the OS set aside flushed and recompiled its traces)
       local function sleeper(to)
-         local jit = require "jit"
          local s = require "smarm"
-         local function loop_compiles()
-            local starts = 0
-            local function on_trace(what)
-               if what == "start" then starts = starts + 1 end
-            end
-            jit.attach(on_trace, "trace")
-            local f = assert(load("local s = 0 for i = 1, 200 do s = s + i end return s"))
-            assert(f() == 20100)
-            jit.attach(on_trace)
-            return starts > 0
-         end
+         local loop_compiles = require("support.jit_probe").loop_compiles
          local p = assert(io.popen("sleep 0.2"))
          p:read("*a")
          p:close()

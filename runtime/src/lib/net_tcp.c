@@ -110,6 +110,27 @@ static long recv_direct(lua_State *L, io_sock *s)
     return 1;
 }
 
+/* "*r" with nothing buffered, read straight into the scratch buffer: 1 (the bytes pushed),
+ * -1 (nothing there yet: *ev set for the wait), 0 (the end of the stream, or nothing could be
+ * read directly: the caller goes on with what is buffered), or -2 with *err the errno. */
+static int recv_some(lua_State *L, io_sock *s, unsigned *ev, int *err)
+{
+    if (io_sock_buffered(s) || s->eof || recv_scratch_busy)
+        return 0;
+    long r = recv_direct(L, s);
+    if (r > 0)
+        return 1;
+    if (r == -EAGAIN) {
+        *ev = NETPOLL_READ;
+        return -1;
+    }
+    if (r < 0) {
+        *err = (int)-r;
+        return -2;
+    }
+    return 0;
+}
+
 static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
 {
     size_t n;
@@ -117,17 +138,13 @@ static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
     io_sock *s = o->s;
     if (!s)
         return recv_fail(L, base, "closed");
-    if (pat == 'r' && !io_sock_buffered(s) && !s->eof && !recv_scratch_busy) {
-        long r = recv_direct(L, s);
-        if (r > 0)
-            return 1;
-        if (r == -EAGAIN) {
-            *ev = NETPOLL_READ;
-            return -1;
-        }
-        if (r < 0)
-            return recv_fail(L, base, io_err_name((int)-r));
-        /* the end of the stream: below */
+    if (pat == 'r') {
+        int err, got = recv_some(L, s, ev, &err);
+        if (got == -2)
+            return recv_fail(L, base, io_err_name(err));
+        if (got != 0)
+            return got;
+        /* the end of the stream, or bytes buffered: below */
     }
     for (;;) {
         size_t have = io_sock_buffered(s);
@@ -195,13 +212,10 @@ static int send_fail(lua_State *L, int base, const char *err)
     return 3;
 }
 
-static int send_try(lua_State *L, int base, net_obj *o, unsigned *ev)
+/* Sends what is left of p (len bytes; the handle's woff is the progress): 0 when all of it
+ * went, -1 when the socket has no room (*ev set for the wait), or the errno. */
+static int send_rest(io_sock *s, const char *p, size_t len, unsigned *ev)
 {
-    size_t len;
-    const char *p = ljx_string_at(L, base + 1, &len);
-    io_sock *s = o->s;
-    if (!s)
-        return send_fail(L, base, "closed");
     while (s->woff < len) {
         ssize_t n = send(s->fd, p + s->woff, len - s->woff, MSG_NOSIGNAL);
         if (n >= 0) {
@@ -214,8 +228,23 @@ static int send_try(lua_State *L, int base, net_obj *o, unsigned *ev)
             *ev = NETPOLL_WRITE;
             return -1;
         }
-        return send_fail(L, base, io_err_name(errno));
+        return errno;
     }
+    return 0;
+}
+
+static int send_try(lua_State *L, int base, net_obj *o, unsigned *ev)
+{
+    size_t len;
+    const char *p = ljx_string_at(L, base + 1, &len);
+    io_sock *s = o->s;
+    if (!s)
+        return send_fail(L, base, "closed");
+    int r = send_rest(s, p, len, ev);
+    if (r < 0)
+        return -1;
+    if (r > 0)
+        return send_fail(L, base, io_err_name(r));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -233,31 +262,16 @@ static int sendrecv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
         return net_fail_plain(L, base, "closed");
     size_t len;
     const char *p = ljx_string_at(L, base + 1, &len);
-    while (s->woff < len) {
-        ssize_t n = send(s->fd, p + s->woff, len - s->woff, MSG_NOSIGNAL);
-        if (n >= 0) {
-            s->woff += (size_t)n;
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            *ev = NETPOLL_WRITE;
-            return -1;
-        }
-        return net_fail_plain(L, base, io_err_name(errno));
-    }
-    if (!io_sock_buffered(s) && !s->eof && !recv_scratch_busy) {
-        long r = recv_direct(L, s);
-        if (r > 0)
-            return 1;
-        if (r == -EAGAIN) {
-            *ev = NETPOLL_READ;
-            return -1;
-        }
-        if (r < 0)
-            return net_fail_plain(L, base, io_err_name((int)-r));
-    }
+    int err = send_rest(s, p, len, ev);
+    if (err < 0)
+        return -1;
+    if (err > 0)
+        return net_fail_plain(L, base, io_err_name(err));
+    int got = recv_some(L, s, ev, &err);
+    if (got == -2)
+        return net_fail_plain(L, base, io_err_name(err));
+    if (got != 0)
+        return got;
     if (io_sock_buffered(s)) {
         take_bytes(L, s, io_sock_buffered(s), io_sock_buffered(s));
         return 1;
