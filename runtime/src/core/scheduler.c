@@ -1346,6 +1346,8 @@ static void note_drained(sched *s)
 
 void sched_share_backlog(smarm_runtime *rt)
 {
+    /* every SHARE_PROBE_TICKS of the watchdog's ticks (it counts them before it calls) */
+    int probe = atomic_load_explicit(&rt->wd_ticks, memory_order_relaxed) % SHARE_PROBE_TICKS == 0;
     for (int i = 0; i < rt->nsched; i++) {
         sched *s = &rt->scheds[i];
         uint64_t d = atomic_load_explicit(&s->drains, memory_order_relaxed);
@@ -1365,7 +1367,7 @@ void sched_share_backlog(smarm_runtime *rt)
             wake_for_work(rt);
         }
         s->touches_seen = t;
-        if (++s->probe_ticks % SHARE_PROBE_TICKS == 0 && own_new(s) > 0)
+        if (probe && own_new(s) > 0)
             vote_share(s, 1);
     }
 }

@@ -100,7 +100,6 @@ typedef struct sched {
     alignas(64) _Atomic int share_votes;
     _Atomic int share_stale;
     uint64_t touches_seen; /* new_touches at the watchdog's last tick */
-    uint32_t probe_ticks;  /* the watchdog's ticks (sched_share_backlog) */
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };

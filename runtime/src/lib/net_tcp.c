@@ -110,25 +110,39 @@ static long recv_direct(lua_State *L, io_sock *s)
     return 1;
 }
 
-/* "*r" with nothing buffered, read straight into the scratch buffer: 1 (the bytes pushed),
- * -1 (nothing there yet: *ev set for the wait), 0 (the end of the stream, or nothing could be
- * read directly: the caller goes on with what is buffered), or -2 with *err the errno. */
-static int recv_some(lua_State *L, io_sock *s, unsigned *ev, int *err)
+/* "*r": what is there now, at least one byte, straight into the scratch buffer when nothing
+ * is buffered. 1 (the bytes pushed), -1 (none yet: *ev set for the wait), 0 (the end of the
+ * stream: nothing more will come), or -2 with *err the errno. */
+static int recv_any(lua_State *L, io_sock *s, unsigned *ev, int *err)
 {
-    if (io_sock_buffered(s) || s->eof || recv_scratch_busy)
-        return 0;
-    long r = recv_direct(L, s);
-    if (r > 0)
-        return 1;
+    long r;
+    if (!io_sock_buffered(s) && !s->eof && !recv_scratch_busy) {
+        r = recv_direct(L, s);
+        if (r > 0)
+            return 1;
+        if (r < 0)
+            goto failed;
+        /* the end of the stream (s->eof): below */
+    }
+    for (;;) {
+        size_t have = io_sock_buffered(s);
+        if (have) {
+            take_bytes(L, s, have, have);
+            return 1;
+        }
+        if (s->eof)
+            return 0;
+        /* the scratch buffer is busy (a finalizer's read): read ahead the buffered way */
+        if ((r = io_sock_fill(s, 0)) < 0)
+            goto failed;
+    }
+failed:
     if (r == -EAGAIN) {
         *ev = NETPOLL_READ;
         return -1;
     }
-    if (r < 0) {
-        *err = (int)-r;
-        return -2;
-    }
-    return 0;
+    *err = (int)-r;
+    return -2;
 }
 
 static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
@@ -139,12 +153,10 @@ static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
     if (!s)
         return recv_fail(L, base, "closed");
     if (pat == 'r') {
-        int err, got = recv_some(L, s, ev, &err);
+        int err, got = recv_any(L, s, ev, &err);
         if (got == -2)
             return recv_fail(L, base, io_err_name(err));
-        if (got != 0)
-            return got;
-        /* the end of the stream, or bytes buffered: below */
+        return got ? got : recv_fail(L, base, "closed");
     }
     for (;;) {
         size_t have = io_sock_buffered(s);
@@ -159,10 +171,6 @@ static int recv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
                 take_bytes(L, s, len + 1, len > 0 && p[len - 1] == '\r' ? len - 1 : len);
                 return 1;
             }
-        }
-        if (pat == 'r' && have) {
-            take_bytes(L, s, have, have);
-            return 1;
         }
         if (s->eof) {
             if (pat != 'a')
@@ -267,33 +275,29 @@ static int sendrecv_try(lua_State *L, int base, net_obj *o, unsigned *ev)
         return -1;
     if (err > 0)
         return net_fail_plain(L, base, io_err_name(err));
-    int got = recv_some(L, s, ev, &err);
+    int got = recv_any(L, s, ev, &err);
     if (got == -2)
         return net_fail_plain(L, base, io_err_name(err));
-    if (got != 0)
-        return got;
-    if (io_sock_buffered(s)) {
-        take_bytes(L, s, io_sock_buffered(s), io_sock_buffered(s));
-        return 1;
-    }
-    if (s->eof)
-        return net_fail_plain(L, base, "closed");
-    /* read ahead while the scratch buffer is busy (a finalizer's read): the buffered way */
-    long r = io_sock_fill(s, 0);
-    if (r > 0) {
-        take_bytes(L, s, io_sock_buffered(s), io_sock_buffered(s));
-        return 1;
-    }
-    if (r == 0)
-        return net_fail_plain(L, base, "closed");
-    if (r == -EAGAIN) {
-        *ev = NETPOLL_READ;
-        return -1;
-    }
-    return net_fail_plain(L, base, io_err_name((int)-r));
+    return got ? got : net_fail_plain(L, base, "closed");
 }
 
 static const net_op sendrecv_op = {sendrecv_try, net_fail_plain};
+
+/* sock:send and sock:sendrecv: (data [, timeout]) checked, and op run from the data's start
+ * (the handle's woff is the send's progress across waits). */
+static int run_send(lua_State *L, const net_op *op, const char *name)
+{
+    net_obj *o = net_check_obj(L, 1, IO_TCP, name);
+    size_t len;
+    if (!ljx_string_at(L, 2, &len))
+        return luaL_error(L, "%s: data must be a string, got %s", name, luaL_typename(L, 2));
+    int poll;
+    uint64_t deadline = lib_check_timeout(L, 3, name, &poll);
+    lua_settop(L, 2);
+    if (o->s)
+        o->s->woff = 0;
+    return net_run_op(L, op, o, deadline, poll);
+}
 
 /**
  * sock:sendrecv(data [, timeout]) -> data | nil, err
@@ -302,19 +306,7 @@ static const net_op sendrecv_op = {sendrecv_try, net_fail_plain};
  * covers both. err is as for send and recv; bytes read are never lost (a failed turn reads
  * none).
  */
-static int l_tcp_sendrecv(lua_State *L)
-{
-    net_obj *o = net_check_obj(L, 1, IO_TCP, "sock:sendrecv");
-    size_t len;
-    if (!ljx_string_at(L, 2, &len))
-        return luaL_error(L, "sock:sendrecv: data must be a string, got %s", luaL_typename(L, 2));
-    int poll;
-    uint64_t deadline = lib_check_timeout(L, 3, "sock:sendrecv", &poll);
-    lua_settop(L, 2);
-    if (o->s)
-        o->s->woff = 0;
-    return net_run_op(L, &sendrecv_op, o, deadline, poll);
-}
+static int l_tcp_sendrecv(lua_State *L) { return run_send(L, &sendrecv_op, "sock:sendrecv"); }
 
 /**
  * sock:send(data [, timeout]) -> true | nil, err, sent
@@ -322,19 +314,7 @@ static int l_tcp_sendrecv(lua_State *L)
  * was closed, or the peer's end is: EPIPE), "reset" (the peer reset the connection),
  * "timeout", or the OS's text; sent is how many bytes went out before it.
  */
-static int l_tcp_send(lua_State *L)
-{
-    net_obj *o = net_check_obj(L, 1, IO_TCP, "sock:send");
-    size_t len;
-    if (!ljx_string_at(L, 2, &len))
-        return luaL_error(L, "sock:send: data must be a string, got %s", luaL_typename(L, 2));
-    int poll;
-    uint64_t deadline = lib_check_timeout(L, 3, "sock:send", &poll);
-    lua_settop(L, 2);
-    if (o->s)
-        o->s->woff = 0;
-    return net_run_op(L, &send_op, o, deadline, poll);
-}
+static int l_tcp_send(lua_State *L) { return run_send(L, &send_op, "sock:send"); }
 
 /* sock:peer() -> host, port | nil, err */
 static int l_tcp_peer(lua_State *L)
