@@ -47,6 +47,11 @@ local function litterer(parent, n)
          end
       end
    end
+   -- Every allocation is inside a pcall, the messages' tables too: a finalizer may raise
+   -- at any allocation (one made for { seq = i } outside the pcall ended the actor, and the
+   -- spec waited for its answer until the timeout).
+   local function send_seq(k) s.send(parent, { seq = k }) end
+   local function report() s.send(parent, { ran = ran, caught = caught }) end
    local i = 0
    while i < n do
       if not pcall(litter, 4) then caught = caught + 1 end
@@ -57,14 +62,10 @@ local function litterer(parent, n)
          break
       else
          i = i + 1
-         while not pcall(s.send, parent, { seq = i }) do caught = caught + 1 end
+         while not pcall(send_seq, i) do caught = caught + 1 end
       end
    end
-   while true do
-      local ok = pcall(s.send, parent, { ran = ran, caught = caught })
-      if ok then break end
-      caught = caught + 1
-   end
+   while not pcall(report) do caught = caught + 1 end
 end
 
 -- Makes garbage in a fresh actor and reports how far its heap had grown (KB) when it first
