@@ -300,7 +300,9 @@ function M.connection(sock, o)
    -- loops at LuaJIT's own pace (56 iterations), not the runtime's (2000, for message loops
    -- that stay interpreted). Measured with callgrind under wrk -c32 at -S 2: about 7,000
    -- instructions per request at 2000 against 5,300 at 56 (see docs/DESIGN.md).
-   jit_opt.start("hotloop=56")
+   -- (and it stitches traces around C calls as LuaJIT does, which the runtime's
+   -- parameters avoid for short message loops)
+   jit_opt.start("hotloop=56", "minstitch=0")
    local now = smarm.now
    -- the methods once, not through the socket's metatable on every request
    local send, recv, sendrecv = sock.send, sock.recv, sock.sendrecv

@@ -37,6 +37,42 @@ describe("JIT parameters", function()
       assert.are.equal(pid, down.pid)
       assert.are.equal("normal", down.reason)
    end)
+   it("leave a message loop interpreted however many messages it takes", function()
+      -- a loop whose first act is a C call (recv) would compile after 2000 passes into
+      -- traces stitched around its calls; the runtime's parameters abort that recording
+      -- (too short before the call) until the loop is blacklisted
+      local function ponger()
+         local s = require "smarm"
+         local jit = require "jit"
+         local stops, aborts = 0, 0
+         jit.attach(function(what)
+            if what == "stop" then stops = stops + 1 elseif what == "abort" then aborts = aborts + 1 end
+         end, "trace")
+         local n = 0
+         while true do
+            local m = s.recv()
+            if m.stop then
+               s.send(m.from, { n = n, stops = stops, aborts = aborts })
+               return
+            end
+            n = n + 1
+            s.send(m.from, n)
+         end
+      end
+      local pid = smarm.spawn(ponger)
+      local me = smarm.self()
+      -- one message at a time: the ponger waits between them, so it never computes for
+      -- a whole timeslice (which would give it LuaJIT's parameters)
+      for i = 1, 5000 do
+         smarm.send(pid, { from = me })
+         assert.are.equal(i, smarm.recv(10))
+      end
+      smarm.send(pid, { from = me, stop = true })
+      local r = assert(smarm.recv(10), "the ponger did not answer")
+      assert.are.equal(5000, r.n)
+      assert.are.equal(0, r.stops, "the message loop compiled a trace")
+      assert.is_true(r.aborts > 0, "the loop never got hot: the test tests nothing")
+   end)
    it("stay the runtime's while an actor waits in a C call for many timeslices", function()
       -- the actor's thread sleeps in a blocking read (io.popen's pipe) for 100 timeslices
       -- of wall-clock time but uses hardly any CPU time: it did not compute, so its state
