@@ -46,7 +46,11 @@ describe("JIT parameters", function()
          local jit = require "jit"
          local stops, aborts = 0, 0
          jit.attach(function(what)
-            if what == "stop" then stops = stops + 1 elseif what == "abort" then aborts = aborts + 1 end
+            if what == "stop" then
+               stops = stops + 1
+            elseif what == "abort" then
+               aborts = aborts + 1
+            end
          end, "trace")
          local n = 0
          while true do
@@ -72,6 +76,29 @@ describe("JIT parameters", function()
       assert.are.equal(5000, r.n)
       assert.are.equal(0, r.stops, "the message loop compiled a trace")
       assert.is_true(r.aborts > 0, "the loop never got hot: the test tests nothing")
+   end)
+   it("still compile a loop that computes before its first C call", function()
+      -- the other side of the rule above: a pass of straight-line work (well over 32 IR
+      -- instructions) before the call is worth a trace, and gets one after 2000 passes
+      local function worker(to)
+         local s = require "smarm"
+         local jit = require "jit"
+         local stops = 0
+         jit.attach(function(what)
+            if what == "stop" then stops = stops + 1 end
+         end, "trace")
+         local x = 1.5
+         for i = 1, 5000 do
+            x = x * 1.0001 + i; x = x % 1000 + 0.5; x = x * 0.999 + 3; x = x % 997 + 1.25
+            x = x * 1.0003 + i; x = x % 991 + 0.75; x = x * 0.998 + 5; x = x % 983 + 1.5
+            x = x * 1.0007 + i; x = x % 977 + 0.25; x = x * 0.997 + 7; x = x % 971 + 1.75
+            s.self()
+         end
+         s.send(to, { stops = stops, x = x })
+      end
+      smarm.spawn(worker, smarm.self())
+      local r = assert(smarm.recv(30), "the worker did not answer")
+      assert.is_true(r.stops > 0, "a computing loop with a C call at its end never compiled")
    end)
    it("stay the runtime's while an actor waits in a C call for many timeslices", function()
       -- the actor's thread sleeps in a blocking read (io.popen's pipe) for 100 timeslices
