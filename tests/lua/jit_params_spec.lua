@@ -100,6 +100,69 @@ describe("JIT parameters", function()
       local r = assert(smarm.recv(30), "the worker did not answer")
       assert.is_true(r.stops > 0, "a computing loop with a C call at its end never compiled")
    end)
+   it("let a loop the runtime's parameters blacklisted compile once the actor computes", function()
+      -- under the runtime's parameters a loop that calls C at once is blacklisted (its
+      -- bytecode patched); an actor that then computes for a whole timeslice gets LuaJIT's
+      -- parameters, and the loop must compile as plain LuaJIT would compile it
+      local function worker(to)
+         local s = require "smarm"
+         local jit = require "jit"
+         -- one handler for the whole test (jit.attach keeps one per event)
+         local starts, stops = 0, 0
+         jit.attach(function(what)
+            if what == "start" then
+               starts = starts + 1
+            elseif what == "stop" then
+               stops = stops + 1
+            end
+         end, "trace")
+         local self = s.self
+         local function chunk(n)
+            local x = 0
+            for i = 1, n do
+               x = x + i
+               self()
+            end
+            return x
+         end
+         -- hot, but never a whole timeslice: a wait between chunks; blacklisted once 50
+         -- chunks in a row start no trace (the aborts' penalties grow at random)
+         local quiet, rounds = 0, 0
+         while quiet < 50 and rounds < 5000 do
+            local started = starts
+            chunk(2000)
+            s.sleep(0)
+            quiet = starts == started and quiet + 1 or 0
+            rounds = rounds + 1
+         end
+         local blacklisted = quiet >= 50
+         -- compute (interpreted) until the state has LuaJIT's parameters: a fresh
+         -- 200-iteration loop then compiles
+         local function spin(seconds)
+            local t0 = s.now()
+            while s.now() - t0 < seconds do end
+         end
+         jit.off(spin)
+         local retuned = false
+         for _ = 1, 300 do
+            spin(0.01)
+            local before = stops
+            assert(load("local t = 0 for i = 1, 200 do t = t + i end return t"))()
+            if stops > before then
+               retuned = true
+               break
+            end
+         end
+         local before = stops
+         for _ = 1, 20 do chunk(2000) end
+         s.send(to, { blacklisted = blacklisted, retuned = retuned, compiled = stops - before })
+      end
+      smarm.spawn(worker, smarm.self())
+      local r = assert(smarm.recv(60), "the worker did not answer")
+      assert.is_true(r.blacklisted, "the loop was not blacklisted: the test tests nothing")
+      assert.is_true(r.retuned, "the worker never got LuaJIT's parameters")
+      assert.is_true(r.compiled > 0, "the blacklisted loop stayed interpreted after the retune")
+   end)
    it("stay the runtime's while an actor waits in a C call for many timeslices", function()
       -- the actor's thread sleeps in a blocking read (io.popen's pipe) for 100 timeslices
       -- of wall-clock time but uses hardly any CPU time: it did not compute, so its state

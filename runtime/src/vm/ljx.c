@@ -112,6 +112,20 @@ static const int32_t jit_param_default[JIT_P__MAX + 1] = {
 #undef JIT_PARAMINIT
         0};
 
+/* Loops and functions the runtime's parameters blacklisted (a message loop whose first act
+ * is a C call: minstitch) may compile under LuaJIT's: their bytecode is unpatched, as jit.on
+ * does, except in the prototypes jit.off marked (their patch is the user's, and is made
+ * again lazily anyway). Every prototype is on the GC's root list. */
+static void reenable_blacklisted(global_State *g)
+{
+    for (GCobj *o = gcref(g->gc.root); o; o = gcref(o->gch.nextgc))
+        if (o->gch.gct == ~LJ_TPROTO) {
+            GCproto *pt = gco2pt(o);
+            if ((pt->flags & PROTO_ILOOP) && !(pt->flags & PROTO_NOJIT))
+                lj_trace_reenableproto(pt);
+        }
+}
+
 int ljx_jit_retune(lua_State *L)
 {
     global_State *g = G(L);
@@ -122,6 +136,7 @@ int ljx_jit_retune(lua_State *L)
     if (lj_trace_flushall(L) != 0)
         return -1;
     memcpy(J->param, jit_param_default, sizeof J->param);
+    reenable_blacklisted(g);
     lj_dispatch_init_hotcount(g);
     return 0;
 }
