@@ -43,20 +43,12 @@ describe("JIT parameters", function()
       -- (too short before the call) until the loop is blacklisted
       local function ponger()
          local s = require "smarm"
-         local jit = require "jit"
-         local stops, aborts = 0, 0
-         jit.attach(function(what)
-            if what == "stop" then
-               stops = stops + 1
-            elseif what == "abort" then
-               aborts = aborts + 1
-            end
-         end, "trace")
+         local traces = require("support.jit_probe").trace_counts()
          local n = 0
          while true do
             local m = s.recv()
             if m.stop then
-               s.send(m.from, { n = n, stops = stops, aborts = aborts })
+               s.send(m.from, { n = n, stops = traces.stop, aborts = traces.abort })
                return
             end
             n = n + 1
@@ -82,11 +74,7 @@ describe("JIT parameters", function()
       -- instructions) before the call is worth a trace, and gets one after 2000 passes
       local function worker(to)
          local s = require "smarm"
-         local jit = require "jit"
-         local stops = 0
-         jit.attach(function(what)
-            if what == "stop" then stops = stops + 1 end
-         end, "trace")
+         local traces = require("support.jit_probe").trace_counts()
          local x = 1.5
          for i = 1, 5000 do
             x = x * 1.0001 + i; x = x % 1000 + 0.5; x = x * 0.999 + 3; x = x % 997 + 1.25
@@ -94,7 +82,7 @@ describe("JIT parameters", function()
             x = x * 1.0007 + i; x = x % 977 + 0.25; x = x * 0.997 + 7; x = x % 971 + 1.75
             s.self()
          end
-         s.send(to, { stops = stops, x = x })
+         s.send(to, { stops = traces.stop, x = x })
       end
       smarm.spawn(worker, smarm.self())
       local r = assert(smarm.recv(30), "the worker did not answer")
@@ -108,14 +96,7 @@ describe("JIT parameters", function()
          local s = require "smarm"
          local jit = require "jit"
          -- one handler for the whole test (jit.attach keeps one per event)
-         local starts, stops = 0, 0
-         jit.attach(function(what)
-            if what == "start" then
-               starts = starts + 1
-            elseif what == "stop" then
-               stops = stops + 1
-            end
-         end, "trace")
+         local traces = require("support.jit_probe").trace_counts()
          local self = s.self
          local function chunk(n)
             local x = 0
@@ -127,26 +108,27 @@ describe("JIT parameters", function()
          end
          -- whether a fresh 200-iteration loop compiles: only at LuaJIT's hotloop
          local function retuned()
-            local before = stops
+            local before = traces.stop
             assert(load("local t = 0 for i = 1, 200 do t = t + i end return t"))()
-            return stops > before
+            return traces.stop > before
          end
          -- hot, but never near a whole timeslice (short chunks, a wait after each):
          -- blacklisted once 100 chunks in a row start no trace (the aborts' penalties grow
          -- at random, to at most 30,000 passes between tries)
-         local quiet, rounds = 0, 0
+         local quiet, rounds, stopped = 0, 0, traces.stop
          while quiet < 100 and rounds < 20000 do
-            local started = starts
+            local started = traces.start
             chunk(500)
             s.sleep(0)
-            quiet = starts == started and quiet + 1 or 0
+            quiet = traces.start == started and quiet + 1 or 0
             rounds = rounds + 1
          end
          -- a thread the OS set aside looks as if it computed: such a run is tried again
          if retuned() then
             return s.send(to, { early = true })
          end
-         local blacklisted = quiet >= 100
+         -- (no trace: its recordings were all aborted)
+         local blacklisted = quiet >= 100 and traces.stop == stopped
          -- compute (interpreted) until the state has LuaJIT's parameters
          local function spin(seconds)
             local t0 = s.now()
@@ -161,9 +143,9 @@ describe("JIT parameters", function()
                break
             end
          end
-         local before = stops
+         local before = traces.stop
          for _ = 1, 20 do chunk(2000) end
-         s.send(to, { blacklisted = blacklisted, retuned = got, compiled = stops - before })
+         s.send(to, { blacklisted = blacklisted, retuned = got, compiled = traces.stop - before })
       end
       local r
       for _ = 1, 3 do

@@ -17,4 +17,15 @@ function M.loop_compiles()
    return starts > 0
 end
 
+-- trace_counts() -> a table whose start, stop and abort fields count the calling state's
+-- trace events from now on (jit.attach keeps one handler per event: this one replaces any
+-- other, and loop_compiles above replaces it)
+function M.trace_counts()
+   local c = { start = 0, stop = 0, abort = 0 }
+   jit.attach(function(what)
+      if c[what] then c[what] = c[what] + 1 end
+   end, "trace")
+   return c
+end
+
 return M
