@@ -308,18 +308,12 @@ static void move_spawned(sched *from, sched *to)
     wake_for_work(from->rt);
 }
 
-/* New actors waiting on s's spawn stack and in its spill queue (approximate). */
-static inline uint32_t own_new(sched *s)
-{
-    return spawnstack_size(&s->spawned) + (s->spillq ? runq_size_approx(s->spillq) : 0);
-}
-
 /* New actors waiting on the schedulers' spawn stacks and spill queues (approximate). */
 static uint32_t spawned_waiting(smarm_runtime *rt)
 {
     uint32_t n = 0;
     for (int i = 0; i < sched_total(rt); i++)
-        n += own_new(&rt->scheds[i]);
+        n += sched_own_new(&rt->scheds[i]);
     return n;
 }
 
@@ -355,7 +349,7 @@ static inline uint32_t queued(smarm_runtime *rt)
 /* New actors that s would share: its own, and those of the shared new queue. */
 static inline uint32_t new_waiting(sched *s)
 {
-    return own_new(s) + runq_size_approx(s->rt->rq_new);
+    return sched_own_new(s) + runq_size_approx(s->rt->rq_new);
 }
 
 /* Woken, spawning or new actors wait (approximate): a slice taken ahead of them is short. */
@@ -946,16 +940,16 @@ static void run_actor(sched *s, uint32_t idx)
             s->polled_moved += a->run.last_sched != s->id;
         }
         int from = a->run.last_sched;
-        if (a->run.last_sched != s->id) {
-            a->stats.migrations += a->stats.slices != 0;
-            s->spawns_moved += a->stats.slices == 0 && a->run.last_sched >= 0;
+        int first = a->stats.slices++ == 0;
+        if (from != s->id) {
+            a->stats.migrations += !first;
+            s->spawns_moved += first && from >= 0;
             a->run.last_sched = s->id;
         }
         /* a first slice ends early if others wait (the watchdog checks it, preempt.c), and so
          * does the slice of one taken from the yielded queue ahead of woken ones */
         int short_slice = s->short_slice;
         s->short_slice = 0;
-        int first = a->stats.slices++ == 0;
         uint64_t began = 0;
         if (first || short_slice) {
             began = park_now_ns();
@@ -1146,7 +1140,8 @@ static int spin_for_work(sched *s, uint32_t *idx)
             break;
         cpu_relax();
     }
-    if (!found) {
+    /* a spin shorter than RUNNEXT_STEAL_SPIN_NS takes no runnext */
+    if (!found && (SPIN_NS >> s->spin_shift) >= RUNNEXT_STEAL_SPIN_NS) {
         for (int i = 0; i < sched_total(rt) && !found; i++) {
             sched *o = &rt->scheds[i];
             /* only from a scheduler held up in one actor for this whole spin: one that
@@ -1154,7 +1149,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
              * child, moved cores every few hundred children at -S 2 when taken from one that
              * was only finishing the child) */
             uint32_t n = atomic_load_explicit(&o->runnext, memory_order_relaxed);
-            if (o == s || !n || (SPIN_NS >> s->spin_shift) < RUNNEXT_STEAL_SPIN_NS ||
+            if (o == s || !n ||
                 (i < rt->nsched &&
                  atomic_load_explicit(&o->switches, memory_order_relaxed) != seen[i]))
                 continue;
@@ -1169,6 +1164,8 @@ static int spin_for_work(sched *s, uint32_t *idx)
                 found = 1;
             }
         }
+    }
+    if (!found) {
         for (int i = 0; i < rt->nsched && !found; i++)
             found = steal_home(s, &rt->scheds[i], seen[i], idx);
     }
@@ -1362,12 +1359,12 @@ void sched_share_backlog(smarm_runtime *rt)
         /* new actors its owner has neither pushed to nor popped from since the last tick: it
          * is held up in one actor (a computation after its spawns), so a sibling takes them */
         uint64_t t = atomic_load_explicit(&s->new_touches, memory_order_relaxed);
-        if (t == s->touches_seen && own_new(s) > 0 && !shares_new(s)) {
+        if (t == s->touches_seen && sched_own_new(s) > 0 && !shares_new(s)) {
             atomic_store_explicit(&s->share_stale, 1, memory_order_relaxed);
             wake_for_work(rt);
         }
         s->touches_seen = t;
-        if (probe && own_new(s) > 0)
+        if (probe && sched_own_new(s) > 0)
             vote_share(s, 1);
     }
 }

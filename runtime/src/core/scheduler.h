@@ -107,6 +107,12 @@ enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };
 /* Every sched of the loop: the schedulers, then the spares. */
 static inline int sched_total(const smarm_runtime *rt) { return rt->nsched + rt->nspare; }
 
+/* New actors waiting on s's spawn stack and in its spill queue (approximate). */
+static inline uint32_t sched_own_new(sched *s)
+{
+    return spawnstack_size(&s->spawned) + (s->spillq ? runq_size_approx(s->spillq) : 0);
+}
+
 typedef struct spawn_opts {
     size_t stack_size;    /* 0 = runtime default */
     size_t stack_guard;   /* 0 = runtime default */

@@ -80,9 +80,7 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
             atomic_load_explicit(&rt->scheds[i].runnext_released, memory_order_relaxed);
         if (rt->scheds[i].homeq)
             out->run_queue += runq_size_approx(rt->scheds[i].homeq);
-        out->run_queue += spawnstack_size(&rt->scheds[i].spawned);
-        if (rt->scheds[i].spillq)
-            out->run_queue += runq_size_approx(rt->scheds[i].spillq);
+        out->run_queue += sched_own_new(&rt->scheds[i]);
     }
     out->run_queue +=
         runq_size_approx(rt->rq) + runq_size_approx(rt->rq_new) + runq_size_approx(rt->rq_yield);

@@ -1,31 +1,32 @@
--- loop_compiles() -> whether a fresh 200-iteration loop starts a trace in the calling state
--- (with its JIT parameters as they are now): for specs of per-state JIT parameters.
+-- Probes of a state's per-state JIT parameters, for specs.
 local jit = require "jit"
 
 local M = {}
 
-function M.loop_compiles()
-   local starts = 0
-   local function on_trace(what)
-      if what == "start" then starts = starts + 1 end
-   end
-   jit.attach(on_trace, "trace")
-   local f = assert(load("local s = 0 for i = 1, 200 do s = s + i end return s"))
-   local sum = f()
-   jit.attach(on_trace)
-   assert(sum == 20100)
-   return starts > 0
-end
-
 -- trace_counts() -> a table whose start, stop and abort fields count the calling state's
--- trace events from now on (jit.attach keeps one handler per event: this one replaces any
--- other, and loop_compiles above replaces it)
+-- trace events from now on, and whose detach() stops that (jit.attach keeps one handler per
+-- event: this one replaces any other)
 function M.trace_counts()
    local c = { start = 0, stop = 0, abort = 0 }
-   jit.attach(function(what)
-      if c[what] then c[what] = c[what] + 1 end
-   end, "trace")
+   local function on_trace(what)
+      if type(c[what]) == "number" then c[what] = c[what] + 1 end
+   end
+   function c.detach() jit.attach(on_trace) end
+   jit.attach(on_trace, "trace")
    return c
+end
+
+-- loop_compiles([counts]) -> whether a fresh 200-iteration loop starts a trace in the calling
+-- state (with its JIT parameters as they are now). counts: the state's trace_counts(), if
+-- it has them; without, a handler of its own is attached for the probe and taken off after
+function M.loop_compiles(counts)
+   local c = counts or M.trace_counts()
+   local before = c.start
+   local f = assert(load("local s = 0 for i = 1, 200 do s = s + i end return s"))
+   local sum = f()
+   if not counts then c.detach() end
+   assert(sum == 20100)
+   return c.start > before
 end
 
 return M
