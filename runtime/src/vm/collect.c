@@ -16,28 +16,50 @@ static int due(actor *a)
     return a->vm.mem <= COLLECT_MAX_HEAP && ljx_gc_cycle_due(a->vm.co, 1024, 16);
 }
 
+/* A logged block may have been freed since and taken by another state, even on another
+ * thread: reading a byte of it is harmless here (the heap's chunks stay mapped while the
+ * runtime lives, and the byte is thrown away), but the sanitizers would report it, so their
+ * builds prefetch instead. */
+#if defined(SMARM_ASAN) || defined(SMARM_TSAN)
+#define TOUCH_LINE(p, sink) __builtin_prefetch((p), 1)
+#else
+#define TOUCH_LINE(p, sink) ((sink) += *(volatile const char *)(p))
+#endif
+
+/* Reads one byte of each line from lo (len bytes, in steps of 64) and of each of the n newest
+ * blocks in log, the newest first. Loads, not prefetch instructions: a burst of a few hundred
+ * prefetches outruns the misses a core can have in flight, and on some processors (this
+ * project's AMD EPYC host) the prefetches past that are dropped, while a load waits for room.
+ * The loads do not depend on each other, so their misses still overlap. */
+static void touch_lines(const char *lo, uint32_t len, void *const *log, uint32_t newest,
+                        uint32_t n)
+{
+    uintptr_t sink = 0;
+    for (uint32_t off = 0; off < len; off += 64)
+        TOUCH_LINE(lo + off, sink);
+    for (uint32_t i = 1; i <= n; i++)
+        TOUCH_LINE(log[(newest - i) & (COLLECT_LOG - 1)], sink);
+    __asm__ volatile("" ::"r"(sink));
+}
+
 void collect_between_waits(actor *a)
 {
     if (!due(a))
         return;
     void **log = a->vm.gc_log;
+    uint32_t n = 0;
     if (!log) {
-        /* a second cycle will come: keep the addresses from now on (no log, no prefetch) */
+        /* a second cycle will come: keep the addresses from now on (no log to read yet) */
         a->vm.gc_log = malloc(COLLECT_LOG * sizeof *a->vm.gc_log);
         a->vm.gc_log_n = 0;
     } else {
-        /* newest first, as the sweep goes; for writing (the sweep flips a survivor's mark and
-         * links a dead block into a free list) */
-        uint32_t n = a->vm.gc_log_n < COLLECT_LOG ? a->vm.gc_log_n : COLLECT_LOG;
-        for (uint32_t i = 1; i <= n; i++)
-            __builtin_prefetch(log[(a->vm.gc_log_n - i) & (COLLECT_LOG - 1)], 1);
-        a->vm.gc_log_n = 0;
+        n = a->vm.gc_log_n < COLLECT_LOG ? a->vm.gc_log_n : COLLECT_LOG;
     }
-    /* and the objects its boot made, which the mark and the sweep walk every cycle (in a ring
-     * of 1,000 most of a cycle's misses to memory were theirs) */
-    const char *b = a->vm.boot_objs;
-    for (uint32_t off = 0; off < a->vm.boot_objs_len; off += 64)
-        __builtin_prefetch(b + off, 1);
+    /* the objects its boot made first, which the mark walks (in a ring of 1,000 most of a
+     * cycle's misses to memory were theirs), then the newest blocks, newest first as the sweep
+     * goes (it flips a survivor's mark and links a dead block into a free list) */
+    touch_lines(a->vm.boot_objs, a->vm.boot_objs_len, log, a->vm.gc_log_n, n);
+    a->vm.gc_log_n = 0;
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
     ljx_gc_cycle(a->vm.co);
 }

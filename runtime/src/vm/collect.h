@@ -4,9 +4,9 @@
  * the sweep's loads were a fifth of the time, one missing load per dead object, each waiting
  * for the one before it (the collector walks a linked list). So a state that allocates
  * steadily keeps the addresses of its newest small blocks, and when its collector is about
- * to start a cycle as it resumes from a wait, the runtime prefetches those blocks (all at
- * once: the misses overlap) and runs the whole cycle there, before the wait's continuation
- * takes anything. */
+ * to start a cycle as it resumes from a wait, the runtime loads a byte of each of those
+ * blocks and of its boot's objects (independent loads: the misses overlap) and runs the whole
+ * cycle there, before the wait's continuation takes anything. */
 #ifndef SMARM_VM_COLLECT_H
 #define SMARM_VM_COLLECT_H
 
@@ -21,14 +21,14 @@
  * walks (larger states keep LuaJIT's incremental steps). */
 #define COLLECT_MAX_HEAP (256u * 1024)
 
-/* The boot's objects are prefetched only from a run of fresh memory at most this long (a
+/* The boot's objects are loaded ahead only from a run of fresh memory at most this long (a
  * booted state's libraries take about 5.5 KB there). */
 #define COLLECT_BOOT_MAX (32u * 1024)
 
 /* The state has booted, and fresh was the thread's fresh memory before its boot and after: if
  * every block the boot took came from there, the objects it made lie in between. Those are
  * most of what a message loop's state keeps (its libraries: tables, functions, strings), and
- * every cycle's mark and sweep walk them, cold by then: its cycles prefetch them. */
+ * every cycle's mark and sweep walk them, cold by then: its cycles load them ahead. */
 static inline void collect_booted(actor *a, const char *fresh_before, const char *fresh_after)
 {
     size_t n =
@@ -45,7 +45,7 @@ static inline void collect_note(actor *a, void *b)
 
 /* At a resume from a coroutine park, before the wait's continuation: if the state's
  * collector would start a cycle soon, runs the cycle through its sweep now with its newest
- * blocks prefetched (the first time, it starts the log instead of prefetching). __gc
+ * blocks loaded ahead (the first time, it starts the log instead). __gc
  * finalizers are not run here: the steps of the code that follows run them, as before. */
 void collect_between_waits(actor *a);
 
