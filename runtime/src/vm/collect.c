@@ -31,8 +31,7 @@ static int due(actor *a)
  * prefetches outruns the misses a core can have in flight, and on some processors (this
  * project's AMD EPYC host) the prefetches past that are dropped, while a load waits for room.
  * The loads do not depend on each other, so their misses still overlap. */
-static void touch_lines(const char *lo, uint32_t len, void *const *log, uint32_t newest,
-                        uint32_t n)
+static void touch_lines(const char *lo, uint32_t len, void *const *log, uint32_t newest, uint32_t n)
 {
     uintptr_t sink = 0;
     for (uint32_t off = 0; off < len; off += 64)
