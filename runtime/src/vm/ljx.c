@@ -1141,22 +1141,37 @@ int ljx_image_take(lua_State *L, const void *key)
     return 0;
 }
 
-/* The image of L under key in its registry, or NULL. */
-static image *image_of(lua_State *L, const void *key)
+/* registry[key] for a light userdata key, or NULL when the registry is not a table. */
+static cTValue *registry_lookup(lua_State *L, const void *key)
 {
     if (!tvistab(registry(L)))
         return NULL;
-    GCtab *reg = tabV(registry(L));
     TValue k;
     setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
-    cTValue *v = lj_tab_get(L, reg, &k);
-    if (!tvistab(v))
+    return lj_tab_get(L, tabV(registry(L)), &k);
+}
+
+int ljx_registry_get(lua_State *L, const void *key)
+{
+    cTValue *v = registry_lookup(L, key);
+    if (v == NULL || tvisnil(v))
+        return 0;
+    copyTV(L, L->top, v);
+    incr_top(L);
+    return 1;
+}
+
+/* The image of L under key in its registry, or NULL. */
+static image *image_of(lua_State *L, const void *key)
+{
+    cTValue *v = registry_lookup(L, key);
+    if (v == NULL || !tvistab(v))
         return NULL;
     cTValue *u = lj_tab_getint(tabV(v), 1);
     if (u == NULL || !tvisudata(u) || udataV(u)->len < sizeof(image))
         return NULL;
     image *im = uddata(udataV(u));
-    if (im->magic != IMG_MAGIC || im->size != udataV(u)->len || im->reg != reg)
+    if (im->magic != IMG_MAGIC || im->size != udataV(u)->len || im->reg != tabV(registry(L)))
         return NULL;
     return im;
 }
@@ -1172,12 +1187,8 @@ static image *image_of(lua_State *L, const void *key)
 /* keep[0] and keep[2] of L's image, or NULL. */
 static GCtab *image_keep(lua_State *L, const void *key)
 {
-    if (!tvistab(registry(L)))
-        return NULL;
-    TValue k;
-    setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
-    cTValue *v = lj_tab_get(L, tabV(registry(L)), &k);
-    return tvistab(v) && tabV(v)->asize > 2 ? tabV(v) : NULL;
+    cTValue *v = registry_lookup(L, key);
+    return v && tvistab(v) && tabV(v)->asize > 2 ? tabV(v) : NULL;
 }
 
 int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len)

@@ -161,6 +161,11 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
                       const void **at);
 
+/* Pushes registry[key] (a light userdata key) and returns 1, or pushes nothing and returns 0
+ * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call (a channel's
+ * metatable is looked up so for every endpoint made: three in a gen_server call). */
+int ljx_registry_get(lua_State *L, const void *key);
+
 /* For the decoder, with the GC held and room on the stack: pushes a new table with room for
  * narr array and nhash hash values (lua_createtable), sets t[top-2] = top-1 and pops both
  * (lua_rawset; the key is neither nil nor NaN), sets t[i] = top-1 and pops it (lua_rawseti).

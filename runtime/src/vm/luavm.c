@@ -312,15 +312,7 @@ void luavm_test_heap_refuses(int grow, int shrink)
     lua_setallocf(a->vm.L, actor_alloc_refused, a);
 }
 
-int luavm_registry_get(lua_State *L, const void *key)
-{
-    lua_pushlightuserdata(L, (void *)key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1))
-        return 1;
-    lua_pop(L, 1);
-    return 0;
-}
+int luavm_registry_get(lua_State *L, const void *key) { return ljx_registry_get(L, key); }
 
 void luavm_registry_keep(lua_State *L, const void *key)
 {
