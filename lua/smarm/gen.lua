@@ -82,7 +82,12 @@ function M.call(dest, request, timeout, fname, tag)
    tx:release()
    local t0 = smarm.now()
    local v, err = rx:recv(wait)
-   if v then return v[1] end
+   if v then
+      -- a call has one reply: the channel goes now rather than at rx's collection (a released
+      -- endpoint has no finalizer to run)
+      rx:release()
+      return v[1]
+   end
    if err == "timeout" then
       -- dropping rx discards the late reply (it lands in a channel nobody reads)
       return nil, "timeout"

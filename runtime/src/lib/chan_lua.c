@@ -21,16 +21,17 @@
 LUA_UNWOUND_BEGIN
 
 /* An endpoint object's payload. The magic tells it from any other userdata (the codec sees
- * payloads only); c is NULL once an rx has been sent away (or collected). */
+ * payloads only); c is NULL once an rx has been sent away, or the object released. */
 typedef struct chan_ep {
     uint64_t magic;
     chan *c;
     int kind;
+    int released; /* c went by tx:release or rx:release */
     uint64_t ref; /* a monitor's id (mon.ref), else 0 */
 } chan_ep;
 
 static const char tx_mt_key = 't', rx_mt_key = 'r', mon_mt_key = 'm', wait_key = 'w',
-                  inbox_key = 'i';
+                  inbox_key = 'i', spent_tx_mt_key = 'T', spent_rx_mt_key = 'R';
 
 static uint64_t ep_magic(void)
 {
@@ -76,10 +77,10 @@ static chan_ep *check_ep(lua_State *L, int idx, int kind, const char *fname)
                    ep ? "a channel tx" : luaL_typename(L, idx));
     if (!ep->c)
         luaL_error(L,
-                   kind == CHAN_RX
+                   kind == CHAN_RX && !ep->released
                        ? "%s: this rx was sent to another actor and can no longer receive"
-                       : "%s: this tx was released",
-                   fname);
+                       : "%s: this %s was released",
+                   fname, kind_name(kind));
     return ep;
 }
 
@@ -108,6 +109,7 @@ static int l_tx_send(lua_State *L);
 static int l_tx_close(lua_State *L);
 static int l_tx_release(lua_State *L);
 static int l_rx_recv(lua_State *L);
+static int l_rx_release(lua_State *L);
 
 /* Pushes the metatable of kind's objects, creating it on the state's first use. */
 static void push_mt(lua_State *L, int kind)
@@ -127,8 +129,41 @@ static void push_mt(lua_State *L, int kind)
     } else {
         lua_pushcfunction(L, l_rx_recv);
         lua_setfield(L, -2, "recv");
+        lua_pushcfunction(L, l_rx_release);
+        lua_setfield(L, -2, "release");
     }
     lib_object_mt(L, l_ep_gc, l_ep_tostring, "smarm channel", key);
+}
+
+/* Pushes the metatable of kind's released objects: the live one's methods, name and
+ * __tostring, and no __gc. A userdata without a __gc when the collector finds it dead is
+ * freed without a finalizer call (a protected call from the collector, a few hundred
+ * instructions: a gen_server call made three of them). */
+static void push_spent_mt(lua_State *L, int kind)
+{
+    const char *key = kind == CHAN_TX ? &spent_tx_mt_key : &spent_rx_mt_key;
+    if (luavm_registry_get(L, key))
+        return;
+    push_mt(L, kind);
+    lua_createtable(L, 0, 3);
+    static const char *const fields[] = {"__index", "__tostring", "__metatable"};
+    for (int i = 0; i < 3; i++) {
+        lua_getfield(L, -2, fields[i]);
+        lua_setfield(L, -2, fields[i]);
+    }
+    lua_remove(L, -2);
+    luavm_registry_keep(L, key);
+}
+
+/* The endpoint object at idx let go of its channel (ep->c is NULL): nothing is left for
+ * its finalizer to do. A monitor keeps its own metatable (mon.ref). */
+static void ep_spent(lua_State *L, int idx, const chan_ep *ep)
+{
+    if (ep->ref)
+        return;
+    idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+    push_spent_mt(L, ep->kind);
+    lua_setmetatable(L, idx);
 }
 
 /* A monitor's __index: mon.ref, else the rx methods (upvalue 1). */
@@ -181,6 +216,7 @@ void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
     ep->c = NULL; /* until the metatable (and so __gc) is in place */
     ep->kind = kind;
     ep->ref = 0;
+    ep->released = 0;
     push_mt(L, kind);
     lua_setmetatable(L, -2);
     ep->c = c;
@@ -300,7 +336,23 @@ static int l_tx_release(lua_State *L)
     chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:release");
     chan *c = ep->c;
     ep->c = NULL;
+    ep->released = 1;
     chan_release(c, CHAN_TX);
+    ep_spent(L, 1, ep);
+    return 0;
+}
+
+/* rx:release(): the receiver lets go of the channel: senders get nil, "closed" from now on,
+ * and what is queued is dropped; the object is dead afterwards. */
+static int l_rx_release(lua_State *L)
+{
+    chan_ep *ep = check_ep(L, 1, CHAN_RX, "rx:release");
+    chan *c = ep->c;
+    ep->c = NULL;
+    ep->released = 1;
+    chan_set_owner(c, 0); /* no wake for this actor any more */
+    chan_release(c, CHAN_RX);
+    ep_spent(L, 1, ep);
     return 0;
 }
 
