@@ -328,33 +328,28 @@ static int l_tx_send(lua_State *L)
     return 1;
 }
 
-/* tx:release(): this object lets go of the channel without closing it for the other
- * senders (copies sent in messages keep it open); the object is dead afterwards. A caller
- * that released its own tx sees "closed" once every copy it sent is gone. */
-static int l_tx_release(lua_State *L)
+/* The endpoint at index 1 (kind's, alive) lets go of its channel and is dead afterwards. */
+static int ep_release(lua_State *L, int kind, const char *fname)
 {
-    chan_ep *ep = check_ep(L, 1, CHAN_TX, "tx:release");
+    chan_ep *ep = check_ep(L, 1, kind, fname);
     chan *c = ep->c;
     ep->c = NULL;
     ep->released = 1;
-    chan_release(c, CHAN_TX);
+    if (kind == CHAN_RX)
+        chan_set_owner(c, 0); /* no wake for this actor any more */
+    chan_release(c, kind);
     ep_spent(L, 1, ep);
     return 0;
 }
 
+/* tx:release(): this object lets go of the channel without closing it for the other
+ * senders (copies sent in messages keep it open); the object is dead afterwards. A caller
+ * that released its own tx sees "closed" once every copy it sent is gone. */
+static int l_tx_release(lua_State *L) { return ep_release(L, CHAN_TX, "tx:release"); }
+
 /* rx:release(): the receiver lets go of the channel: senders get nil, "closed" from now on,
  * and what is queued is dropped; the object is dead afterwards. */
-static int l_rx_release(lua_State *L)
-{
-    chan_ep *ep = check_ep(L, 1, CHAN_RX, "rx:release");
-    chan *c = ep->c;
-    ep->c = NULL;
-    ep->released = 1;
-    chan_set_owner(c, 0); /* no wake for this actor any more */
-    chan_release(c, CHAN_RX);
-    ep_spent(L, 1, ep);
-    return 0;
-}
+static int l_rx_release(lua_State *L) { return ep_release(L, CHAN_RX, "rx:release"); }
 
 /**
  * tx:close()
