@@ -101,7 +101,8 @@ static int l_ep_tostring(lua_State *L)
     if (ep && ep->c)
         lua_pushfstring(L, "channel %s %p", kind_name(ep->kind), (void *)ep->c);
     else
-        lua_pushfstring(L, "channel %s (sent away)", ep ? kind_name(ep->kind) : "?");
+        lua_pushfstring(L, "channel %s (%s)", ep ? kind_name(ep->kind) : "?",
+                        ep && ep->released ? "released" : "sent away");
     return 1;
 }
 
@@ -490,7 +491,8 @@ static int l_select(lua_State *L)
         case ARM_TX:
             return luaL_error(L, "smarm.select: arm %d is a channel tx (select takes rx)", i);
         case ARM_GONE:
-            return luaL_error(L, "smarm.select: arm %d is an rx sent to another actor", i);
+            return luaL_error(L, "smarm.select: arm %d is an rx released or sent to another actor",
+                              i);
         case ARM_FD_GONE:
             return luaL_error(L, "smarm.select: arm %d is of a socket sent to another actor", i);
         }
