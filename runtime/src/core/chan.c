@@ -66,9 +66,11 @@ void chan_release(chan *c, enum chan_kind kind)
             wake = c->owner; /* closed for the receiver now */
     } else if (--c->nrx == 0) {
         /* nobody can receive any more: what is queued goes (breaking cycles through
-         * messages that carry this channel's own endpoints) */
+         * messages that carry this channel's own endpoints), and a close or the last tx's
+         * release has nobody to wake */
         dropped = c->head;
         c->head = c->tail = NULL;
+        c->owner = 0;
     }
     int gone = c->ntx == 0 && c->nrx == 0;
     c_unlock(c);

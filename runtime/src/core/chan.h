@@ -15,8 +15,8 @@ enum chan_kind { CHAN_TX = 1, CHAN_RX = 2 };
 /* A channel owned by pid, with one tx and one rx reference held by the caller. NULL on OOM. */
 chan *chan_new(struct smarm_runtime *rt, uint64_t owner);
 /* Adds / drops one reference of the given kind. The last tx reference gone closes the
- * channel for the receiver (and wakes it); the last rx gone drops what is queued and
- * closes it for senders; the last of all frees the channel. */
+ * channel for the receiver (and wakes it); the last rx gone drops what is queued, forgets
+ * the owner and closes it for senders; the last of all frees the channel. */
 void chan_retain(chan *c, enum chan_kind kind);
 void chan_release(chan *c, enum chan_kind kind);
 /* Queues m and wakes the owner: 0, or -1 if the channel is closed (m untouched). */

@@ -156,17 +156,6 @@ static void push_spent_mt(lua_State *L, int kind)
     luavm_registry_keep(L, key);
 }
 
-/* The endpoint object at idx let go of its channel (ep->c is NULL): nothing is left for
- * its finalizer to do. A monitor keeps its own metatable (mon.ref). */
-static void ep_spent(lua_State *L, int idx, const chan_ep *ep)
-{
-    if (ep->ref)
-        return;
-    idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
-    push_spent_mt(L, ep->kind);
-    lua_setmetatable(L, idx);
-}
-
 /* A monitor's __index: mon.ref, else the rx methods (upvalue 1). */
 static int l_mon_index(lua_State *L)
 {
@@ -329,17 +318,19 @@ static int l_tx_send(lua_State *L)
     return 1;
 }
 
-/* The endpoint at index 1 (kind's, alive) lets go of its channel and is dead afterwards. */
+/* The endpoint at index 1 (kind's, alive) lets go of its channel and is dead afterwards:
+ * nothing is left for its finalizer to do (a monitor keeps its own metatable, for mon.ref). */
 static int ep_release(lua_State *L, int kind, const char *fname)
 {
     chan_ep *ep = check_ep(L, 1, kind, fname);
     chan *c = ep->c;
     ep->c = NULL;
     ep->released = 1;
-    if (kind == CHAN_RX)
-        chan_set_owner(c, 0); /* no wake for this actor any more */
     chan_release(c, kind);
-    ep_spent(L, 1, ep);
+    if (!ep->ref) {
+        push_spent_mt(L, kind);
+        lua_setmetatable(L, 1);
+    }
     return 0;
 }
 

@@ -224,18 +224,18 @@ static int enc_value(enc *e, const ljx_val *v, int depth, const visit *up)
         int kind = v->ud && ep ? ep->endpoint(v->ud, v->len, &c) : 0;
         if (!kind)
             return enc_fail(e, "cannot send a userdata");
+        if (!c) /* the object let go of what it held */
+            return enc_fail(e, kind == WIRE_REF_SOCK ? "cannot send a socket that was closed or "
+                                                       "sent to another actor"
+                               : kind == WIRE_REF_RX
+                                   ? "cannot send a channel rx that was "
+                                     "released or sent to another actor"
+                                   : "cannot send a channel tx that was released");
         void *p = c;
-        if (kind == WIRE_REF_TX && !c)
-            return enc_fail(e, "cannot send a channel tx that was released");
         if (kind == WIRE_REF_RX || kind == WIRE_REF_SOCK) {
             /* these move: one object, once, into one message */
             ends *en = e->ends;
             int sock = kind == WIRE_REF_SOCK;
-            if (!c)
-                return enc_fail(e, sock ? "cannot send a socket that was closed or sent to "
-                                          "another actor"
-                                        : "cannot send a channel rx that was released or sent "
-                                          "to another actor");
             for (int i = 0; i < en->nrx; i++)
                 if (en->rx[i] == v->ud)
                     return enc_fail(e, sock ? "cannot send the same socket twice"

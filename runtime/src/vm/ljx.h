@@ -163,7 +163,7 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
 
 /* Pushes registry[key] (a light userdata key) and returns 1, or pushes nothing and returns 0
  * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call (a channel's
- * metatable is looked up so for every endpoint made: three in a gen_server call). */
+ * metatable is looked up so for every endpoint made: five in a gen_server call). */
 int ljx_registry_get(lua_State *L, const void *key);
 
 /* For the decoder, with the GC held and room on the stack: pushes a new table with room for
