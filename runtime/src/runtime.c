@@ -64,8 +64,12 @@ static const wire_refs_ops refs_ops = {refs_retain, refs_release, refs_take};
 /* how the codec recognises and makes endpoint and socket objects (vm/codec.c) */
 static const codec_endpoints endpoints = {any_endpoint, push_endpoint};
 
+/* the vm layer's state pools (vm/luavm.c) */
+static void trim_states(smarm_runtime *rt) { luavm_trim(rt->vm); }
+
 /* actors are Lua states: the scheduler runs them through the vm layer's body */
-static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt, body_retune};
+static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt, body_retune,
+                                            trim_states};
 
 static void install_process_hooks(void)
 {

@@ -436,6 +436,40 @@ describe("state pool", function()
       assert.are.equal(1, n)
    end)
 
+   it("keeps the states of a wave of ended actors, and closes those unused for a second", function()
+      settle()
+      local p0 = pool_stats()
+      local st = ffi.new("smarm_runtime_stats")
+      C.smarm_ffi_runtime_stats(st)
+      local keep = 32 * tonumber(st.schedulers) -- what a trim leaves in each pool
+      -- 200 actors alive at once (each booted: it reported), then all ending
+      local wave, mons = {}, {}
+      for i = 1, 200 do
+         wave[i], mons[i] = smarm.spawn_monitor(function(parent)
+            local s = require "smarm"
+            s.send(parent, "wave up")
+            s.recv()
+         end, smarm.self())
+      end
+      for _ = 1, 200 do assert.are.equal("wave up", smarm.recv(10)) end
+      for i = 1, 200 do smarm.send(wave[i], "go") end
+      for i = 1, 200 do assert.are.equal("normal", await_down(mons[i])) end
+      local deadline = smarm.now() + 5
+      local p = pool_stats()
+      while p < p0 + 150 and smarm.now() < deadline do
+         smarm.sleep(0.01)
+         p = pool_stats()
+      end
+      assert.is_true(p >= p0 + 150, ("%d states pooled after 200 actors ended (%d before)"):format(p, p0))
+      -- nothing takes them: within two trims (one a second) the pools are back to a few each
+      deadline = smarm.now() + 5
+      repeat
+         smarm.sleep(0.1)
+         p = pool_stats()
+      until p <= keep or smarm.now() > deadline
+      assert.is_true(p <= keep, ("%d states still pooled 5 s after the wave (at most %d kept)"):format(p, keep))
+   end)
+
    it("gives a spawn with max_heap a new state", function()
       assert.are.equal(1, pooled_by_nothing())
       local p0 = pool_stats()

@@ -47,6 +47,9 @@
 /* how long after the sweep an actor may stay inside a C call (a blocking read,
  * os.execute) before the run ends without its scheduler */
 #define ABANDON_GRACE_NS 1000000000ull
+/* How often the watchdog lets the layers above give back what they keep for reuse
+ * (actor_hooks.trim). */
+#define TRIM_NS 1000000000ull
 
 /* TSan defers a signal to its next interceptor and passes the context of where
  * it arrived: the PC may say "compiled code" while the thread runs the runtime.
@@ -308,7 +311,14 @@ static void *watchdog_main(void *arg)
     uint64_t sleep_ns = tick;
     uint64_t last_tick = 0; /* 0 after a sleep: idle time is nobody's busy time */
     uint64_t drains_at[PARK_MAX] = {0};
+    uint64_t trimmed_at = park_now_ns();
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
+        /* once a second, busy or idle (an idle watchdog wakes every second) */
+        uint64_t at = park_now_ns();
+        if (at - trimmed_at >= TRIM_NS && rt->hooks.trim) {
+            trimmed_at = at;
+            rt->hooks.trim(rt);
+        }
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
         uint64_t mask = watch_mask(rt, main_mask, n);
         if ((idle & mask) == mask) {

@@ -36,6 +36,9 @@ typedef struct actor_hooks {
     /* From the same handler, for a signal that asks for no preemption: the actor has run a
      * whole timeslice and its retune_due is set (async-signal-safe). */
     void (*retune)(actor *a);
+    /* Once a second, from the watchdog (busy or not): give back what the actors' code keeps
+     * for reuse and did not use since the last call. */
+    void (*trim)(struct smarm_runtime *rt);
 } actor_hooks;
 
 /* How actors ended, for metrics: the reasons the runtime gives, then any other. */

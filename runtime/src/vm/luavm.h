@@ -114,6 +114,9 @@ void luavm_close(struct actor *a);
 void luavm_release(struct actor *a);
 /* States waiting in the pools now. */
 size_t luavm_pooled(luavm_shared *vm);
+/* Closes the pooled states no spawn took since the last call, beyond a few per pool (called
+ * once a second, from any thread). */
+void luavm_trim(luavm_shared *vm);
 /* Lets go of the state of an actor whose C stack overflowed without closing it: the fault
  * may have come in the middle of any LuaJIT operation, so nothing of the state is read
  * again. Its memory stays allocated, and what its objects held (channel ends, monitors'
