@@ -137,6 +137,14 @@ static void outside_an_arena_the_mapping_is_plain(void **state)
     char *p = piece(PIECE); /* no arena being made, no hook: a mapping of its own */
     assert_ptr_not_equal(p, MAP_FAILED);
     assert_false(arena_map_holds(m, p));
+    /* the bounds the allocation function tests a block against say the same */
+    uintptr_t lo;
+    size_t span;
+    arena_map_bounds(m, &lo, &span);
+    assert_true(span > 0);
+    assert_false((uintptr_t)p - lo < span);
+    arena_map_bounds(NULL, &lo, &span); /* no reservation: nothing lies inside */
+    assert_int_equal(span, 0);
     p[0] = 1;
     char *q = smarm_arena_mremap(p, PIECE, 4 * PIECE, MREMAP_MAYMOVE);
     assert_ptr_not_equal(q, MAP_FAILED);
@@ -195,6 +203,9 @@ static void a_luajit_arena_lives_in_its_reservation(void **state)
     assert_non_null(m);
     assert_int_equal(arena_map_live(), live + 1);
     void *msp = ljx_arena_msp(ar);
+    uintptr_t lo;
+    size_t span;
+    arena_map_bounds(m, &lo, &span);
     running = m;
     arena_map_set_running(running_map);
     enum { N = 20000, SIZE = 1000 }; /* some 20 MB: many pieces */
@@ -204,6 +215,7 @@ static void a_luajit_arena_lives_in_its_reservation(void **state)
             blocks[i] = lj_alloc_f(msp, NULL, 0, SIZE);
             assert_non_null(blocks[i]);
             assert_true(arena_map_holds(m, blocks[i]));
+            assert_true((uintptr_t)blocks[i] - lo < span);
             memset(blocks[i], i, SIZE);
         }
         arena_map_stats s;

@@ -210,6 +210,12 @@ int arena_map_holds(arena_map *m, const void *p)
     return (const char *)p >= m->base && (const char *)p < m->end;
 }
 
+void arena_map_bounds(arena_map *m, uintptr_t *lo, size_t *span)
+{
+    *lo = m ? (uintptr_t)m->base : 0;
+    *span = m ? (size_t)(m->end - m->base) : 0;
+}
+
 int arena_map_live(void)
 {
     mutex_lock(&lock);

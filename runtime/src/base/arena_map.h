@@ -18,6 +18,7 @@
 #define SMARM_ARENA_MAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct arena_map arena_map;
@@ -46,6 +47,8 @@ typedef struct arena_map_stats {
 void arena_map_stats_of(arena_map *m, arena_map_stats *out);
 /* Whether p lies in m's reservation. */
 int arena_map_holds(arena_map *m, const void *p);
+/* m's reservation: [*lo, *lo + *span) (an empty one for NULL). */
+void arena_map_bounds(arena_map *m, uintptr_t *lo, size_t *span);
 /* Reservations not yet given back, in the whole process. */
 int arena_map_live(void);
 

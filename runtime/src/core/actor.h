@@ -130,6 +130,9 @@ typedef struct actor_vm {
      * (vm/luavm.c: the collector's walks keep their locality); NULL until then */
     void *arena;
     void *arena_msp; /* its allocator's state (vm/ljx.c) */
+    /* its reservation (base/arena_map.h): a block inside is the arena's; span 0 if none */
+    uintptr_t arena_lo;
+    size_t arena_span;
     void *kept[4];
     /* where its boot put the objects it made, when they came from one run of fresh memory
      * (boot_objs_len 0: they did not): a cycle prefetches them (vm/collect.h) */
