@@ -69,6 +69,7 @@ typedef struct smarm_runtime_stats {
     uint64_t watchdog_polls;     /* of those, ticks that polled the network themselves */
     uint64_t spawns_moved;       /* first runs of actors on another scheduler than their
                                     spawner's (an idle one took them over) */
+    uint64_t states_trimmed;     /* pooled states closed after lying unused for a second */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

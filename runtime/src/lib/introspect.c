@@ -99,6 +99,7 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     out->states_recycled = atomic_load_explicit(&rt->vm->states_recycled, memory_order_relaxed);
     out->states_pooled = (int64_t)luavm_pooled(rt->vm);
     out->states_restored = atomic_load_explicit(&rt->vm->states_restored, memory_order_relaxed);
+    out->states_trimmed = atomic_load_explicit(&rt->vm->states_trimmed, memory_order_relaxed);
     out->resume_collections =
         atomic_load_explicit(&rt->vm->resume_collections, memory_order_relaxed);
 }

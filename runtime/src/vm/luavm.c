@@ -1387,6 +1387,8 @@ void luavm_trim(luavm_shared *vm)
         /* a pooled state frees into the heap's depot from any thread (pooled_alloc) */
         for (uint32_t j = 0; j < k; j++)
             lua_close(idle[j]);
+        if (k)
+            atomic_fetch_add_explicit(&vm->states_trimmed, k, memory_order_relaxed);
     }
 }
 

@@ -64,6 +64,7 @@ typedef struct luavm_shared {
     struct luavm_pool *pools;
     _Atomic uint64_t states_recycled;    /* spawns that took a pooled state */
     _Atomic uint64_t states_restored;    /* resets that wrote a state's image back */
+    _Atomic uint64_t states_trimmed;     /* pooled states luavm_trim closed */
     _Atomic uint64_t resume_collections; /* cycles run at a resume (vm/collect.h) */
 } luavm_shared;
 
