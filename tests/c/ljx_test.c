@@ -353,6 +353,76 @@ static void anchor_holds_values_until_taken(void **state)
     lua_close(L);
 }
 
+static const char key_a = 'a', key_b = 'b';
+
+/* registry[key] through ljx_registry_get, as a string (or NULL for none). */
+static const char *reg_str(lua_State *L, const void *key)
+{
+    if (!ljx_registry_get(L, key))
+        return NULL;
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return s;
+}
+
+static void reg_set(lua_State *L, const void *key, const char *value)
+{
+    lua_pushlightuserdata(L, (void *)key);
+    if (value)
+        lua_pushstring(L, value);
+    else
+        lua_pushnil(L);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+/* The lookup keeps hints per thread (where a key's node was): whatever happened to a registry
+ * since a hint was taken, a lookup gives what the registry holds now. */
+static void registry_lookups_follow_every_change(void **state)
+{
+    (void)state;
+    lua_State *one = luaL_newstate(), *two = luaL_newstate();
+    assert_non_null(one);
+    assert_non_null(two);
+    /* two states of different layouts: two's registry has many more keys */
+    for (int i = 0; i < 200; i++) {
+        lua_pushinteger(two, i);
+        lua_setfield(two, LUA_REGISTRYINDEX, lua_pushfstring(two, "pad%d", i));
+        lua_pop(two, 1);
+    }
+    reg_set(one, &key_a, "one a");
+    reg_set(two, &key_a, "two a");
+    reg_set(one, &key_b, "one b");
+    for (int round = 0; round < 3; round++) {
+        assert_string_equal(reg_str(one, &key_a), "one a");
+        assert_string_equal(reg_str(two, &key_a), "two a");
+        assert_string_equal(reg_str(one, &key_b), "one b");
+        assert_null(reg_str(two, &key_b));
+    }
+    /* a value replaced, a key removed (its node stays, with nil) */
+    reg_set(one, &key_a, "one a again");
+    reg_set(one, &key_b, NULL);
+    assert_string_equal(reg_str(one, &key_a), "one a again");
+    assert_null(reg_str(one, &key_b));
+    /* the registry rehashed under the hint: a's node moves */
+    for (int i = 0; i < 500; i++) {
+        lua_pushinteger(one, i);
+        lua_setfield(one, LUA_REGISTRYINDEX, lua_pushfstring(one, "grow%d", i));
+        lua_pop(one, 1);
+    }
+    assert_string_equal(reg_str(one, &key_a), "one a again");
+    /* and shrunk: a new registry with only b (a table of other size) */
+    lua_newtable(one);
+    lua_pushlightuserdata(one, (void *)&key_b);
+    lua_pushstring(one, "new b");
+    lua_rawset(one, -3);
+    lua_replace(one, LUA_REGISTRYINDEX);
+    assert_string_equal(reg_str(one, &key_b), "new b");
+    assert_null(reg_str(one, &key_a));
+    assert_string_equal(reg_str(two, &key_a), "two a");
+    lua_close(one);
+    lua_close(two);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +435,7 @@ int main(void)
         cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
         cmocka_unit_test(anchor_holds_values_until_taken),
+        cmocka_unit_test(registry_lookups_follow_every_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -256,8 +256,8 @@ static int try_inbox(actor *a, lua_State *L)
 
 static int rx_cont(actor *a, lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!luavm_registry_get(L, &wait_key))
+        lua_pushnil(L);
     chan_ep *ep = to_ep(L, -1);
     lua_pop(L, 1); /* the registry still holds it */
     int n = try_rx(a, L, ep->c, "rx:recv");
@@ -437,8 +437,8 @@ static int select_scan(actor *a, lua_State *L, int t)
 
 static int select_cont(actor *a, lua_State *L)
 {
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!luavm_registry_get(L, &wait_key))
+        lua_pushnil(L);
     int n = select_scan(a, L, lua_gettop(L));
     if (n < 0 && lib_timed_out(a, L))
         n = 2;

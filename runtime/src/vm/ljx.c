@@ -1141,14 +1141,64 @@ int ljx_image_take(lua_State *L, const void *key)
     return 0;
 }
 
-/* registry[key] for a light userdata key, or NULL when the registry is not a table. */
-static cTValue *registry_lookup(lua_State *L, const void *key)
+/* Where the last lookups of a key in a state found it, per thread: the key's light userdata
+ * bits and its node's index in the registry's hash part, in a table indexed by a hash of the
+ * key and the state (a light userdata's bits depend on the order in which its state met
+ * address segments, lj_lightud_intern, a search of the state's segment list; the node's
+ * index depends on the registry's size). A hint is only a guess: it is used when the node it
+ * names lies in the registry's node array and holds exactly that key, with a value, whatever
+ * state the hint was taken from (another state since freed, a registry resized or edited
+ * through debug.getregistry since). A gen_server call makes seven lookups, which took about
+ * 150 instructions each. */
+#define REG_HINTS_LOG 6 /* in pairs */
+static __thread struct reg_hint {
+    const void *key;
+    uint64_t bits;
+    uint32_t idx;
+} reg_hints[1 << REG_HINTS_LOG];
+
+/* The value the hint names in t, or NULL when it names none of t's nodes holding key. */
+static inline cTValue *hinted(const GCtab *t, const void *key, const struct reg_hint *h)
+{
+    if (h->key != key || h->idx > t->hmask)
+        return NULL;
+    const Node *n = &noderef(t->node)[h->idx];
+    return n->key.u64 == h->bits && !tvisnil(&n->val) ? &n->val : NULL;
+}
+
+/* registry_lookup without a usable hint in the pair at h: looks the key up and leaves a hint
+ * in h[0], the older one moving to h[1] (two keys of two states that hash alike both keep
+ * theirs). */
+static __attribute__((noinline)) cTValue *registry_lookup_slow(lua_State *L, GCtab *t,
+                                                               const void *key, struct reg_hint *h)
+{
+    TValue k;
+    setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
+    cTValue *v = lj_tab_get(L, t, &k);
+    /* the value of a key in the hash part is its node's first field */
+    const Node *node = noderef(t->node);
+    if (v >= &node[0].val && v <= &node[t->hmask].val) {
+        h[1] = h[0];
+        h[0].key = key;
+        h[0].bits = k.u64;
+        h[0].idx = (uint32_t)((const Node *)(const void *)v - node);
+    }
+    return v;
+}
+
+/* registry[key] for a light userdata key, or NULL when the registry is not a table. The
+ * hint's case makes no call, so it needs no frame. */
+static inline cTValue *registry_lookup(lua_State *L, const void *key)
 {
     if (!tvistab(registry(L)))
         return NULL;
-    TValue k;
-    setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
-    return lj_tab_get(L, tabV(registry(L)), &k);
+    GCtab *t = tabV(registry(L));
+    uintptr_t mix = ((uintptr_t)key ^ (uintptr_t)G(L)) * 0x9E3779B97F4A7C15ull;
+    struct reg_hint *h = &reg_hints[(mix >> (64 - REG_HINTS_LOG)) & ~(uintptr_t)1];
+    cTValue *v = hinted(t, key, &h[0]);
+    if (!v)
+        v = hinted(t, key, &h[1]);
+    return v ? v : registry_lookup_slow(L, t, key, h);
 }
 
 int ljx_registry_get(lua_State *L, const void *key)
