@@ -97,9 +97,11 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     }
     out->schedulers = rt->nsched;
     out->states_recycled = atomic_load_explicit(&rt->vm->states_recycled, memory_order_relaxed);
-    out->states_pooled = (int64_t)luavm_pooled(rt->vm);
+    uint64_t pooled, trimmed;
+    luavm_pool_counts(rt->vm, &pooled, &trimmed);
+    out->states_pooled = (int64_t)pooled;
+    out->states_trimmed = trimmed;
     out->states_restored = atomic_load_explicit(&rt->vm->states_restored, memory_order_relaxed);
-    out->states_trimmed = atomic_load_explicit(&rt->vm->states_trimmed, memory_order_relaxed);
     out->resume_collections =
         atomic_load_explicit(&rt->vm->resume_collections, memory_order_relaxed);
 }

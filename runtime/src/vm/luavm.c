@@ -1153,6 +1153,7 @@ typedef struct luavm_pool {
     _Atomic uint32_t lock; /* a spare scheduler may share its pool with another */
     _Atomic uint32_t n;    /* written under the lock, read without it as a hint */
     uint32_t low;          /* the least n since the last trim (under the lock) */
+    uint64_t trimmed;      /* states trims closed (under the lock) */
     struct pooled {
         lua_State *L;
         size_t mem;
@@ -1355,12 +1356,16 @@ void luavm_release(actor *a)
     forget_state(a);
 }
 
-size_t luavm_pooled(luavm_shared *vm)
+void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed)
 {
-    size_t n = 0;
-    for (int i = 0; vm->pools && i < POOL_SLOTS; i++)
-        n += atomic_load_explicit(&vm->pools[i].n, memory_order_relaxed);
-    return n;
+    *pooled = *trimmed = 0;
+    for (int i = 0; vm->pools && i < POOL_SLOTS; i++) {
+        luavm_pool *p = &vm->pools[i];
+        spin_lock(&p->lock);
+        *pooled += atomic_load_explicit(&p->n, memory_order_relaxed);
+        *trimmed += p->trimmed;
+        spin_unlock(&p->lock);
+    }
 }
 
 void luavm_trim(luavm_shared *vm)
@@ -1381,14 +1386,13 @@ void luavm_trim(luavm_shared *vm)
             memmove(&p->st[0], &p->st[k], (n - k) * sizeof p->st[0]);
             n -= k;
             atomic_store_explicit(&p->n, n, memory_order_relaxed);
+            p->trimmed += k;
         }
         p->low = n;
         spin_unlock(&p->lock);
         /* a pooled state frees into the heap's depot from any thread (pooled_alloc) */
         for (uint32_t j = 0; j < k; j++)
             lua_close(idle[j]);
-        if (k)
-            atomic_fetch_add_explicit(&vm->states_trimmed, k, memory_order_relaxed);
     }
 }
 

@@ -64,7 +64,6 @@ typedef struct luavm_shared {
     struct luavm_pool *pools;
     _Atomic uint64_t states_recycled;    /* spawns that took a pooled state */
     _Atomic uint64_t states_restored;    /* resets that wrote a state's image back */
-    _Atomic uint64_t states_trimmed;     /* pooled states luavm_trim closed */
     _Atomic uint64_t resume_collections; /* cycles run at a resume (vm/collect.h) */
 } luavm_shared;
 
@@ -113,8 +112,9 @@ void luavm_close(struct actor *a);
  * later spawn on this scheduler if nothing of it can outlive the reset (see luavm.c), else
  * closed as luavm_close does. */
 void luavm_release(struct actor *a);
-/* States waiting in the pools now. */
-size_t luavm_pooled(luavm_shared *vm);
+/* States waiting in the pools now, and the pooled states luavm_trim has closed so far (the
+ * two read together: a trim moves states from one count to the other at once). */
+void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed);
 /* Closes the pooled states no spawn took since the last call, beyond a few per pool (called
  * once a second, from any thread). */
 void luavm_trim(luavm_shared *vm);
