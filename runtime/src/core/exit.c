@@ -66,9 +66,20 @@ static char *dup_bytes(const char *p, size_t n)
 
 /* ---- reasons ---- */
 
+/* The wire bytes of "normal", the reason of most deaths: shared by every actor that ends so,
+ * never freed (reason_free), so an ordinary death allocates no reason. */
+static char normal_bytes[] = {(char)(WIRE_SSTR + 6), 'n', 'o', 'r', 'm', 'a', 'l'};
+
+/* Frees a reason's (or a terminal record's) bytes. */
+static void reason_free(char *bytes)
+{
+    if (bytes != normal_bytes)
+        free(bytes);
+}
+
 static void clear_reason(actor *a)
 {
-    free(a->ex.reason);
+    reason_free(a->ex.reason);
     free(a->ex.err_msg);
     free(a->ex.err_tb);
     a->ex.reason = a->ex.err_msg = a->ex.err_tb = NULL;
@@ -85,6 +96,10 @@ void exit_set_reason_bytes(actor *a, char *bytes, size_t len, int abnormal)
 
 void exit_set_reason(actor *a, const char *reason, int abnormal)
 {
+    if (strcmp(reason, "normal") == 0) {
+        exit_set_reason_bytes(a, normal_bytes, sizeof normal_bytes, abnormal);
+        return;
+    }
     wire_buf b;
     wire_buf_init(&b);
     if (wire_put_string(&b, reason, strlen(reason)) != 0) {
@@ -261,10 +276,12 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     a->ex.monitors = NULL;
     a->ex.nmonitors = a->ex.capmonitors = 0;
     a->ex.trap = NULL;
-    /* the terminal record outlives the tenancy until the slot's next death */
-    free(a->ex.terminal);
-    a->ex.terminal = a->ex.reason ? dup_bytes(a->ex.reason, a->ex.reason_len) : NULL;
-    a->ex.terminal_len = a->ex.terminal ? a->ex.reason_len : 0;
+    /* the terminal record outlives the tenancy until the slot's next death: it takes the
+     * reason's bytes (the notices below still read them as a->ex.reason, which lets go of
+     * them at the end instead of freeing them) */
+    reason_free(a->ex.terminal);
+    a->ex.terminal = a->ex.reason;
+    a->ex.terminal_len = a->ex.reason ? a->ex.reason_len : 0;
     a->ex.terminal_gen = pid_gen(pid);
     free(a->ex.exit_override);
     a->ex.exit_override = NULL;
@@ -308,6 +325,7 @@ void exit_finalize(smarm_runtime *rt, actor *a)
     free(mons);
     if (trap)
         chan_release(trap, CHAN_TX);
+    a->ex.reason = NULL; /* the terminal record's now */
     clear_reason(a);
 }
 
@@ -562,7 +580,7 @@ void exit_free_records(smarm_runtime *rt)
     uint32_t hwm = rt->slots.hwm;
     for (uint32_t i = 0; i < hwm; i++) {
         actor *a = &rt->actors[i];
-        free(a->ex.terminal);
+        reason_free(a->ex.terminal);
         free(a->ex.exit_override);
         free(a->ex.links);
         linkset_drop_index(a);
