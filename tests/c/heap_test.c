@@ -63,15 +63,20 @@ static void fresh_blocks_do_not_straddle_lines_and_gaps_are_reused(void **state)
     heap_cache_flush(&h, &c);
     heap_destroy(&h);
     /* in a fresh heap: a 16-byte block at a chunk's start (16 bytes past a line: the
-     * chunk's link is before it), then a 64-byte one at the next line; the 32 bytes
-     * between them come back as the next 32-byte block, not as fresh memory */
+     * chunk's link is before it), with a run of 32 more carved behind it into the empty
+     * magazine (512 bytes: CARVE_BYTES), handed out next in address order; then a 64-byte
+     * block at the next line after the run; the 32 bytes between come back as the next
+     * 32-byte block, not as fresh memory */
     heap_init(&h);
     heap_cache d = {0};
     char *a = alloc(&h, &d, 16);
     assert_int_equal((uintptr_t)a % 64, 16);
+    assert_int_equal(d.mag[heap_class_of(16)].ncur, 32);
     char *b = alloc(&h, &d, 64);
-    assert_ptr_equal(b, a + 48);
-    assert_ptr_equal(alloc(&h, &d, 32), a + 16);
+    assert_ptr_equal(b, a + 16 + 512 + 32);
+    assert_ptr_equal(alloc(&h, &d, 32), a + 16 + 512);
+    for (int i = 1; i <= 32; i++)
+        assert_ptr_equal(alloc(&h, &d, 16), a + 16 * i);
     heap_cache_flush(&h, &d);
     heap_destroy(&h);
 }
