@@ -1142,10 +1142,12 @@ void luavm_abandon(actor *a)
  * that lay at the bottom of a pool for the whole second, unused, are closed, down to
  * POOL_KEEP. */
 
-#define POOL_SLOTS 16               /* pools; a scheduler uses the one of its id */
-#define POOL_STATES 1024            /* states per pool */
-#define POOL_KEEP 32                /* states a trim leaves in a pool */
-#define POOL_TRIM_MAX 256           /* states one trim closes per pool */
+#define POOL_SLOTS 16    /* pools; a scheduler uses the one of its id */
+#define POOL_STATES 1024 /* states per pool */
+#define POOL_KEEP 32     /* states a trim leaves in a pool */
+/* states one trim closes per pool: the watchdog closes them, and its ticks wait meanwhile
+ * (a pooled state's lua_close is some 50,000 instructions) */
+#define POOL_TRIM_MAX 64
 #define POOL_COLLECT_AT (32 * 1024) /* a reset state above this is collected in full */
 #define POOL_STATE_MAX (48 * 1024)  /* and closed if it is still above this */
 
@@ -1372,8 +1374,6 @@ void luavm_trim(luavm_shared *vm)
 {
     for (int i = 0; vm->pools && i < POOL_SLOTS; i++) {
         luavm_pool *p = &vm->pools[i];
-        if (atomic_load_explicit(&p->n, memory_order_relaxed) <= POOL_KEEP)
-            continue;
         lua_State *idle[POOL_TRIM_MAX];
         uint32_t k = 0;
         spin_lock(&p->lock);
