@@ -36,8 +36,8 @@ typedef struct actor_hooks {
     /* From the same handler, for a signal that asks for no preemption: the actor has run a
      * whole timeslice and its retune_due is set (async-signal-safe). */
     void (*retune)(actor *a);
-    /* Once a second, from the watchdog (busy or not): give back what the actors' code keeps
-     * for reuse and did not use since the last call. */
+    /* At most once a second, from the watchdog while every scheduler sleeps: give back what
+     * the actors' code keeps for reuse and did not use since the last call. */
     void (*trim)(struct smarm_runtime *rt);
 } actor_hooks;
 
