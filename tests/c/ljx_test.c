@@ -419,6 +419,25 @@ static void registry_lookups_follow_every_change(void **state)
     assert_string_equal(reg_str(one, &key_b), "new b");
     assert_null(reg_str(one, &key_a));
     assert_string_equal(reg_str(two, &key_a), "two a");
+    /* writes by hint (ljx_registry_set): seen by a plain rawget too, in the right state */
+    static const char key_c = 'c';
+    for (int round = 0; round < 3; round++) {
+        lua_pushstring(one, round ? "one b set" : "one b first");
+        ljx_registry_set(one, &key_b, -1); /* the stack is unchanged */
+        lua_pop(one, 1);
+        lua_pushstring(two, "two c");
+        ljx_registry_set(two, &key_c, lua_gettop(two)); /* a new key, then an existing one */
+        lua_pop(two, 1);
+        lua_pushlightuserdata(one, (void *)&key_b);
+        lua_rawget(one, LUA_REGISTRYINDEX);
+        assert_string_equal(lua_tostring(one, -1), round ? "one b set" : "one b first");
+        lua_pop(one, 1);
+        assert_string_equal(reg_str(two, &key_c), "two c");
+        assert_null(reg_str(one, &key_c));
+        ljx_registry_set(one, &key_b, 0); /* nil: the node stays, the value goes */
+        assert_null(reg_str(one, &key_b));
+        assert_int_equal(lua_gettop(one), 0);
+    }
     lua_close(one);
     lua_close(two);
 }

@@ -218,15 +218,7 @@ void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
 
 /* What a parked wait scans on each wake (an rx, or select's arms table) is anchored in the
  * registry: a continuation runs on whichever thread of the state resumes it. */
-static void set_anchor(lua_State *L, int idx)
-{
-    lua_pushlightuserdata(L, (void *)&wait_key);
-    if (idx)
-        lua_pushvalue(L, idx);
-    else
-        lua_pushnil(L);
-    lua_rawset(L, LUA_REGISTRYINDEX);
-}
+static void set_anchor(lua_State *L, int idx) { luavm_registry_set(L, &wait_key, idx); }
 
 /* rx arm: pushes v (1) or nil, "closed" (2); -1 if nothing is there yet. */
 static int try_rx(actor *a, lua_State *L, chan *c, const char *fname)

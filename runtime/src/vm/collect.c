@@ -50,7 +50,6 @@ void collect_between_waits(actor *a)
     if (!log) {
         /* a second cycle will come: keep the addresses from now on (no log to read yet) */
         a->vm.gc_log = malloc(COLLECT_LOG * sizeof *a->vm.gc_log);
-        a->vm.gc_log_n = 0;
     } else {
         n = a->vm.gc_log_n < COLLECT_LOG ? a->vm.gc_log_n : COLLECT_LOG;
     }

@@ -1141,48 +1141,61 @@ int ljx_image_take(lua_State *L, const void *key)
     return 0;
 }
 
-/* Where the last lookups of a key in a state found it, per thread: the key's light userdata
- * bits and its node's index in the registry's hash part, in a table indexed by a hash of the
- * key and the state (a light userdata's bits depend on the order in which its state met
- * address segments, lj_lightud_intern, a search of the state's segment list; the node's
- * index depends on the registry's size). A hint is only a guess: it is used when the node it
- * names lies in the registry's node array and holds exactly that key, with a value, whatever
- * state the hint was taken from (another state since freed, a registry resized or edited
- * through debug.getregistry since). A gen_server call makes seven lookups, which took about
- * 150 instructions each. */
+/* Where the last lookups of a key in a state found it, per thread: the index of its node in
+ * the registry's hash part, in a table indexed by a hash of the key and the state. A hint is
+ * only a guess: it is used when the node it names lies in the registry's node array and
+ * holds a light userdata that decodes, in this state, to the key, whatever state the hint
+ * was taken from (another state since freed, a registry resized or edited through
+ * debug.getregistry since). The full lookup first turns the address into the state's light
+ * userdata bits (lj_lightud_intern, a search of the state's segment list), then hashes
+ * them: about 150 instructions, seven times in a gen_server call. */
 #define REG_HINTS_LOG 6 /* in pairs */
 static __thread struct reg_hint {
     const void *key;
-    uint64_t bits;
     uint32_t idx;
 } reg_hints[1 << REG_HINTS_LOG];
 
-/* The value the hint names in t, or NULL when it names none of t's nodes holding key. */
-static inline cTValue *hinted(const GCtab *t, const void *key, const struct reg_hint *h)
+/* The pair of hints for key in L's state. */
+static inline struct reg_hint *hints_of(lua_State *L, const void *key)
 {
-    if (h->key != key || h->idx > t->hmask)
-        return NULL;
-    const Node *n = &noderef(t->node)[h->idx];
-    return n->key.u64 == h->bits && !tvisnil(&n->val) ? &n->val : NULL;
+    uintptr_t mix = ((uintptr_t)key ^ (uintptr_t)G(L)) * 0x9E3779B97F4A7C15ull;
+    return &reg_hints[(mix >> (64 - REG_HINTS_LOG)) & ~(uintptr_t)1];
 }
 
-/* registry_lookup without a usable hint in the pair at h: looks the key up and leaves a hint
- * in h[0], the older one moving to h[1] (two keys of two states that hash alike both keep
- * theirs). */
+/* The node of L's registry t holding key that one of the pair at h names, or NULL. Its
+ * value may be nil (a key set to nil keeps its node until the table is rehashed). */
+static inline Node *hinted(lua_State *L, const GCtab *t, const void *key, const struct reg_hint *h)
+{
+    for (int i = 0; i < 2; i++)
+        if (h[i].key == key && h[i].idx <= t->hmask) {
+            Node *n = &noderef(t->node)[h[i].idx];
+            if (tvislightud(&n->key) && lightudV(G(L), &n->key) == key)
+                return n;
+        }
+    return NULL;
+}
+
+/* Leaves a hint in h[0] for key, whose value slot in t is v (if it is in t's hash part); the
+ * older hint moves to h[1], so two keys of two states that hash alike both keep theirs. */
+static void hint(const GCtab *t, const void *key, cTValue *v, struct reg_hint *h)
+{
+    /* the value of a key in the hash part is its node's first field */
+    const Node *node = noderef(t->node);
+    if (v >= &node[0].val && v <= &node[t->hmask].val) {
+        h[1] = h[0];
+        h[0].key = key;
+        h[0].idx = (uint32_t)((const Node *)(const void *)v - node);
+    }
+}
+
+/* registry_lookup without a usable hint: looks the key up and leaves one. */
 static __attribute__((noinline)) cTValue *registry_lookup_slow(lua_State *L, GCtab *t,
                                                                const void *key, struct reg_hint *h)
 {
     TValue k;
     setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
     cTValue *v = lj_tab_get(L, t, &k);
-    /* the value of a key in the hash part is its node's first field */
-    const Node *node = noderef(t->node);
-    if (v >= &node[0].val && v <= &node[t->hmask].val) {
-        h[1] = h[0];
-        h[0].key = key;
-        h[0].bits = k.u64;
-        h[0].idx = (uint32_t)((const Node *)(const void *)v - node);
-    }
+    hint(t, key, v, h);
     return v;
 }
 
@@ -1193,12 +1206,37 @@ static inline cTValue *registry_lookup(lua_State *L, const void *key)
     if (!tvistab(registry(L)))
         return NULL;
     GCtab *t = tabV(registry(L));
-    uintptr_t mix = ((uintptr_t)key ^ (uintptr_t)G(L)) * 0x9E3779B97F4A7C15ull;
-    struct reg_hint *h = &reg_hints[(mix >> (64 - REG_HINTS_LOG)) & ~(uintptr_t)1];
-    cTValue *v = hinted(t, key, &h[0]);
-    if (!v)
-        v = hinted(t, key, &h[1]);
-    return v ? v : registry_lookup_slow(L, t, key, h);
+    struct reg_hint *h = hints_of(L, key);
+    Node *n = hinted(L, t, key, h);
+    return n && !tvisnil(&n->val) ? &n->val : registry_lookup_slow(L, t, key, h);
+}
+
+static inline cTValue *stack_slot(lua_State *L, int idx);
+
+void ljx_registry_set(lua_State *L, const void *key, int idx)
+{
+    TValue v;
+    cTValue *o = stack_slot(L, idx); /* NULL for 0 */
+    if (o)
+        copyTV(L, &v, o);
+    else
+        setnilV(&v);
+    if (!tvistab(registry(L)))
+        return;
+    GCtab *t = tabV(registry(L));
+    struct reg_hint *h = hints_of(L, key);
+    Node *n = hinted(L, t, key, h);
+    TValue *slot;
+    if (n) {
+        slot = &n->val;
+    } else {
+        TValue k;
+        setrawlightudV(&k, lj_lightud_intern(L, (void *)key));
+        slot = lj_tab_set(L, t, &k); /* may make the node (and rehash) */
+        hint(t, key, slot, h);
+    }
+    copyTV(L, slot, &v);
+    lj_gc_anybarriert(L, t);
 }
 
 int ljx_registry_get(lua_State *L, const void *key)

@@ -162,9 +162,12 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
                       const void **at);
 
 /* Pushes registry[key] (a light userdata key) and returns 1, or pushes nothing and returns 0
- * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call (a channel's
- * metatable is looked up so for every endpoint made: five in a gen_server call). */
+ * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call, by a hint of
+ * where the key was last found (a channel's metatable is looked up so for every endpoint
+ * made, and a wait's anchor at each wake: seven lookups in a gen_server call). */
 int ljx_registry_get(lua_State *L, const void *key);
+/* registry[key] = the value at idx (0: nil), by the same hints; the stack is unchanged. */
+void ljx_registry_set(lua_State *L, const void *key, int idx);
 
 /* For the decoder, with the GC held and room on the stack: pushes a new table with room for
  * narr array and nhash hash values (lua_createtable), sets t[top-2] = top-1 and pops both

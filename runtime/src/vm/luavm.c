@@ -318,12 +318,9 @@ void luavm_test_heap_refuses(int grow, int shrink)
 
 int luavm_registry_get(lua_State *L, const void *key) { return ljx_registry_get(L, key); }
 
-void luavm_registry_keep(lua_State *L, const void *key)
-{
-    lua_pushlightuserdata(L, (void *)key);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, LUA_REGISTRYINDEX);
-}
+void luavm_registry_keep(lua_State *L, const void *key) { ljx_registry_set(L, key, -1); }
+
+void luavm_registry_set(lua_State *L, const void *key, int idx) { ljx_registry_set(L, key, idx); }
 
 actor *luavm_actor(lua_State *L)
 {

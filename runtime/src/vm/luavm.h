@@ -133,6 +133,8 @@ struct smarm_runtime *luavm_runtime(lua_State *L);
  * the stack under key and leaves it there. */
 int luavm_registry_get(lua_State *L, const void *key);
 void luavm_registry_keep(lua_State *L, const void *key);
+/* registry[key] = the value at idx (0: nil); the stack is unchanged. */
+void luavm_registry_set(lua_State *L, const void *key, int idx);
 /* A safe point between messages (a wait returned, or recv found a message at once): if a
  * module was reloaded since this actor last looked, its new versions are taken (the
  * library's take_reload). Values on L's stack are kept. Errors are reported, not raised. */
