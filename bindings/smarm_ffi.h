@@ -70,6 +70,11 @@ typedef struct smarm_runtime_stats {
     uint64_t spawns_moved;       /* first runs of actors on another scheduler than their
                                     spawner's (an idle one took them over) */
     uint64_t states_trimmed;     /* pooled states closed after lying unused for a second */
+    uint64_t backlogs_shared; /* polled backlogs a busy scheduler's idle siblings took over */
+    uint64_t backlogs_kept;   /* of such backlogs, ticks that kept one where it was: the
+                                 machine's other programs left no CPU for a sibling */
+    int64_t cpu_room; /* thousandths of the CPUs this process may use that other programs
+                         left it, at the last sample (-1 unknown) */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -158,6 +158,7 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     if (err != 0)
         goto fail_vm;
     netpoll_init(&rt->np);
+    atomic_init(&rt->cpu_room, -1);
     *out = rt;
     return 0;
 fail_vm:

@@ -34,6 +34,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "base/cpuroom.h"
 #include "base/futex.h"
 #include "base/netpoll.h"
 #include "base/sanitize.h"
@@ -50,6 +51,10 @@
 /* How often the watchdog lets the layers above give back what they keep for reuse
  * (actor_hooks.trim). */
 #define TRIM_NS 1000000000ull
+/* How often the watchdog samples the CPUs other programs leave this process (base/cpuroom.c,
+ * sched_share_backlog): /proc/stat counts in hundredths of a second, so a window of 0.1 s
+ * gives 10 ticks per CPU. */
+#define ROOM_NS 100000000ull
 
 /* TSan defers a signal to its next interceptor and passes the context of where
  * it arrived: the PC may say "compiled code" while the thread runs the runtime.
@@ -312,6 +317,9 @@ static void *watchdog_main(void *arg)
     uint64_t last_tick = 0; /* 0 after a sleep: idle time is nobody's busy time */
     uint64_t drains_at[PARK_MAX] = {0};
     uint64_t trimmed_at = park_now_ns();
+    cpuroom room;
+    cpuroom_open(&room, NULL);
+    uint64_t room_at = 0;
     while (!atomic_load_explicit(&rt->wd_stop, memory_order_acquire)) {
         uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed);
         uint64_t mask = watch_mask(rt, main_mask, n);
@@ -366,7 +374,19 @@ static void *watchdog_main(void *arg)
         }
         if (unwatched && atomic_load_explicit(&rt->np.poller, memory_order_relaxed) < 0)
             calm = 0;
-        /* a polled backlog one scheduler kept for a whole tick goes to the siblings */
+        /* what other programs leave this process, for sched_share_backlog (a sample over the
+         * time since the last, idle time included) */
+        if (now - room_at >= ROOM_NS) {
+            room_at = now;
+            struct timespec cpu;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+            int64_t r =
+                cpuroom_sample(&room, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec);
+            if (r >= 0)
+                atomic_store_explicit(&rt->cpu_room, r, memory_order_relaxed);
+        }
+        /* a polled backlog one scheduler kept for a whole tick goes to the siblings, if the
+         * machine has a CPU for one */
         sched_share_backlog(rt);
         /* the root has ended but busy actors keep every scheduler from the idle
          * point where the sweep runs: after a grace, sweep from here */
@@ -477,6 +497,7 @@ static void *watchdog_main(void *arg)
             }
         }
     }
+    cpuroom_close(&room);
     return NULL;
 }
 

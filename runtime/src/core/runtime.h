@@ -85,6 +85,11 @@ struct smarm_runtime {
     _Atomic int wd_stop, wd_sleeping;
     /* the watchdog's ticks, and those that polled the network (runtime stats) */
     _Atomic uint64_t wd_ticks, wd_polls;
+    /* the CPUs other programs left this process at the watchdog's last sample, in
+     * thousandths (base/cpuroom.c; -1 unknown), and the polled backlogs it shared with an
+     * idle sibling or kept on their scheduler for want of a CPU (sched_share_backlog) */
+    _Atomic int64_t cpu_room;
+    _Atomic uint64_t backlogs_shared, backlogs_kept;
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
     struct registry *registry;     /* registry.c: names */
     struct pg *pg;                 /* pg.c: process groups */

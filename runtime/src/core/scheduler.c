@@ -1341,6 +1341,25 @@ static void note_drained(sched *s)
         atomic_store_explicit(&s->home_shared, 0, memory_order_relaxed);
 }
 
+/* Whether the machine has a CPU for each scheduler thread that would work once a backlog is
+ * shared: those proper that are awake and the idle one the share wakes (if any). The room
+ * other programs left this process at the watchdog's last sample (base/cpuroom.c) must be at
+ * least that many CPUs less a half. Without it (a load generator on the same cores,
+ * a build), a woken sibling only time-slices with them: an HTTP server at -S 2 under
+ * `wrk -t1 -c32` on the same two cores shared its backlog at nearly every tick, its two
+ * threads each ran half the requests, and it answered fewer requests than with the backlog
+ * kept (see docs/DESIGN.md). Unknown room (no /proc/stat) shares as before. */
+static int room_for_sibling(smarm_runtime *rt)
+{
+    int64_t room = atomic_load_explicit(&rt->cpu_room, memory_order_relaxed);
+    if (room < 0)
+        return 1;
+    uint64_t mask = rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
+    uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed) & mask;
+    int threads = rt->nsched - __builtin_popcountll(idle) + (idle != 0);
+    return (int64_t)threads * 1000 <= room + 500;
+}
+
 void sched_share_backlog(smarm_runtime *rt)
 {
     /* every SHARE_PROBE_TICKS of the watchdog's ticks (it counts them before it calls) */
@@ -1352,8 +1371,13 @@ void sched_share_backlog(smarm_runtime *rt)
          * a sibling's spin takes from this home queue from now on (steal_home) */
         if (d == s->drains_seen && s->homeq && runq_size_approx(s->homeq) > 0 &&
             !atomic_load_explicit(&s->home_shared, memory_order_relaxed)) {
-            atomic_store_explicit(&s->home_shared, 1, memory_order_relaxed);
-            wake_for_work(rt);
+            if (room_for_sibling(rt)) {
+                atomic_store_explicit(&s->home_shared, 1, memory_order_relaxed);
+                count_own(&rt->backlogs_shared); /* only the watchdog writes them */
+                wake_for_work(rt);
+            } else {
+                count_own(&rt->backlogs_kept);
+            }
         }
         s->drains_seen = d;
         /* new actors its owner has neither pushed to nor popped from since the last tick: it

@@ -87,6 +87,9 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     out->timers = timers_pending(&rt->tm);
     out->watchdog_ticks = atomic_load_explicit(&rt->wd_ticks, memory_order_relaxed);
     out->watchdog_polls = atomic_load_explicit(&rt->wd_polls, memory_order_relaxed);
+    out->backlogs_shared = atomic_load_explicit(&rt->backlogs_shared, memory_order_relaxed);
+    out->backlogs_kept = atomic_load_explicit(&rt->backlogs_kept, memory_order_relaxed);
+    out->cpu_room = atomic_load_explicit(&rt->cpu_room, memory_order_relaxed);
     /* a plain read (spawns write it under the free-list lock): its value at some instant */
     uint32_t hwm = *(volatile uint32_t *)&rt->slots.hwm;
     for (uint32_t i = 0; i < hwm; i++) {
