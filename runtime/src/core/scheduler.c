@@ -1360,18 +1360,25 @@ static int room_for_sibling(smarm_runtime *rt)
     return (int64_t)threads * 1000 <= room + 500;
 }
 
-void sched_share_backlog(smarm_runtime *rt)
+int sched_share_backlog(smarm_runtime *rt)
 {
     /* every SHARE_PROBE_TICKS of the watchdog's ticks (it counts them before it calls) */
     int probe = atomic_load_explicit(&rt->wd_ticks, memory_order_relaxed) % SHARE_PROBE_TICKS == 0;
+    int room = -1, pending = 0;
     for (int i = 0; i < rt->nsched; i++) {
         sched *s = &rt->scheds[i];
         uint64_t d = atomic_load_explicit(&s->drains, memory_order_relaxed);
+        int backlog = s->homeq && runq_size_approx(s->homeq) > 0 &&
+                      !atomic_load_explicit(&s->home_shared, memory_order_relaxed);
+        if (backlog && room < 0)
+            room = room_for_sibling(rt);
+        /* a backlog the next tick may share, or new actors it may hand over (whose first
+         * slices are short while others wait) */
+        pending |= (backlog && room) || sched_own_new(s) > 0;
         /* busy since the last tick without running out of work, and work still waits here:
          * a sibling's spin takes from this home queue from now on (steal_home) */
-        if (d == s->drains_seen && s->homeq && runq_size_approx(s->homeq) > 0 &&
-            !atomic_load_explicit(&s->home_shared, memory_order_relaxed)) {
-            if (room_for_sibling(rt)) {
+        if (d == s->drains_seen && backlog) {
+            if (room) {
                 atomic_store_explicit(&s->home_shared, 1, memory_order_relaxed);
                 count_own(&rt->backlogs_shared); /* only the watchdog writes them */
                 wake_for_work(rt);
@@ -1391,6 +1398,8 @@ void sched_share_backlog(smarm_runtime *rt)
         if (probe && sched_own_new(s) > 0)
             vote_share(s, 1);
     }
+    /* (and actors whose first slice, or slice ahead of woken ones, is short: run_actor) */
+    return pending || runq_size_approx(rt->rq_new) > 0 || runq_size_approx(rt->rq_yield) > 0;
 }
 
 void sched_wake_polled(smarm_runtime *rt, sched *s, const uint64_t *pids, int n, int busy)
@@ -1407,6 +1416,7 @@ static int poll_network(sched *s, int busy)
     s->since_poll = 0;
     if (!netpoll_ready(&s->rt->np))
         return 0;
+    count_own(&s->net_polls); /* only s writes it */
     int n = netpoll_wait(&s->rt->np, 0, pids, POLL_BATCH);
     sched_wake_polled(s->rt, s, pids, n, busy);
     return n > 0;

@@ -44,6 +44,9 @@ typedef struct sched {
      * and whether it found the home queue undrained for a whole tick */
     _Atomic uint64_t drains;
     uint64_t drains_seen;
+    /* the times it looked at the network (poll_network: the watchdog need not look while
+     * the schedulers do) */
+    _Atomic uint64_t net_polls;
     _Atomic int home_shared;
     _Atomic int covered; /* a spare stands in for this scheduler (it sits in a C call) */
     int spin_shift;      /* the idle spin lasts SPIN_NS >> spin_shift (see spin_for_work) */
@@ -184,8 +187,10 @@ void sched_report_left_behind(actor *a, const char *where);
 /* Whether something other than what runs now waits for a scheduler. */
 int sched_work_waiting(smarm_runtime *rt, uint64_t now);
 /* The watchdog's tick: a scheduler whose home queue has stayed non-empty since the last tick,
- * without running out of work in between, shares it with the siblings (one is woken). */
-void sched_share_backlog(smarm_runtime *rt);
+ * without running out of work in between, shares it with the siblings (one is woken) if the
+ * machine has a CPU for one. Whether the next tick may share a backlog or hand over new
+ * actors (so it should come at the ticks' pace). */
+int sched_share_backlog(smarm_runtime *rt);
 
 /* The network poller's wakes, from the scheduler s that polled (NULL: the watchdog): each
  * parked actor named in pids becomes runnable. busy: the poll was made while every scheduler
