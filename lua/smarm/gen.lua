@@ -16,6 +16,8 @@ local proc = require "smarm.proc"
 
 local M = {}
 
+local tnew = require "table.new"
+
 --- The key under which protocol messages carry their tag.
 local TAG = require("smarm.selective.raw").tag
 M.TAG = TAG
@@ -73,8 +75,14 @@ function M.call(dest, request, timeout, fname, tag)
    if not pid then return nil, "noproc" end
    if pid == smarm.self() then error(fname .. ": a server cannot call itself", 2) end
    local tx, rx = smarm.channel()
-   local ok, sent = pcall(smarm.send, pid,
-      { [TAG] = tag or "call", req = request, from = { pid = smarm.self(), tx = tx } })
+   -- (tables made with room for their keys: a constructor's template cannot hold TAG, made
+   -- at run time, and modules run from bytecode dumps, which drop a template's keys whose
+   -- values are computed; each key added to a full table rehashed it)
+   local from = tnew(0, 2)
+   from.pid, from.tx = smarm.self(), tx
+   local msg = tnew(0, 3)
+   msg[TAG], msg.req, msg.from = tag or "call", request, from
+   local ok, sent = pcall(smarm.send, pid, msg)
    if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
    if not sent then return nil, "noproc" end
    -- From here on only the request's copy of tx keeps the channel open: when the server
@@ -111,7 +119,9 @@ function M.cast(dest, msg, fname)
    end
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
-   local ok, sent = pcall(smarm.send, pid, { [TAG] = "cast", msg = msg })
+   local m = tnew(0, 2) -- (with room for its keys: see call)
+   m[TAG], m.msg = "cast", msg
+   local ok, sent = pcall(smarm.send, pid, m)
    if not ok then error(blame(fname, sent, "msg.msg", "msg"), 2) end
    if sent then return true end
    return nil, "noproc"

@@ -186,4 +186,30 @@ describe("globals", function()
       assert.is_true(m.profile)
       assert.is_true(m.same)
    end)
+
+   it("requires table.new and table.clear before table is named", function()
+      local m = in_fresh_actor("tabmods", function(parent, tag)
+         local new = require "table.new"
+         local clear = require "table.clear"
+         local t = new(4, 2)
+         t[1], t.x = 1, 2
+         local n = 0
+         for _ in pairs(t) do n = n + 1 end
+         clear(t)
+         require("smarm").send(parent, {
+            tag = tag,
+            kinds = type(new) .. " " .. type(clear),
+            filled = n,
+            cleared = next(t) == nil,
+            same = require("table.new") == package.loaded["table.new"],
+            -- as under plain luajit: the library gains each as a field once required
+            fields = table.new == new and table.clear == clear,
+         })
+      end)
+      assert.equals("function function", m.kinds)
+      assert.equals(2, m.filled)
+      assert.is_true(m.cleared)
+      assert.is_true(m.same)
+      assert.is_true(m.fields)
+   end)
 end)

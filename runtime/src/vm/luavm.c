@@ -393,20 +393,27 @@ static int preload_lib(lua_State *L)
 
 static int fast_require(lua_State *L);
 
-/* The modules the jit library registers when it opens (jit.opt in package.loaded, jit.util
- * and jit.profile in package.preload): until then these preload entries open it first. */
-static const char *const jit_modules[] = {"jit.opt", "jit.util", "jit.profile", NULL};
+/* The modules libraries register when they open: the jit library jit.opt (in package.loaded),
+ * jit.util and jit.profile (in package.preload), the table library table.new and table.clear
+ * (package.preload). Until a library has opened, these preload entries open it first, so that
+ * require finds them as under plain luajit. */
+static const char *const lib_modules[] = {"jit.opt",   "jit.util",    "jit.profile",
+                                          "table.new", "table.clear", NULL};
 
-static int preload_jit_module(lua_State *L)
+static int preload_lib_module(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
+    /* the library's name: the module's up to its dot */
+    const char *dot = strchr(name, '.');
+    size_t len = dot ? (size_t)(dot - name) : strlen(name);
     lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
-    lua_getfield(L, -1, LUA_JITLIBNAME);
+    lua_pushlstring(L, name, len);
+    lua_rawget(L, -2);
     int open = !lua_isnil(L, -1);
     lua_pop(L, 2);
     if (!open) {
         for (const struct lazy_lib *lib = lazy_libs; lib->name; lib++)
-            if (lib->open == luaopen_jit)
+            if (lib->open && strlen(lib->name) == len && memcmp(lib->name, name, len) == 0)
                 open_lib(L, lib);
     }
     /* jit.opt (require has put its sentinel, a light userdata, under the name meanwhile) */
@@ -415,10 +422,10 @@ static int preload_jit_module(lua_State *L)
     if (lua_istable(L, -1))
         return 1;
     lua_pop(L, 2);
-    /* jit.util, jit.profile: the jit library's own loader took this entry's place */
+    /* the others: the library's own loader took this entry's place */
     lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
     lua_getfield(L, -1, name);
-    if (!lua_isfunction(L, -1) || lua_tocfunction(L, -1) == preload_jit_module)
+    if (!lua_isfunction(L, -1) || lua_tocfunction(L, -1) == preload_lib_module)
         return luaL_error(L, "module '%s' not found", name);
     lua_pushvalue(L, 1);
     lua_call(L, 1, 1);
@@ -482,12 +489,12 @@ static void open_package(lua_State *L)
         lua_pushcclosure(L, preload_lib, 1);
         lua_setfield(L, -2, lib->name);
     }
-    for (const char *const *m = jit_modules; *m; m++) {
+    for (const char *const *m = lib_modules; *m; m++) {
         lua_getfield(L, -1, *m);
         int have = !lua_isnil(L, -1);
         lua_pop(L, 1);
         if (!have) {
-            lua_pushcfunction(L, preload_jit_module);
+            lua_pushcfunction(L, preload_lib_module);
             lua_setfield(L, -2, *m);
         }
     }
