@@ -270,6 +270,8 @@ static int polled_since(smarm_runtime *rt, int n, uint64_t *polls_at)
     return polled;
 }
 
+/* The CPU time s's thread has used, in ns; UINT64_MAX when it cannot be read. Only for the
+ * schedulers proper, whose threads live as long as the watchdog (a spare's may retire). */
 static uint64_t thread_cpu_ns(sched *s)
 {
     clockid_t cid;
