@@ -43,13 +43,7 @@ function M.handle(req)
 end
 return M
 LUA
-cat >"$TMP/room_server.lua" <<'LUA'
-local http = require "smarm.http"
-local server = assert(http.serve({ port = 0, handler = "room_handler" }))
-print("listening " .. server:port())
-io.stdout:flush()
-require("smarm").recv(60)
-LUA
+http_helpers
 cat >"$TMP/room_client.lua" <<'LUA'
 -- room_client.lua PORT: 5 bursts over 16 keep-alive connections; prints the server's
 -- shared, kept and room before and after them
@@ -57,17 +51,7 @@ local smarm = require "smarm"
 local net = require "smarm.net"
 local port = tonumber(arg[1])
 
-local function get(sock, path)
-   assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: t\r\n\r\n", 10))
-   local len
-   while true do
-      local line = assert(sock:recv("*l", 10))
-      if line == "" then break end
-      local n = line:match("^[Cc]ontent%-[Ll]ength: *(%d+)")
-      if n then len = tonumber(n) end
-   end
-   return assert(sock:recv(len, 10))
-end
+local get = dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
 
 local function stats()
    local sock = assert(net.connect("127.0.0.1", port, 10))
@@ -124,7 +108,7 @@ round() {
    room=${room:--1}
 }
 
-run_bg -S 2 "$TMP/room_server.lua"
+run_bg -S 2 "$TMP/http_serve.lua" room_handler
 await grep -q listening "$TMP/out" || fail "the server did not start"
 port=$(awk '/listening/{print $2}' "$TMP/out")
 

@@ -35,31 +35,14 @@ function M.handle(req)
 end
 return M
 LUA
-cat >"$TMP/keep_server.lua" <<'LUA'
-local http = require "smarm.http"
-local server = assert(http.serve({ port = 0, handler = "keep_handler" }))
-print("listening " .. server:port())
-io.stdout:flush()
-require("smarm").recv(60)
-LUA
+http_helpers
 cat >"$TMP/keep_client.lua" <<'LUA'
 -- keep_client.lua PORT: the two phases over 16 keep-alive connections
 local smarm = require "smarm"
 local net = require "smarm.net"
 local port = tonumber(arg[1])
 
--- GET path on sock (keep-alive): the body
-local function get(sock, path)
-   assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: t\r\n\r\n", 10))
-   local len
-   while true do
-      local line = assert(sock:recv("*l", 10))
-      if line == "" then break end
-      local n = line:match("^[Cc]ontent%-[Ll]ength: *(%d+)")
-      if n then len = tonumber(n) end
-   end
-   return assert(sock:recv(len, 10))
-end
+local get = dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
 
 local function stats()
    local sock = assert(net.connect("127.0.0.1", port, 10))
@@ -116,7 +99,7 @@ for i = 1, CONNS do smarm.send(pids[i], "stop") end
 print(string.format("work: %d of 10 bursts shared", shared))
 LUA
 
-run_bg -S 2 "$TMP/keep_server.lua"
+run_bg -S 2 "$TMP/http_serve.lua" keep_handler
 await grep -q listening "$TMP/out" || fail "the server did not start"
 port=$(awk '/listening/{print $2}' "$TMP/out")
 status=0

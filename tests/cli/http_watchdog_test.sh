@@ -29,13 +29,7 @@ function M.handle(req)
 end
 return M
 LUA
-cat >"$TMP/wd_server.lua" <<'LUA'
-local http = require "smarm.http"
-local server = assert(http.serve({ port = 0, handler = "wd_handler" }))
-print("listening " .. server:port())
-io.stdout:flush()
-require("smarm").recv(60)
-LUA
+http_helpers
 cat >"$TMP/wd_stats.lua" <<'LUA'
 local net = require "smarm.net"
 local sock = assert(net.connect("127.0.0.1", tonumber(arg[1]), 10))
@@ -44,7 +38,7 @@ local resp = assert(sock:recv("*a", 10))
 print(resp:match("\r\n\r\n(.*)$"))
 LUA
 
-run_bg -S 2 "$TMP/wd_server.lua"
+run_bg -S 2 "$TMP/http_serve.lua" wd_handler
 await grep -q listening "$TMP/out" || fail "the server did not start"
 port=$(awk '/listening/{print $2}' "$TMP/out")
 status=0

@@ -89,3 +89,32 @@ finish() {
    fi
    echo "$(basename "$0"): ok"
 }
+
+# http_helpers: writes $TMP/http_serve.lua (smarm-lua http_serve.lua HANDLER: an HTTP server
+# on a free port with the handler module HANDLER from $TMP; prints "listening PORT", serves
+# for up to 60 s) and $TMP/http_get.lua (returns get(sock, path): a keep-alive GET, the
+# answer's body), which a client script in $TMP loads with
+# dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
+http_helpers() {
+   cat >"$TMP/http_serve.lua" <<'LUA'
+local http = require "smarm.http"
+local server = assert(http.serve({ port = 0, handler = arg[1] }))
+print("listening " .. server:port())
+io.stdout:flush()
+require("smarm").recv(60)
+LUA
+   cat >"$TMP/http_get.lua" <<'LUA'
+-- GET path on sock (keep-alive): the body
+return function(sock, path)
+   assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: t\r\n\r\n", 10))
+   local len
+   while true do
+      local line = assert(sock:recv("*l", 10))
+      if line == "" then break end
+      local n = line:match("^[Cc]ontent%-[Ll]ength: *(%d+)")
+      if n then len = tonumber(n) end
+   end
+   return assert(sock:recv(len, 10))
+end
+LUA
+}
