@@ -127,6 +127,15 @@ static void short_windows_stay_open(void **state)
     /* counters that went back (a new file, a wrap) start a new window */
     write_cpus(1, 0, 0, 1, 0, 0);
     assert_int_equal(cpuroom_sample(&c, 0), -1);
+    /* and so does a CPU of the mask that comes online with its whole history */
+    write_cpus(21, 0, 0, 21, 0, 0);
+    assert_int_equal(cpuroom_sample(&c, 0), 1000);
+    write_stat("cpu0 41 0 0 0 0 0 0 0 0 0\n");
+    assert_int_equal(cpuroom_sample(&c, 0), -1);
+    write_cpus(61, 0, 5000, 5000, 0, 0);
+    assert_int_equal(cpuroom_sample(&c, 0), -1);
+    write_cpus(81, 0, 5000, 5020, 0, 0);
+    assert_int_equal(cpuroom_sample(&c, 0), 1000);
     cpuroom_close(&c);
 }
 

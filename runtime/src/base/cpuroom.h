@@ -21,6 +21,7 @@ typedef struct cpuroom {
     int ncpu;             /* CPUs in the affinity mask */
     long hz;              /* the stat file's ticks per second */
     int have;             /* a sample was taken */
+    int seen;             /* of the mask's CPUs, those the stat file listed then */
     uint64_t busy, total; /* ticks of the mask's CPUs at the last sample */
     uint64_t self_ns;     /* this process's CPU time at the last sample */
     uint64_t mask[CPUROOM_MAX_CPUS / 64];
