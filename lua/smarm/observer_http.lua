@@ -180,6 +180,15 @@ function M.metrics()
    end
    metric("smarm_scheduler_busy_seconds_total", "counter",
       "Time each scheduler ran actors (sampled at the watchdog's ticks).", busy)
+   metric("smarm_backlogs_shared_total", "counter",
+      "Polled backlogs a busy scheduler's idle siblings took over.",
+      { { "", tonumber(st.backlogs_shared) } })
+   metric("smarm_backlogs_kept_total", "counter",
+      "Watchdog ticks that kept a backlog on its scheduler: other programs left no CPU.",
+      { { "", tonumber(st.backlogs_kept) } })
+   metric("smarm_cpu_room", "gauge",
+      "CPUs other programs left this process at the last sample (-1: unknown).",
+      { { "", format("%.3f", tonumber(st.cpu_room) < 0 and -1 or tonumber(st.cpu_room) / 1000) } })
    metric("smarm_timers_pending", "gauge", "Entries in the timer heap.",
       { { "", tonumber(st.timers) } })
    metric("smarm_memory_bytes", "gauge", "Resident memory of the process.",

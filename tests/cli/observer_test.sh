@@ -86,7 +86,8 @@ assert st == 200 and ct.startswith("text/plain"), (st, ct)
 for m in ("smarm_actors_alive", "smarm_actors_spawned_total", "smarm_messages_sent_total",
           'smarm_actors_exited_total{reason="error"}', "smarm_run_queue_length",
           'smarm_scheduler_busy_seconds_total{scheduler="0"}', "smarm_timers_pending",
-          "smarm_memory_bytes", "smarm_gc_bytes"):
+          "smarm_memory_bytes", "smarm_gc_bytes", "smarm_backlogs_shared_total",
+          "smarm_backlogs_kept_total", "smarm_cpu_room"):
     line = next((l for l in text.splitlines() if l.startswith(m + " ")), None)
     assert line, (m, text)
     float(line.split()[-1])
