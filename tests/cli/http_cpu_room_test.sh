@@ -26,13 +26,12 @@ fi
 
 cat >"$TMP/room_handler.lua" <<'LUA'
 local smarm = require "smarm"
-local ffi = require "ffi"
-local C = require "smarm.ffi"
+-- (the specs' snapshot of the runtime stats; the server runs from the repository root)
+local runtime_stats = require("tests.lua.support.stats").runtime
 local M = {}
 function M.handle(req)
    if req.path == "/stats" then
-      local st = ffi.new("smarm_runtime_stats")
-      C.smarm_ffi_runtime_stats(st)
+      local st = runtime_stats()
       return 200, nil, string.format("%d %d %d", tonumber(st.backlogs_shared),
          tonumber(st.backlogs_kept), tonumber(st.cpu_room))
    end
@@ -48,33 +47,14 @@ cat >"$TMP/room_client.lua" <<'LUA'
 -- room_client.lua PORT: 5 bursts over 16 keep-alive connections; prints the server's
 -- shared, kept and room before and after them
 local smarm = require "smarm"
-local net = require "smarm.net"
 local port = tonumber(arg[1])
 
-local get = dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
-
-local function stats()
-   local sock = assert(net.connect("127.0.0.1", port, 10))
-   local body = get(sock, "/stats")
-   sock:close()
-   return body
-end
-
-local function client(get_code, p, parent)
-   local s = require "smarm"
-   local fetch = loadstring(get_code)
-   local sock = assert(require("smarm.net").connect("127.0.0.1", p, 10))
-   s.send(parent, "done")
-   while s.recv(30) == "go" do
-      fetch(sock, "/work")
-      s.send(parent, "done")
-   end
-   sock:close()
-end
+local get, fetch_stats, client = dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
+local function stats() return fetch_stats(port) end
 
 local CONNS = 16
 local pids = {}
-for i = 1, CONNS do pids[i] = smarm.spawn(client, string.dump(get), port, smarm.self()) end
+for i = 1, CONNS do pids[i] = smarm.spawn(client, string.dump(get), port, 0, smarm.self()) end
 for _ = 1, CONNS do assert(smarm.recv(30) == "done") end
 -- a sample of the machine as it is now (the watchdog samples every 0.1 s)
 smarm.sleep(0.4)

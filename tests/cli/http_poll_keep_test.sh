@@ -15,13 +15,13 @@ cd "$(dirname "$0")/../.."
 
 cat >"$TMP/keep_handler.lua" <<'LUA'
 local smarm = require "smarm"
-local ffi = require "ffi"
+-- (the specs' snapshot of the runtime stats; the server runs from the repository root)
+local runtime_stats = require("tests.lua.support.stats").runtime
 local C = require "smarm.ffi"
 local M = {}
 function M.handle(req)
    if req.path == "/stats" then
-      local st = ffi.new("smarm_runtime_stats")
-      C.smarm_ffi_runtime_stats(st)
+      local st = runtime_stats()
       return 200, nil, string.format("%d %d %d %d", tonumber(st.polled_runs),
          tonumber(st.polled_moved), tonumber(C.smarm_ffi_sched_busy_ns(0)),
          tonumber(C.smarm_ffi_sched_busy_ns(1)))
@@ -39,32 +39,16 @@ http_helpers
 cat >"$TMP/keep_client.lua" <<'LUA'
 -- keep_client.lua PORT: the two phases over 16 keep-alive connections
 local smarm = require "smarm"
-local net = require "smarm.net"
 local port = tonumber(arg[1])
 
-local get = dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
+-- (client: one connection's actor, `rounds` light requests, then a /work request whenever
+-- the parent says "go")
+local get, fetch_stats, client = dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
 
 local function stats()
-   local sock = assert(net.connect("127.0.0.1", port, 10))
-   local body = get(sock, "/stats")
-   sock:close()
+   local body = fetch_stats(port)
    local runs, moved, b0, b1 = body:match("^(%d+) (%d+) (%d+) (%d+)$")
    return tonumber(runs), tonumber(moved), tonumber(b0), tonumber(b1)
-end
-
--- one connection's requests (an actor: get comes as its bytecode's string): `rounds` light
--- ones, then a /work request whenever the parent says "go", until it says "stop"
-local function client(get_code, p, rounds, parent)
-   local s = require "smarm"
-   local fetch = loadstring(get_code)
-   local sock = assert(require("smarm.net").connect("127.0.0.1", p, 10))
-   for _ = 1, rounds do fetch(sock, "/") end
-   s.send(parent, "done")
-   while s.recv(30) == "go" do
-      fetch(sock, "/work")
-      s.send(parent, "done")
-   end
-   sock:close()
 end
 
 local CONNS = 16

@@ -93,8 +93,9 @@ finish() {
 # http_helpers: writes $TMP/http_serve.lua (smarm-lua http_serve.lua HANDLER: an HTTP server
 # on a free port with the handler module HANDLER from $TMP; prints "listening PORT", serves
 # for up to 60 s) and $TMP/http_get.lua (returns get(sock, path): a keep-alive GET, the
-# answer's body), which a client script in $TMP loads with
-# dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
+# answer's body; stats(port): the body of /stats on a connection of its own; and client, the
+# body of an actor holding one keep-alive connection), which a client script in $TMP loads
+# with dofile(arg[0]:match("^(.*)/") .. "/http_get.lua")
 http_helpers() {
    cat >"$TMP/http_serve.lua" <<'LUA'
 local http = require "smarm.http"
@@ -105,7 +106,7 @@ require("smarm").recv(60)
 LUA
    cat >"$TMP/http_get.lua" <<'LUA'
 -- GET path on sock (keep-alive): the body
-return function(sock, path)
+local function get(sock, path)
    assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: t\r\n\r\n", 10))
    local len
    while true do
@@ -116,5 +117,31 @@ return function(sock, path)
    end
    return assert(sock:recv(len, 10))
 end
+
+-- the body of /stats on the server at port
+local function stats(port)
+   local sock = assert(require("smarm.net").connect("127.0.0.1", port, 10))
+   local body = get(sock, "/stats")
+   sock:close()
+   return body
+end
+
+-- An actor's body (no upvalues: get comes as its bytecode's string): one connection to p,
+-- `rounds` requests for /, then "done" to parent, then a /work request and "done" whenever
+-- the parent says "go", until it says something else.
+local function client(get_code, p, rounds, parent)
+   local s = require "smarm"
+   local fetch = loadstring(get_code)
+   local sock = assert(require("smarm.net").connect("127.0.0.1", p, 10))
+   for _ = 1, rounds do fetch(sock, "/") end
+   s.send(parent, "done")
+   while s.recv(30) == "go" do
+      fetch(sock, "/work")
+      s.send(parent, "done")
+   end
+   sock:close()
+end
+
+return get, stats, client
 LUA
 }

@@ -103,10 +103,9 @@ int64_t cpuroom_sample(cpuroom *c, uint64_t self_ns)
     int seen = cpuroom_parse(c, c->buf, &busy, &total);
     if (seen == 0)
         return -1;
-    /* counters that went back (a new file, a wrap), or CPUs that came or went (hotplug: a
-     * new line brings its whole history): a new window */
-    if (!c->have || busy < c->busy || total < c->total || seen != c->seen) {
-        c->have = 1;
+    /* the first sample, counters that went back (a new file, a wrap), or CPUs that came or
+     * went (hotplug: a new line brings its whole history): a new window */
+    if (seen != c->seen || busy < c->busy || total < c->total) {
         c->seen = seen;
         c->busy = busy;
         c->total = total;

@@ -17,11 +17,10 @@
 #define CPUROOM_MAX_CPUS 1024
 
 typedef struct cpuroom {
-    int fd;               /* the stat file, -1 when it cannot be read */
-    int ncpu;             /* CPUs in the affinity mask */
-    long hz;              /* the stat file's ticks per second */
-    int have;             /* a sample was taken */
-    int seen;             /* of the mask's CPUs, those the stat file listed then */
+    int fd;   /* the stat file, -1 when it cannot be read */
+    int ncpu; /* CPUs in the affinity mask */
+    long hz;  /* the stat file's ticks per second */
+    int seen; /* of the mask's CPUs, those the stat file listed at the last sample (0: none) */
     uint64_t busy, total; /* ticks of the mask's CPUs at the last sample */
     uint64_t self_ns;     /* this process's CPU time at the last sample */
     uint64_t mask[CPUROOM_MAX_CPUS / 64];

@@ -304,7 +304,7 @@ static void *watchdog_main(void *arg)
         tick = 50000;
     int n = sched_total(rt);
     /* the schedulers proper (spares are added while they stand in: watch_mask) */
-    uint64_t main_mask = rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
+    uint64_t main_mask = sched_proper_mask(rt);
     uint64_t seen[PARK_MAX] = {0};
     int age[PARK_MAX] = {0};
     /* the CPU time of a scheduler's thread when its actor was seen running for a tick, and
@@ -498,8 +498,7 @@ static void *watchdog_main(void *arg)
          * instead of 4 to 5. Under an HTTP load of short requests at -S 2 (wrk -t1 -c32),
          * with polled_since above, the watchdog woke 0.008-0.009 times per request against
          * 0.012-0.013 and took 0.17-0.19 us of CPU per request against 0.30-0.34. */
-        if (!held && !pending && !unwatched && sleep_ns == tick &&
-            !atomic_load_explicit(&rt->root_done, memory_order_relaxed))
+        if (!held && !pending && !unwatched && sleep_ns == tick && !root_done_at)
             sleep_ns = 2 * tick;
         if (calm) {
             if (waiting < 0)

@@ -1354,8 +1354,8 @@ static int room_for_sibling(smarm_runtime *rt)
     int64_t room = atomic_load_explicit(&rt->cpu_room, memory_order_relaxed);
     if (room < 0)
         return 1;
-    uint64_t mask = rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
-    uint64_t idle = atomic_load_explicit(&rt->parks.idle, memory_order_relaxed) & mask;
+    uint64_t idle =
+        atomic_load_explicit(&rt->parks.idle, memory_order_relaxed) & sched_proper_mask(rt);
     int threads = rt->nsched - __builtin_popcountll(idle) + (idle != 0);
     return (int64_t)threads * 1000 <= room + 500;
 }

@@ -110,6 +110,12 @@ enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };
 /* Every sched of the loop: the schedulers, then the spares. */
 static inline int sched_total(const smarm_runtime *rt) { return rt->nsched + rt->nspare; }
 
+/* The idle-mask bits of the schedulers proper (ids 0..nsched-1; spares come after). */
+static inline uint64_t sched_proper_mask(const smarm_runtime *rt)
+{
+    return rt->nsched >= 64 ? ~0ull : (1ull << rt->nsched) - 1;
+}
+
 /* New actors waiting on s's spawn stack and in its spill queue (approximate). */
 static inline uint32_t sched_own_new(sched *s)
 {

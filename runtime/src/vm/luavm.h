@@ -115,8 +115,9 @@ void luavm_release(struct actor *a);
 /* States waiting in the pools now, and the pooled states luavm_trim has closed so far (the
  * two read together: a trim moves states from one count to the other at once). */
 void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed);
-/* Closes the pooled states no spawn took since the last call, beyond a few per pool (called
- * once a second, from any thread). */
+/* Closes the pooled states no spawn took since the last call, beyond a few per pool (the
+ * watchdog's trim hook: at most once a second, while every scheduler sleeps; any thread may
+ * call it). */
 void luavm_trim(luavm_shared *vm);
 /* Lets go of the state of an actor whose C stack overflowed without closing it: the fault
  * may have come in the middle of any LuaJIT operation, so nothing of the state is read
