@@ -62,6 +62,9 @@ local function resolve(dest, fname)
    error(fname .. ": bad dest (a pid or a name expected, got " .. t .. ")", 3)
 end
 
+-- The tables of the request a call sends, kept for the next call (see M.call).
+local call_msg, call_from
+
 --- Sends a request (tag: "call" or "code_change") and waits for the reply.
 -- @return the reply | nil, "timeout" | "server_down" | "noproc"
 function M.call(dest, request, timeout, fname, tag)
@@ -75,14 +78,20 @@ function M.call(dest, request, timeout, fname, tag)
    if not pid then return nil, "noproc" end
    if pid == smarm.self() then error(fname .. ": a server cannot call itself", 2) end
    local tx, rx = smarm.channel()
-   -- (tables made with room for their keys: a constructor's template cannot hold TAG, made
-   -- at run time, and modules run from bytecode dumps, which drop a template's keys whose
-   -- values are computed; each key added to a full table rehashed it)
-   local from = tnew(0, 2)
+   -- The request's two tables are the last call's: the send copies them, and they are
+   -- emptied of the request and the channel right after (a call nested in a finalizer that
+   -- runs during the send finds them taken, and makes its own). Made with room for their
+   -- keys: a constructor's template cannot hold TAG, made at run time, and modules run from
+   -- bytecode dumps, which drop a template's keys whose values are computed; each key added
+   -- to a full table rehashed it.
+   local msg, from = call_msg, call_from
+   call_msg = nil
+   if not msg then msg, from = tnew(0, 3), tnew(0, 2) end
    from.pid, from.tx = smarm.self(), tx
-   local msg = tnew(0, 3)
    msg[TAG], msg.req, msg.from = tag or "call", request, from
    local ok, sent = pcall(smarm.send, pid, msg)
+   msg.req, from.tx = nil, nil
+   call_msg, call_from = msg, from
    if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
    if not sent then return nil, "noproc" end
    -- From here on only the request's copy of tx keeps the channel open: when the server
@@ -127,6 +136,9 @@ function M.cast(dest, msg, fname)
    return nil, "noproc"
 end
 
+-- The table a reply is sent in, kept for the next reply (see M.reply).
+local reply_box
+
 --- Answers a call through its reply handle (from any actor).
 -- @return true | nil, "closed" (the caller has given up)
 function M.reply(from, value, fname)
@@ -134,7 +146,13 @@ function M.reply(from, value, fname)
       error(fname .. ": bad from (the reply handle expected, got " .. type(from) .. ")", 2)
    end
    local tx = type(from) == "table" and from.tx or from
-   local ok, sent, why = pcall(tx.send, tx, { value })
+   -- the reply's table is the last reply's, as a call's request tables are (see M.call)
+   local box = reply_box or {}
+   reply_box = nil
+   box[1] = value
+   local ok, sent, why = pcall(tx.send, tx, box)
+   box[1] = nil
+   reply_box = box
    if not ok then error(blame(fname, sent, "msg[1]", "value"), 2) end
    return sent, why
 end

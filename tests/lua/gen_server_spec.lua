@@ -27,6 +27,24 @@ describe("gen_server", function()
       assert.are.equal("normal", expect("terminated").terminated)
    end)
 
+   it("keeps neither a request nor its reply channel once a call returns", function()
+      -- a call sends from the tables of the call before it: they must not pin the last
+      -- request (or its channel) for the life of the caller
+      local pid = assert(gen_server.start("support.counter", {}))
+      local weak = setmetatable({}, { __mode = "k" })
+      local req = { "add", 2 }
+      weak[req] = true
+      assert.are.equal(2, gen_server.call(pid, req))
+      req = nil
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(next(weak))
+      -- and the next calls, with their own requests, still carry them (and nested tables)
+      assert.are.equal(5, gen_server.call(pid, { "add", 3 }))
+      assert.are.equal(5, gen_server.call(pid, "get"))
+      assert.is_true(gen_server.stop(pid, "normal", 5))
+   end)
+
    it("times out a slow call, discards the late reply and keeps serving", function()
       local pid = assert(gen_server.start("support.counter", {}))
       local t0 = smarm.now()

@@ -1,11 +1,11 @@
 /* Per-actor inbox: a spinlocked shared list drained in batches into an owner-private list. */
 #include "base/mailbox.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blocks.h"
 #include "base/spin.h"
 #include "base/wire.h"
 
@@ -24,44 +24,12 @@ static inline int injected_failure(void)
     return atomic_fetch_sub_explicit(&injected_failures, 1, memory_order_relaxed) > 0;
 }
 
-/* Small messages (most are: a flat {hop = k} takes 8 bytes) come from a list of nodes of
- * one size each thread keeps, as glibc's per-thread cache would hand them out, without its
- * size classes and checks: malloc and free were a sixth of a flat message's cost. A node
- * freed on another thread than the one that made it joins that thread's list. */
-#define NODE_SIZE 64  /* bytes of a small node, its header included */
-#define NODE_KEEP 256 /* nodes a thread keeps at most */
-
-typedef struct node_list {
-    msg *head;
-    uint32_t n;
-    int registered; /* with nodes_key, whose destructor frees the list when the thread ends */
-} node_list;
-
-static __thread node_list nodes __attribute__((tls_model("initial-exec")));
-static pthread_key_t nodes_key;
-static pthread_once_t nodes_once = PTHREAD_ONCE_INIT;
-static int nodes_key_ok;
-
-static void nodes_drain(void *p)
-{
-    node_list *l = p;
-    while (l->head) {
-        msg *m = l->head;
-        l->head = m->next;
-        free(m);
-    }
-    l->n = 0;
-    l->registered = 0; /* a later free in another destructor registers it again */
-}
-
-static void nodes_key_make(void)
-{
-    nodes_key_ok = pthread_key_create(&nodes_key, nodes_drain) == 0;
-}
-
+/* Messages of up to BLOCK_LARGE bytes, header included (most are: a flat {hop = k} takes 8
+ * bytes), are the thread's small blocks (base/blocks.h): malloc and free were a sixth of a
+ * flat message's cost. */
 static inline int is_small(size_t len, size_t extralen)
 {
-    return sizeof(msg) + len + extralen <= NODE_SIZE;
+    return sizeof(msg) + len + extralen <= BLOCK_LARGE;
 }
 
 /* Inlined in both makers: msg_new (every send) folds the extra part away. */
@@ -71,13 +39,7 @@ static inline msg *msg_make(const void *data, size_t len, const void *extra, siz
     if (injected_failure())
         return NULL;
     if (is_small(len, extralen)) {
-        m = nodes.head;
-        if (m) {
-            nodes.head = m->next;
-            nodes.n--;
-        } else {
-            m = malloc(NODE_SIZE);
-        }
+        m = blocks_get(sizeof(msg) + len + extralen);
     } else {
         m = malloc(sizeof(msg) + len + extralen);
     }
@@ -107,21 +69,11 @@ void msg_free(msg *m)
      * then the receiver's value holds them) */
     if (!m->cache)
         wire_release(m->data, m->len);
-    if (is_small(m->len, m->extra) && nodes.n < NODE_KEEP) {
-        if (__builtin_expect(!nodes.registered, 0)) {
-            pthread_once(&nodes_once, nodes_key_make);
-            if (!nodes_key_ok || pthread_setspecific(nodes_key, &nodes) != 0) {
-                free(m);
-                return;
-            }
-            nodes.registered = 1;
-        }
-        m->next = nodes.head;
-        nodes.head = m;
-        nodes.n++;
-        return;
-    }
-    free(m);
+    size_t n = sizeof(msg) + m->len + m->extra;
+    if (n <= BLOCK_LARGE)
+        blocks_put(m, n);
+    else
+        free(m);
 }
 
 static void mb_lock(mailbox *mb) { spin_lock(&mb->lock); }

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "base/blocks.h"
 #include "base/spin.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
@@ -19,6 +20,8 @@ struct chan {
     smarm_runtime *rt;
 };
 
+_Static_assert(sizeof(struct chan) <= BLOCK_LARGE, "a channel is one of a thread's small blocks");
+
 /* Everything below is under the lock, so the counts need no ordering argument of their
  * own: acquire/release on the lock orders them with the queue. */
 static void c_lock(chan *c) { spin_lock(&c->lock); }
@@ -27,12 +30,11 @@ static void c_unlock(chan *c) { spin_unlock(&c->lock); }
 
 chan *chan_new(smarm_runtime *rt, uint64_t owner)
 {
-    chan *c = calloc(1, sizeof *c);
+    /* one of the thread's small blocks: a gen_server call makes a channel */
+    chan *c = blocks_get(sizeof *c);
     if (!c)
         return NULL;
-    c->ntx = c->nrx = 1;
-    c->owner = owner;
-    c->rt = rt;
+    *c = (chan){.ntx = 1, .nrx = 1, .owner = owner, .rt = rt};
     return c;
 }
 
@@ -80,7 +82,7 @@ void chan_release(chan *c, enum chan_kind kind)
      * `gone` implies no message holds any (each would be counted) */
     free_list(dropped);
     if (gone)
-        free(c);
+        blocks_put(c, sizeof *c);
 }
 
 int chan_send(chan *c, msg *m) { return chan_send_ex(c, m, 0); }

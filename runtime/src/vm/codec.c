@@ -490,7 +490,7 @@ static int dec_value(dec *d, int depth)
         size_t n = tag - WIRE_SSTR;
         if ((q = get_bytes(d, n)) == NULL)
             return -1;
-        lua_pushlstring(L, (const char *)q, n);
+        ljx_push_short_string(L, (const char *)q, n);
         return 0;
     }
     switch (tag) {

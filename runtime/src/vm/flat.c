@@ -13,6 +13,7 @@
 
 #include "base/wire.h"
 #include "core/actor.h" /* the receiver's flat_key */
+#include "vm/ljx.h"
 
 #include "lj_obj.h"
 #include "lj_state.h" /* incr_top, lj_state_checkstack */
@@ -307,24 +308,13 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
 #define KEY_AT (TPL_SLOTS * TPL_ENTRY + 1) /* the holder's slot anchoring the receiver's key */
 #define HOLDER_SIZE (KEY_AT + 1)
 
-static GCtab *holder(lua_State *L)
-{
-    GCobj *o = gcref(basemt_it(G(L), LJ_TUPVAL));
-    /* checked all the same: a wrong guess about reachability must not become a stray write */
-    return o && o->gch.gct == ~LJ_TTAB && gco2tab(o)->asize == HOLDER_SIZE ? gco2tab(o) : NULL;
-}
+/* The holder is the state's roots (vm/ljx.h), whose first slots are the templates' */
+_Static_assert(HOLDER_SIZE <= LJX_ROOTS_FLAT, "the roots' flat slots hold the holder's");
+
+static GCtab *holder(lua_State *L) { return ljx_roots(L); }
 
 /* The holder, made on first use. */
-static GCtab *holder_made(lua_State *L)
-{
-    GCtab *h = holder(L);
-    if (h)
-        return h;
-    h = lj_tab_new(L, HOLDER_SIZE, 0);
-    /* a root: the atomic phase marks the roots again, so no barrier is due */
-    setgcref(basemt_it(G(L), LJ_TUPVAL), obj2gco(h));
-    return h;
-}
+static GCtab *holder_made(lua_State *L) { return ljx_roots_made(L); }
 
 /* The bytes of the string key at p (checked by flat_decodable): its tag, length, data. */
 static inline size_t key_bytes(const unsigned char *p)

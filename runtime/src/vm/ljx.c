@@ -1188,6 +1188,103 @@ static void hint(const GCtab *t, const void *key, cTValue *v, struct reg_hint *h
     }
 }
 
+/* -- The state's roots -----------------------------------------------------------------------
+ *
+ * An array only the runtime reaches, anchored as the base metatable of upvalues: no Lua value
+ * is an upvalue, so nothing in Lua (the debug library included) leads to it, and the
+ * collector marks it as a root. Slots [0, LJX_ROOTS_FLAT) are flat.c's; then a cache of the
+ * registry's light-userdata keys (the runtime's own: metatables, a wait's anchor), RC_N
+ * entries of (the key's address, the value), one per key hash, then the strings the
+ * decoder made last (ljx_push_short_string). The registry's cache sits in front of the
+ * hinted lookup: a hit is a load of the roots and of the entry, where the lookup checked the
+ * hint's node and turned its light userdata back into an address (70 instructions, eight
+ * times in a gen_server call). A reset state has the roots of its image (taken with the
+ * registry they cache) or none. */
+#define RC_BASE LJX_ROOTS_FLAT
+#define RC_N 16
+#define SC_BASE (RC_BASE + 2 * RC_N) /* then the decoder's strings (ljx_push_short_string) */
+#define SC_N 16
+#define ROOTS_SIZE (SC_BASE + SC_N)
+
+static inline GCtab *roots_of(lua_State *L)
+{
+    GCobj *o = gcref(basemt_it(G(L), LJ_TUPVAL));
+    /* checked all the same: a wrong guess about reachability must not become a stray write */
+    return o && o->gch.gct == ~LJ_TTAB && gco2tab(o)->asize == ROOTS_SIZE ? gco2tab(o) : NULL;
+}
+
+void *ljx_roots(lua_State *L) { return roots_of(L); }
+
+void *ljx_roots_made(lua_State *L)
+{
+    GCtab *r = roots_of(L);
+    if (r)
+        return r;
+    r = lj_tab_new(L, ROOTS_SIZE, 0);
+    /* a root: the atomic phase marks the roots again, so no barrier is due */
+    setgcref(basemt_it(G(L), LJ_TUPVAL), obj2gco(r));
+    return r;
+}
+
+/* The entry of r that key hashes to. */
+static inline TValue *roots_entry(GCtab *r, const void *key)
+{
+    uintptr_t h = ((uintptr_t)key * 0x9E3779B97F4A7C15ull) >> 60;
+    return tvref(r->array) + RC_BASE + 2 * h;
+}
+
+/* The cached entry of key in r (its value non-nil), or NULL. An entry's key is the address's
+ * bits as a double's (a user-space address is a denormal number: the collector passes it by),
+ * compared without a conversion. */
+static inline TValue *roots_cached(GCtab *r, const void *key)
+{
+    TValue *e = roots_entry(r, key);
+    return e[0].u64 == (uint64_t)(uintptr_t)key ? e : NULL;
+}
+
+/* Caches registry[key] = v in r (NULL: no roots, nothing to do); a nil v empties key's
+ * entry if key holds it. */
+static void roots_cache(lua_State *L, GCtab *r, const void *key, cTValue *v)
+{
+    if (!r)
+        return;
+    TValue *e = roots_entry(r, key);
+    if (tvisnil(v)) {
+        if (roots_cached(r, key)) {
+            setnilV(&e[0]);
+            setnilV(&e[1]);
+        }
+        return;
+    }
+    e[0].u64 = (uint64_t)(uintptr_t)key;
+    copyTV(L, &e[1], v);
+    lj_gc_anybarriert(L, r);
+}
+
+void ljx_push_short_string(lua_State *L, const char *s, size_t n)
+{
+    GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
+    if (!r) {
+        lua_pushlstring(L, s, n);
+        return;
+    }
+    /* the slot: the length and the first and last bytes (the tags and keys of one protocol
+     * differ there) */
+    unsigned h = n ? (unsigned)n + (unsigned char)s[0] * 5u + (unsigned char)s[n - 1] * 3u : 0;
+    TValue *e = tvref(r->array) + SC_BASE + (h & (SC_N - 1));
+    if (tvisstr(e) && strV(e)->len == n && memcmp(strVdata(e), s, n) == 0) {
+        copyTV(L, L->top, e);
+        incr_top(L);
+        return;
+    }
+    lj_gc_check(L);
+    GCstr *str = lj_str_new(L, s, n);
+    setstrV(L, L->top, str);
+    incr_top(L);
+    setstrV(L, e, str);
+    lj_gc_anybarriert(L, r);
+}
+
 /* registry_lookup without a usable hint: looks the key up and leaves one. */
 static __attribute__((noinline)) cTValue *registry_lookup_slow(lua_State *L, GCtab *t,
                                                                const void *key, struct reg_hint *h)
@@ -1237,14 +1334,30 @@ void ljx_registry_set(lua_State *L, const void *key, int idx)
     }
     copyTV(L, slot, &v);
     lj_gc_anybarriert(L, t);
+    /* after the registry's store, which may raise (out of memory) before anything changed */
+    roots_cache(L, tvisnil(&v) ? roots_of(L) : ljx_roots_made(L), key, &v);
 }
 
-int ljx_registry_get(lua_State *L, const void *key)
+/* ljx_registry_get past the roots' cache (r: the roots, or NULL). */
+static __attribute__((noinline)) int registry_get_slow(lua_State *L, GCtab *r, const void *key)
 {
     cTValue *v = registry_lookup(L, key);
     if (v == NULL || tvisnil(v))
         return 0;
     copyTV(L, L->top, v);
+    incr_top(L);
+    roots_cache(L, r, key, v);
+    return 1;
+}
+
+/* The cache's hit makes no call, so it needs no frame. */
+int ljx_registry_get(lua_State *L, const void *key)
+{
+    GCtab *r = roots_of(L);
+    TValue *e = r ? roots_cached(r, key) : NULL;
+    if (__builtin_expect(e == NULL, 0))
+        return registry_get_slow(L, r, key);
+    copyTV(L, L->top, &e[1]);
     incr_top(L);
     return 1;
 }

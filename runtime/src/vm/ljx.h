@@ -161,6 +161,21 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
                       const void **at);
 
+/* The state's roots (see ljx.c): an array table no Lua code reaches, or NULL when not made;
+ * ljx_roots_made makes it on first use (it may raise out of memory). flat.c keeps its
+ * templates in slots [0, LJX_ROOTS_FLAT); the rest cache ljx_registry_get's keys. */
+#define LJX_ROOTS_FLAT 26
+void *ljx_roots(lua_State *L);
+void *ljx_roots_made(lua_State *L);
+
+/* lua_pushlstring for the decoder: a string of up to LJX_SHORT_STRING bytes that is one of
+ * the last few the state made here (by length and first and last bytes) is pushed from the
+ * roots, without hashing it and probing the string table, whose bucket is a line of its own
+ * (a gen_server request has six such strings: its tag, keys, and the protocol's own). A
+ * string kept there stays alive until another takes its place. */
+#define LJX_SHORT_STRING 32
+void ljx_push_short_string(lua_State *L, const char *s, size_t n);
+
 /* Pushes registry[key] (a light userdata key) and returns 1, or pushes nothing and returns 0
  * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call, by a hint of
  * where the key was last found (a channel's metatable is looked up so for every endpoint
