@@ -26,6 +26,7 @@
 #include "base/mailbox.h"
 #include "vm/ljx.h"
 #include "vm/modcache.h"
+#include "vm/pool_pick.h"
 #include "core/logsink.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
@@ -1128,10 +1129,10 @@ void luavm_abandon(actor *a)
  * the state of an actor whose body returned or raised is reset instead (vm/ljx.c: an empty
  * registry and globals table, no base-type metatables, no hook, the JIT set up as a new
  * state's) and kept for the next spawn on the same scheduler, which boots it as it would a
- * new one. Lua code cannot tell: what it could reach of the last actor hung from the
- * registry, the globals, the metatables of the basic types, the hook and the JIT state, and
- * math.random's seed, package.loaded and the libraries are all made anew by the boot. What
- * a reset cannot undo makes a state ineligible (ljx_state_resettable: the FFI's C types,
+ * new one (or on another, see pool_for). Lua code cannot tell: what it could reach of the last
+ * actor hung from the registry, the globals, the metatables of the basic types, the hook and the
+ * JIT state, and math.random's seed, package.loaded and the libraries are all made anew by the
+ * boot. What a reset cannot undo makes a state ineligible (ljx_state_resettable: the FFI's C types,
  * compiled traces, userdata with a metatable, whose __gc must run at the actor's end), as
  * do a killed or abandoned actor, a crash on the main state, a heap that went over max_heap
  * and a test hook's allocator. The last actor's garbage comes along until the GC takes it,
@@ -1141,13 +1142,14 @@ void luavm_abandon(actor *a)
  *
  * A pool holds up to POOL_STATES: actors that each live a while (a sleep, a request) end in
  * waves while new ones start, and a pool of 32 recycled 20-45% of the states of
- * tests/bench/timers.lua where one of 1,024 recycles 67-85%. What a wave leaves
+ * tests/bench/timers.lua where one of 1,024 recycled 67-85%, and one of 2,048 that lends to
+ * and borrows from the other schedulers' (pool_for) 94-95%. What a wave leaves
  * behind goes back to the system: once a second (luavm_trim, from the watchdog) the states
  * that lay at the bottom of a pool for the whole second, unused, are closed, down to
  * POOL_KEEP. */
 
 #define POOL_SLOTS 16    /* pools; a scheduler uses the one of its id */
-#define POOL_STATES 1024 /* states per pool */
+#define POOL_STATES 2048 /* states per pool */
 #define POOL_KEEP 32     /* states a trim leaves in a pool */
 /* states one trim closes per pool: the watchdog closes them, and its ticks wait meanwhile
  * (a pooled state's lua_close is some 50,000 instructions) */
@@ -1176,6 +1178,29 @@ static luavm_pool *pool_of_thread(luavm_shared *vm)
     return &vm->pools[(unsigned)s->id % POOL_SLOTS];
 }
 
+/* The calling scheduler's pool if it has a state (take) or room (put), else the first other
+ * scheduler's that has, else NULL. States of a wave end on the scheduler that fires their
+ * timers or wakes, while new actors boot on another: with only its own pool, the first
+ * closed states its pool had no room for while the second made fresh ones (in
+ * tests/bench/timers.lua 27,000 of 100,000 boots were fresh, and their closes, boots and
+ * first touches of memory a third of the run). A state taken from another thread's pool is
+ * cold here, but a fresh one is colder. */
+static luavm_pool *pool_for(luavm_shared *vm, smarm_runtime *rt, int take)
+{
+    luavm_pool *own = pool_of_thread(vm);
+    if (!own)
+        return NULL;
+    uint32_t k = atomic_load_explicit(&own->n, memory_order_relaxed);
+    if (take ? k > 0 : k < POOL_STATES)
+        return own;
+    uint32_t n[POOL_SLOTS];
+    int used = rt->nsched < POOL_SLOTS ? rt->nsched : POOL_SLOTS;
+    for (int i = 0; i < used; i++)
+        n[i] = atomic_load_explicit(&vm->pools[i].n, memory_order_relaxed);
+    int i = pool_pick(n, used, (int)(own - vm->pools), take, POOL_STATES);
+    return i < 0 ? NULL : &vm->pools[i];
+}
+
 /* A pooled state allocates nothing until a spawn takes it; closing the pools at the end
  * frees it into the heap's depot. */
 static void *pooled_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
@@ -1191,8 +1216,8 @@ static lua_State *pool_take(actor *a)
     if (a->vm.max_heap || a->vm.boot_kind == BOOT_HOST ||
         atomic_load_explicit(&inject_state, memory_order_relaxed) > 0)
         return NULL;
-    luavm_pool *p = pool_of_thread(vm);
-    if (!p || !atomic_load_explicit(&p->n, memory_order_relaxed))
+    luavm_pool *p = pool_for(vm, a->rt, 1);
+    if (!p)
         return NULL;
     struct pooled got = {NULL, 0, 0, 0};
     spin_lock(&p->lock);
@@ -1329,8 +1354,8 @@ static void reset_protected(lua_State *L, void *ud)
 void luavm_release(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
-    luavm_pool *p = a->vm.L ? pool_of_thread(vm) : NULL;
-    if (!p || atomic_load_explicit(&p->n, memory_order_relaxed) >= POOL_STATES || !may_recycle(a)) {
+    luavm_pool *p = a->vm.L ? pool_for(vm, a->rt, 0) : NULL;
+    if (!p || !may_recycle(a)) {
         luavm_close(a);
         return;
     }
