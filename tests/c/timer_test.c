@@ -1,6 +1,7 @@
-/* Tests of the timer heap: due entries in deadline order, nothing early, the
- * earliest-deadline snapshot, a million timers, concurrent arming, and send timers
- * (cancel before / after the fire, and cancel racing the fire: exactly one wins). */
+/* Tests of the timers: due entries in deadline order, nothing early, the earliest-deadline
+ * snapshot, a million timers, concurrent arming, send timers (cancel before / after the
+ * fire, and cancel racing the fire: exactly one wins), and the run that takes entries armed
+ * in deadline order beside the heap (interleaved with it, wrapping and growing, compacted). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,7 +179,7 @@ static void concurrent_arm_from_two_threads_loses_nothing(void **state)
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     assert_int_equal(a[0].failed + a[1].failed, 0);
-    assert_int_equal(t.len, 2 * PER_THREAD);
+    assert_int_equal(timers_pending(&t), 2 * PER_THREAD);
     uint8_t *seen = calloc(2 * PER_THREAD, 1);
     assert_non_null(seen);
     static timer_entry out[64];
@@ -378,6 +379,130 @@ static void cancelled_sends_are_dropped_before_their_deadline(void **state)
     timers_destroy(&t);
 }
 
+/* Drains everything due by now into a list of (deadline, pid); returns how many. */
+static uint32_t drain(timers *t, uint64_t now, uint64_t *dl, uint64_t *pid, uint32_t cap)
+{
+    timer_entry out[5];
+    uint32_t n = 0, k;
+    while ((k = timers_due(t, now, out, 5)) > 0)
+        for (uint32_t i = 0; i < k; i++) {
+            assert_true(n < cap);
+            if (out[i].msg)
+                msg_free(out[i].msg);
+            dl[n] = out[i].deadline;
+            pid[n++] = out[i].pid;
+        }
+    return n;
+}
+
+static void entries_armed_in_order_take_the_run(void **state)
+{
+    (void)state;
+    timers t;
+    timers_init(&t);
+    /* same-duration sleeps: in deadline order, ties included; none goes to the heap */
+    for (uint64_t i = 0; i < 1000; i++)
+        assert_true(timers_arm(&t, 1000 + i / 3, i) >= 0);
+    assert_int_equal(t.len, 0);
+    assert_int_equal(t.rlen, 1000);
+    assert_int_equal(timers_pending(&t), 1000);
+    assert_int_equal(timers_earliest(&t), 1000);
+    static uint64_t dl[2000], pid[2000];
+    /* nothing early; then the first half in order (deadlines up to 1,166: i up to 500),
+     * the ties in arming order */
+    assert_int_equal(drain(&t, 999, dl, pid, 2000), 0);
+    uint32_t n = drain(&t, 1166, dl, pid, 2000);
+    assert_int_equal(n, 501);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(pid[i], i);
+        assert_int_equal(dl[i], 1000 + i / 3);
+    }
+    assert_int_equal(timers_earliest(&t), 1167);
+    timers_destroy(&t);
+}
+
+static void run_and_heap_interleave_in_deadline_order(void **state)
+{
+    (void)state;
+    timers t;
+    timers_init(&t);
+    uint64_t seed = 99;
+    /* an increasing trend with early ones among them: some go to the run, the rest to the
+     * heap; every pop must still be the earliest of all */
+    uint64_t base = 10000;
+    for (uint64_t i = 0; i < 5000; i++) {
+        uint64_t d = (i % 7 == 3) ? 1 + rnd(&seed) % (base + i) : base + i * 2;
+        int r = timers_arm(&t, d, i);
+        assert_true(r >= 0);
+    }
+    assert_true(t.len > 0 && t.rlen > 0);
+    static uint64_t dl[5000], pid[5000];
+    assert_int_equal(drain(&t, UINT64_MAX - 1, dl, pid, 5000), 5000);
+    for (uint32_t i = 1; i < 5000; i++)
+        assert_true(dl[i] >= dl[i - 1]);
+    assert_int_equal(timers_pending(&t), 0);
+    assert_int_equal(timers_earliest(&t), UINT64_MAX);
+    /* "became the earliest" over both: a run entry below the heap's head is, a tie is not */
+    assert_int_equal(timers_arm(&t, 500, 1), 1); /* run */
+    assert_int_equal(timers_arm(&t, 400, 2), 1); /* heap, earlier */
+    assert_int_equal(timers_arm(&t, 600, 3), 0); /* run */
+    assert_int_equal(timers_arm(&t, 400, 4), 0); /* heap, a tie */
+    assert_int_equal(timers_earliest(&t), 400);
+    assert_int_equal(drain(&t, 450, dl, pid, 5000), 2);
+    assert_int_equal(timers_earliest(&t), 500);
+    timers_destroy(&t);
+}
+
+static void the_run_wraps_and_grows_in_order(void **state)
+{
+    (void)state;
+    timers t;
+    timers_init(&t);
+    static uint64_t dl[100000], pid[100000];
+    uint64_t next = 1, want = 1;
+    /* arm 48, pop 40, repeatedly: the ring's head goes round, and it grows past 64 */
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < 48 + round; i++, next++)
+            assert_true(timers_arm(&t, next, next) >= 0);
+        uint32_t n = drain(&t, want + 39, dl, pid, 100000);
+        assert_int_equal(n, 40);
+        for (uint32_t i = 0; i < n; i++, want++)
+            assert_int_equal(pid[i], want);
+    }
+    assert_int_equal(t.len, 0);
+    uint32_t n = drain(&t, UINT64_MAX - 1, dl, pid, 100000);
+    for (uint32_t i = 0; i < n; i++, want++)
+        assert_int_equal(pid[i], want);
+    assert_int_equal(want, next);
+    timers_destroy(&t);
+}
+
+static void cancelled_sends_leave_the_run_in_order(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    timers t;
+    timers_init(&t);
+    uint64_t ids[N];
+    for (uint32_t i = 0; i < N; i++)
+        assert_true(timers_arm_send(&t, 100 + i, i, msg_new("m", 1), &ids[i]) >= 0);
+    assert_int_equal(t.rlen, N);
+    /* cancel all but every fifth: past 64 cancels and half of the entries, a compaction */
+    for (uint32_t i = 0; i < N; i++)
+        if (i % 5) {
+            void *m = timers_cancel(&t, ids[i]);
+            assert_non_null(m);
+            msg_free(m);
+        }
+    assert_true(timers_pending(&t) < N);
+    static uint64_t dl[N], pid[N];
+    uint32_t n = drain(&t, UINT64_MAX - 1, dl, pid, N);
+    assert_int_equal(n, N / 5);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(pid[i], 5 * i);
+    timers_destroy(&t);
+}
+
 int main(void)
 {
     alarm(240);
@@ -391,6 +516,10 @@ int main(void)
         cmocka_unit_test(cancel_racing_the_fire_wins_exactly_once),
         cmocka_unit_test(million_send_timers_arm_and_fire),
         cmocka_unit_test(cancelled_sends_are_dropped_before_their_deadline),
+        cmocka_unit_test(entries_armed_in_order_take_the_run),
+        cmocka_unit_test(run_and_heap_interleave_in_deadline_order),
+        cmocka_unit_test(the_run_wraps_and_grows_in_order),
+        cmocka_unit_test(cancelled_sends_leave_the_run_in_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

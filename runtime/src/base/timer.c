@@ -1,4 +1,8 @@
-/* Timers: a binary min-heap of (deadline, pid, id) entries. A wake that finds its actor
+/* Timers: a binary min-heap of (deadline, pid, id) entries, beside a run of entries armed
+ * in deadline order (each no earlier than the run's last): the earliest entry is the
+ * earlier of the two heads. In tests/bench/timers.lua, 100,000 actors that each sleep 10 ms
+ * arm in deadline order, and popping them from a heap of tens of thousands was a sift
+ * through 15 levels of cold lines per timer. A wake that finds its actor
  * no longer waiting is harmless: every wait re-checks its own condition. A send timer's
  * message sits in an id map until it fires or is cancelled, whichever takes it first;
  * a cancelled send's heap entry is skipped when it falls due, or dropped earlier when
@@ -21,6 +25,8 @@ void timers_init(timers *t)
     atomic_store(&t->lock, 0);
     t->heap = NULL;
     t->len = t->cap = 0;
+    t->run = NULL;
+    t->rhead = t->rlen = t->rcap = 0;
     t->keys = NULL;
     t->vals = NULL;
     t->dls = NULL;
@@ -39,7 +45,10 @@ void timers_destroy(timers *t)
     free(t->vals);
     free(t->dls);
     free(t->heap);
+    free(t->run);
     t->heap = NULL;
+    t->run = NULL;
+    t->rhead = t->rlen = t->rcap = 0;
     t->keys = NULL;
     t->vals = NULL;
     t->dls = NULL;
@@ -123,10 +132,44 @@ static void *map_take(timers *t, uint64_t id)
     return m;
 }
 
+/* The run's oldest entry (rlen > 0). */
+static timer_entry *run_head(timers *t) { return &t->run[t->rhead]; }
+
+/* The earliest armed deadline; lock held. */
+static uint64_t earliest_of(timers *t)
+{
+    uint64_t h = t->len ? t->heap[0].deadline : UINT64_MAX;
+    uint64_t r = t->rlen ? run_head(t)->deadline : UINT64_MAX;
+    return h < r ? h : r;
+}
+
 static void publish_earliest(timers *t)
 {
-    atomic_store_explicit(&t->earliest, t->len ? t->heap[0].deadline : UINT64_MAX,
-                          memory_order_relaxed);
+    atomic_store_explicit(&t->earliest, earliest_of(t), memory_order_relaxed);
+}
+
+/* Whether an entry due at deadline joins the run (else the heap). */
+static int joins_run(const timers *t, uint64_t deadline)
+{
+    return t->rlen == 0 || deadline >= t->run[(t->rhead + t->rlen - 1) & (t->rcap - 1)].deadline;
+}
+
+/* Room for one more entry in the run. */
+static int run_reserve(timers *t)
+{
+    if (t->rlen < t->rcap)
+        return 0;
+    uint32_t cap = t->rcap ? t->rcap * 2 : 64;
+    timer_entry *r = malloc(cap * sizeof *r);
+    if (!r)
+        return -1;
+    for (uint32_t i = 0; i < t->rlen; i++)
+        r[i] = t->run[(t->rhead + i) & (t->rcap - 1)];
+    free(t->run);
+    t->run = r;
+    t->rhead = 0;
+    t->rcap = cap;
+    return 0;
 }
 
 static int heap_reserve(timers *t)
@@ -143,7 +186,7 @@ static int heap_reserve(timers *t)
 }
 
 /* Lock held, room reserved. */
-static int heap_push(timers *t, uint64_t deadline, uint64_t pid, uint64_t id)
+static void heap_push(timers *t, uint64_t deadline, uint64_t pid, uint64_t id)
 {
     uint32_t i = t->len++;
     while (i > 0) {
@@ -154,14 +197,30 @@ static int heap_push(timers *t, uint64_t deadline, uint64_t pid, uint64_t id)
         i = p;
     }
     t->heap[i] = (timer_entry){deadline, pid, id, NULL};
+}
+
+/* Arms an entry in the run or the heap: 1 if it is the earliest now (a tie is not), 0, or -1
+ * when there was no room for it. Lock held. */
+static int place(timers *t, uint64_t deadline, uint64_t pid, uint64_t id)
+{
+    uint64_t before = earliest_of(t);
+    if (joins_run(t, deadline)) {
+        if (run_reserve(t))
+            return -1;
+        t->run[(t->rhead + t->rlen++) & (t->rcap - 1)] = (timer_entry){deadline, pid, id, NULL};
+    } else {
+        if (heap_reserve(t))
+            return -1;
+        heap_push(t, deadline, pid, id);
+    }
     publish_earliest(t);
-    return i == 0;
+    return deadline < before;
 }
 
 int timers_arm(timers *t, uint64_t deadline, uint64_t pid)
 {
     t_lock(t);
-    int r = heap_reserve(t) ? -1 : heap_push(t, deadline, pid, 0);
+    int r = place(t, deadline, pid, 0);
     t_unlock(t);
     return r;
 }
@@ -171,7 +230,8 @@ static int map_has(const timers *t, uint64_t id);
 int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id)
 {
     t_lock(t);
-    if (heap_reserve(t) || map_reserve(t)) {
+    /* room in both first: past the id map's entry nothing may fail */
+    if ((joins_run(t, deadline) ? run_reserve(t) : heap_reserve(t)) || map_reserve(t)) {
         t_unlock(t);
         return -1;
     }
@@ -181,7 +241,7 @@ int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint
         t->next_id = t->next_id >= TIMER_ID_LIMIT ? 1 : t->next_id + 1;
     } while (map_has(t, *id));
     map_put(t, *id, msg, deadline);
-    int r = heap_push(t, deadline, dest, *id);
+    int r = place(t, deadline, dest, *id);
     t_unlock(t);
     return r;
 }
@@ -215,7 +275,7 @@ static void sift_down_from(timers *t, uint32_t i, timer_entry x)
 
 static void sift_down(timers *t) { sift_down_from(t, 0, t->heap[t->len]); }
 
-/* Drops the entries of cancelled sends and re-heapifies; lock held. */
+/* Drops the entries of cancelled sends, re-heapifies, and keeps the run's order; lock held. */
 static void compact(timers *t)
 {
     uint32_t n = 0;
@@ -223,6 +283,13 @@ static void compact(timers *t)
         if (!t->heap[i].id || map_has(t, t->heap[i].id))
             t->heap[n++] = t->heap[i];
     t->len = n;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < t->rlen; i++) {
+        timer_entry e = t->run[(t->rhead + i) & (t->rcap - 1)];
+        if (!e.id || map_has(t, e.id))
+            t->run[(t->rhead + kept++) & (t->rcap - 1)] = e;
+    }
+    t->rlen = kept;
     t->cancelled = 0;
     for (uint32_t i = n / 2; i-- > 0;)
         sift_down_from(t, i, t->heap[i]);
@@ -233,7 +300,7 @@ void *timers_cancel(timers *t, uint64_t id)
 {
     t_lock(t);
     void *m = map_take(t, id);
-    if (m && ++t->cancelled > 64 && t->cancelled * 2 > t->len)
+    if (m && ++t->cancelled > 64 && t->cancelled * 2 > t->len + t->rlen)
         compact(t);
     t_unlock(t);
     return m;
@@ -256,7 +323,7 @@ uint64_t timers_deadline(timers *t, uint64_t id)
 uint32_t timers_pending(timers *t)
 {
     t_lock(t);
-    uint32_t n = t->len;
+    uint32_t n = t->len + t->rlen;
     t_unlock(t);
     return n;
 }
@@ -267,11 +334,24 @@ uint32_t timers_due(timers *t, uint64_t now, timer_entry *out, uint32_t max)
         return 0;
     uint32_t n = 0;
     t_lock(t);
-    while (n < max && t->len && t->heap[0].deadline <= now) {
-        timer_entry e = t->heap[0];
-        t->len--;
-        if (t->len)
-            sift_down(t);
+    while (n < max) {
+        /* the earlier of the two heads (the run's on a tie) */
+        timer_entry e;
+        int from_run = t->rlen && (!t->len || run_head(t)->deadline <= t->heap[0].deadline);
+        if (from_run) {
+            if (run_head(t)->deadline > now)
+                break;
+            e = *run_head(t);
+            t->rhead = (t->rhead + 1) & (t->rcap - 1);
+            t->rlen--;
+        } else {
+            if (!t->len || t->heap[0].deadline > now)
+                break;
+            e = t->heap[0];
+            t->len--;
+            if (t->len)
+                sift_down(t);
+        }
         /* a send fires only if no cancel took its message first */
         if (e.id && !(e.msg = map_take(t, e.id))) {
             t->cancelled--;

@@ -1310,7 +1310,8 @@ static void build_image(lua_State *L, unsigned libs)
             open_lib(L, lib);
     /* the smarm table with the functions most actors use (its __index adds each on first
      * use, a closure and an interned name per actor otherwise) */
-    static const char *const hot[] = {"self", "send", "recv", "spawn", "now", "sleep", "exit", NULL};
+    static const char *const hot[] = {"self", "send",  "recv", "spawn",
+                                      "now",  "sleep", "exit", NULL};
     push_library(L);
     for (const char *const *f = hot; *f; f++) {
         lua_getfield(L, -1, *f);
