@@ -32,10 +32,13 @@ describe("gen_server", function()
       -- request (or its channel) for the life of the caller
       local pid = assert(gen_server.start("support.counter", {}))
       local weak = setmetatable({}, { __mode = "k" })
-      local req = { "add", 2 }
-      weak[req] = true
-      assert.are.equal(2, gen_server.call(pid, req))
-      req = nil
+      -- (in a function of its own: its frame holds the request only until it returns)
+      local function call_once()
+         local req = { "add", 2 }
+         weak[req] = true
+         assert.are.equal(2, gen_server.call(pid, req))
+      end
+      call_once()
       collectgarbage()
       collectgarbage()
       assert.is_nil(next(weak))
