@@ -240,4 +240,41 @@ describe("channels", function()
          assert.are.same({ nil, "closed" }, { rx:recv(5) })
       end
    end)
+
+   it("keep working after Lua code empties the runtime's registry entries", function()
+      -- the runtime keeps its metatables and a wait's anchor under light userdata keys, and
+      -- caches them in roots no Lua code reaches: clearing the registry must neither crash
+      -- (a cached object freed) nor break channels, waits or calls
+      smarm.spawn(function(parent)
+         local s = require "smarm"
+         local gen_server = require "smarm.gen_server"
+         local tx, rx = s.channel()
+         tx:send(1)
+         assert(rx:recv(1) == 1)
+         local server = assert(gen_server.start("support.counter", {}))
+         assert(gen_server.call(server, { "add", 2 }) == 2)
+         local reg = debug.getregistry()
+         local keys = {}
+         for k in pairs(reg) do
+            if type(k) == "userdata" then keys[#keys + 1] = k end
+         end
+         for _, k in ipairs(keys) do reg[k] = nil end
+         collectgarbage()
+         collectgarbage()
+         -- the old endpoints, new ones, a wait that parks, a monitor, a call
+         tx:send(2)
+         assert(rx:recv(1) == 2)
+         local tx2, rx2 = s.channel()
+         s.spawn(function(t) require("smarm").sleep(0.01); t:send("late") end, tx2)
+         assert(rx2:recv(5) == "late")
+         assert(gen_server.call(server, { "add", 3 }) == 5)
+         local mon = s.monitor(server)
+         assert(gen_server.stop(server, "normal", 5))
+         assert(mon:recv(5))
+         s.send(parent, { ok = #keys })
+      end, smarm.self())
+      local m = smarm.recv(10)
+      assert.is_table(m)
+      assert.is_true(m.ok > 0)
+   end)
 end)
