@@ -35,9 +35,7 @@ void blocks_put_slow(void *b, block_list *l)
         pthread_once(&blocks_once, blocks_key_make);
         if (blocks_key_ok && pthread_setspecific(blocks_key, &blocks_mine) == 0) {
             blocks_mine.registered = 1;
-            *(void **)b = l->head;
-            l->head = b;
-            l->n++;
+            blocks_push(l, b);
             return;
         }
     }

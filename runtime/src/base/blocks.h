@@ -48,18 +48,22 @@ static inline void *blocks_get(size_t n)
     return malloc(k ? BLOCK_LARGE : BLOCK_SMALL);
 }
 
+static inline void blocks_push(block_list *l, void *b)
+{
+    *(void **)b = l->head;
+    l->head = b;
+    l->n++;
+}
+
 /* Gives back a block blocks_get(n) returned (n: the same size class). */
 static inline void blocks_put(void *b, size_t n)
 {
     blocks_tls *t = &blocks_mine;
     block_list *l = &t->lists[blocks_class(n)];
-    if (__builtin_expect(l->n < BLOCKS_KEEP && t->registered, 1)) {
-        *(void **)b = l->head;
-        l->head = b;
-        l->n++;
-        return;
-    }
-    blocks_put_slow(b, l);
+    if (__builtin_expect(l->n < BLOCKS_KEEP && t->registered, 1))
+        blocks_push(l, b);
+    else
+        blocks_put_slow(b, l);
 }
 
 #endif

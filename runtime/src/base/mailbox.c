@@ -27,22 +27,15 @@ static inline int injected_failure(void)
 /* Messages of up to BLOCK_LARGE bytes, header included (most are: a flat {hop = k} takes 8
  * bytes), are the thread's small blocks (base/blocks.h): malloc and free were a sixth of a
  * flat message's cost. */
-static inline int is_small(size_t len, size_t extralen)
-{
-    return sizeof(msg) + len + extralen <= BLOCK_LARGE;
-}
+static inline size_t msg_bytes(size_t len, size_t extralen) { return sizeof(msg) + len + extralen; }
 
 /* Inlined in both makers: msg_new (every send) folds the extra part away. */
 static inline msg *msg_make(const void *data, size_t len, const void *extra, size_t extralen)
 {
-    msg *m;
     if (injected_failure())
         return NULL;
-    if (is_small(len, extralen)) {
-        m = blocks_get(sizeof(msg) + len + extralen);
-    } else {
-        m = malloc(sizeof(msg) + len + extralen);
-    }
+    size_t n = msg_bytes(len, extralen);
+    msg *m = n <= BLOCK_LARGE ? blocks_get(n) : malloc(n);
     if (!m)
         return NULL;
     m->next = NULL;
@@ -69,7 +62,7 @@ void msg_free(msg *m)
      * then the receiver's value holds them) */
     if (!m->cache)
         wire_release(m->data, m->len);
-    size_t n = sizeof(msg) + m->len + m->extra;
+    size_t n = msg_bytes(m->len, m->extra);
     if (n <= BLOCK_LARGE)
         blocks_put(m, n);
     else

@@ -213,8 +213,10 @@ static int place(timers *t, uint64_t deadline, uint64_t pid, uint64_t id)
             return -1;
         heap_push(t, deadline, pid, id);
     }
-    publish_earliest(t);
-    return deadline < before;
+    if (deadline >= before)
+        return 0;
+    atomic_store_explicit(&t->earliest, deadline, memory_order_relaxed);
+    return 1;
 }
 
 int timers_arm(timers *t, uint64_t deadline, uint64_t pid)
@@ -230,8 +232,7 @@ static int map_has(const timers *t, uint64_t id);
 int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint64_t *id)
 {
     t_lock(t);
-    /* room in both first: past the id map's entry nothing may fail */
-    if ((joins_run(t, deadline) ? run_reserve(t) : heap_reserve(t)) || map_reserve(t)) {
+    if (map_reserve(t)) {
         t_unlock(t);
         return -1;
     }
@@ -240,8 +241,10 @@ int timers_arm_send(timers *t, uint64_t deadline, uint64_t dest, void *msg, uint
         *id = t->next_id;
         t->next_id = t->next_id >= TIMER_ID_LIMIT ? 1 : t->next_id + 1;
     } while (map_has(t, *id));
-    map_put(t, *id, msg, deadline);
+    /* the entry first: the id map has room reserved, so past it nothing can fail */
     int r = place(t, deadline, dest, *id);
+    if (r >= 0)
+        map_put(t, *id, msg, deadline);
     t_unlock(t);
     return r;
 }

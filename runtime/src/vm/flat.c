@@ -298,23 +298,18 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
 #define TPL_ENTRY 3  /* array slots per entry: the template, its signature, the shape seen last */
 #define TPL_PAIRS 16 /* records of more pairs (or with an array part) are made key by key */
 /* Fewer keys are made key by key too: a template is about five lines of the receiver's
- * memory (the holder, its entry, the signature, the template and its nodes) against two per
+ * memory (the roots, its entry, the signature, the template and its nodes) against two per
  * key (the string table's bucket and the key's string), and in a ring of a thousand actors
  * every receiver's memory is cold (cachegrind: 4 more misses per hop with one-key records
  * from templates, for 150 fewer instructions). */
 #define TPL_MIN_PAIRS 2
 #define SIG_MAX (2 + FLAT_MAX + TPL_PAIRS) /* counts, key bytes, a node index per key */
 
-#define KEY_AT (TPL_SLOTS * TPL_ENTRY + 1) /* the holder's slot anchoring the receiver's key */
-#define HOLDER_SIZE (KEY_AT + 1)
+#define KEY_AT (TPL_SLOTS * TPL_ENTRY + 1) /* the roots' slot anchoring the receiver's key */
+#define FLAT_SLOTS (KEY_AT + 1)
 
-/* The holder is the state's roots (vm/ljx.h), whose first slots are the templates' */
-_Static_assert(HOLDER_SIZE <= LJX_ROOTS_FLAT, "the roots' flat slots hold the holder's");
-
-static GCtab *holder(lua_State *L) { return ljx_roots(L); }
-
-/* The holder, made on first use. */
-static GCtab *holder_made(lua_State *L) { return ljx_roots_made(L); }
+/* The templates and the kept key live in the state's roots (vm/ljx.h), in its first slots */
+_Static_assert(FLAT_SLOTS <= LJX_ROOTS_FLAT, "the roots' flat slots hold the templates");
 
 /* The bytes of the string key at p (checked by flat_decodable): its tag, length, data. */
 static inline size_t key_bytes(const unsigned char *p)
@@ -329,7 +324,7 @@ static inline size_t key_bytes(const unsigned char *p)
 static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, unsigned npairs,
                   unsigned char *sig, size_t siglen, uint32_t hash)
 {
-    GCtab *h = holder_made(L);
+    GCtab *h = ljx_roots_made(L);
     TValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
     if (!tvisnum(&e[2]) || numV(&e[2]) != (lua_Number)hash) {
         setnumV(&e[2], (lua_Number)hash);
@@ -358,7 +353,7 @@ static void learn(lua_State *L, GCtab *t, const unsigned char *const *keyat, uns
  * the receiver keeps the string of the key of its one-key records (a->vm.flat_key), taken in
  * the second time in a row it was not the kept one (a stream of ever new keys never pays for
  * the anchoring), and compares it by length and bytes: the string's own line, which the
- * receiver's Lua code reads anyway to look the key up. The holder's slot KEY_AT anchors it,
+ * receiver's Lua code reads anyway to look the key up. The roots' slot KEY_AT anchors it,
  * so a kept string is never collected, hence never dead; a pooled state's reset forgets
  * both, and the next actor's record starts without one. */
 
@@ -385,7 +380,7 @@ static void dec_key(lua_State *L, TValue *o, const unsigned char **pp, actor *a)
         return;
     }
     a->vm.flat_key_seen = 0;
-    GCtab *h = holder_made(L);
+    GCtab *h = ljx_roots_made(L);
     setstrV(L, tvref(h->array) + KEY_AT, strV(o));
     lj_gc_anybarriert(L, h);
     a->vm.flat_key = strV(o);
@@ -411,7 +406,7 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
         p += kb;
         dec_scalar(L, &vals[i], &p);
     }
-    GCtab *h = holder(L);
+    GCtab *h = ljx_roots(L);
     if (h) {
         cTValue *e = tvref(h->array) + 1 + (hash % TPL_SLOTS) * TPL_ENTRY;
         if (tvisstr(&e[1]) && strV(&e[1])->len == n + npairs && tvistab(&e[0])) {

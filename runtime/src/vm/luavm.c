@@ -1190,8 +1190,8 @@ static luavm_pool *pool_for(luavm_shared *vm, smarm_runtime *rt, int take)
     luavm_pool *own = pool_of_thread(vm);
     if (!own)
         return NULL;
-    uint32_t k = atomic_load_explicit(&own->n, memory_order_relaxed);
-    if (take ? k > 0 : k < POOL_STATES)
+    /* the common case without a look at the other pools' lines */
+    if (pool_can(atomic_load_explicit(&own->n, memory_order_relaxed), take, POOL_STATES))
         return own;
     uint32_t n[POOL_SLOTS];
     int used = rt->nsched < POOL_SLOTS ? rt->nsched : POOL_SLOTS;
