@@ -343,6 +343,8 @@ describe("gen_server", function()
       end
       assert.is_nil(mon:recv(0))
       assert.is_true(gen_server.stop(pid, "normal", 5))
+      -- its terminate's report, which would otherwise be left to the next spec's receives
+      assert.are.equal("normal", expect("terminated").terminated)
    end)
 
    it("refuses bad arguments", function()
