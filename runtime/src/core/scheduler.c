@@ -404,8 +404,84 @@ int sched_work_waiting(smarm_runtime *rt, uint64_t now)
     return 0;
 }
 
+/* ---- a spawner held behind quick new actors ----
+ *
+ * A spawner keeps its place ahead of the actors it spawned (enqueue_spawner), so that it is
+ * not held up by their first slices when they compute. When they are quick (they boot and
+ * wait, or end), that place let a loop of spawns outrun them without bound: in
+ * tests/bench/timers.lua (100,000 actors that each sleep 10 ms) some 85,000 were alive at
+ * once, each with an actor record and soon a Lua state on memory never touched before (BEAM's
+ * twin peaks at 8,000: its spawner goes to the back of the run queue at the end of its slice,
+ * behind what it spawned). So a spawner preempted while HOLD_BACKLOG or more new actors wait
+ * for s is held by s instead, and queued again once fewer than HOLD_RELEASE wait; at once
+ * when one of them computes (see computes: then HOLD_QUICK quick first runs must follow
+ * before s holds a spawner again), when s has nothing else to run, when an idle sibling takes
+ * it (steal_held), and when the watchdog or a spare empties s's runnext
+ * (sched_release_runnext). A scheduler holds one spawner; others go ahead as before. */
+#define HOLD_BACKLOG 256u
+#define HOLD_RELEASE 32u
+#define HOLD_QUICK 64
+#define HOLD_COMPUTE_NS (PROBATION_MIN_NS / 2)
+
+/* Whether a, at the end of its first run (at now), proved to compute: it used up its first
+ * slice, preempted in Lua code (interpreted or compiled; not at a C function's return or a
+ * runtime safe point), spawned nothing in it (a spawner is what is held) and ran its body for
+ * HOLD_COMPUTE_NS of it. Its boot does not count: a boot that touched fresh memory took
+ * milliseconds on this project's VM, and a preemption signal pending since lands at the
+ * body's first instructions. */
+static inline int computes(actor *a, uint64_t now)
+{
+    return (a->run.leave == LEAVE_YIELD || a->run.leave == LEAVE_YIELD_CO) &&
+           a->stats.preempt_hook + a->stats.preempt_jit > 0 && !a->run.spawned && a->vm.body_at &&
+           now - a->vm.body_at >= HOLD_COMPUTE_NS;
+}
+
+/* Queues the spawner s holds, if any (from any thread). */
+static void release_held(sched *s)
+{
+    uint32_t h = atomic_exchange_explicit(&s->held, 0, memory_order_acq_rel);
+    if (h)
+        enqueue_spawner(s->rt, h - 1);
+}
+
+/* Whether s holds the spawner idx back (see above). */
+static int hold(sched *s, uint32_t idx)
+{
+    if (s->quick_due || s->id >= s->rt->nsched || new_waiting(s) < HOLD_BACKLOG ||
+        atomic_load_explicit(&s->held, memory_order_relaxed))
+        return 0;
+    atomic_store_explicit(&s->held, idx + 1, memory_order_release);
+    return 1;
+}
+
+/* After a run on s (first: it was a new actor's first, is_long: it computed, see computes):
+ * whether the spawner it holds may go again. */
+static inline void held_after_run(sched *s, int first, int is_long)
+{
+    if (first) {
+        if (is_long)
+            s->quick_due = HOLD_QUICK;
+        else if (s->quick_due)
+            s->quick_due--;
+    }
+    if (__builtin_expect(atomic_load_explicit(&s->held, memory_order_relaxed) != 0, 0) &&
+        ((first && is_long) || new_waiting(s) < HOLD_RELEASE))
+        release_held(s);
+}
+
+/* The spawner s holds, taken to run now (s has nothing else). */
+static inline int take_held(sched *s, uint32_t *idx)
+{
+    uint32_t h = atomic_exchange_explicit(&s->held, 0, memory_order_acq_rel);
+    if (!h)
+        return 0;
+    *idx = h - 1;
+    return 1;
+}
+
 void sched_release_runnext(sched *s)
 {
+    release_held(s);
     uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
     if (n) {
         atomic_fetch_add_explicit(&s->runnext_released, 1, memory_order_relaxed);
@@ -415,14 +491,27 @@ void sched_release_runnext(sched *s)
         enqueue(s->rt, n);
 }
 
-/* An actor that left its slice still runnable: behind the others that used up theirs,
- * unless it spawned meanwhile (see sched_spawn). */
-static void requeue(smarm_runtime *rt, actor *a, uint32_t idx)
+/* An idle s takes the spawner a sibling holds: it spawns here while the sibling runs what it
+ * spawned there. */
+static int steal_held(sched *s, uint32_t *idx)
 {
-    if (a->run.spawned)
-        enqueue_spawner(rt, idx);
-    else
-        enqueue_yielded(rt, idx);
+    smarm_runtime *rt = s->rt;
+    for (int i = 0; i < rt->nsched; i++) {
+        sched *o = &rt->scheds[i];
+        if (o != s && atomic_load_explicit(&o->held, memory_order_relaxed) && take_held(o, idx))
+            return 1;
+    }
+    return 0;
+}
+
+/* An actor that left its slice still runnable: behind the others that used up theirs,
+ * unless it spawned meanwhile (see sched_spawn, and hold above). */
+static void requeue(sched *s, actor *a, uint32_t idx)
+{
+    if (!a->run.spawned)
+        enqueue_yielded(s->rt, idx);
+    else if (!hold(s, idx))
+        enqueue_spawner(s->rt, idx);
 }
 
 /* An actor woken by the actor running on this scheduler runs next here: it is
@@ -882,9 +971,8 @@ static void vote_share(sched *s, int by)
  * owner has not come back to it for a tick (sched_share_backlog). With this, spawn.lua moves
  * 0.3-3% of its children at -S 2 (300-3,000 of 100,000, the most on a loaded machine), and
  * skynet a dozen subtrees. */
-static void note_first_run(sched *s, actor *a, int from, uint64_t began)
+static void note_first_run(sched *s, actor *a, int from, int is_long)
 {
-    int is_long = park_now_ns() - began >= SHARE_NS;
     if (from < 0 || from == s->id) {
         if (is_long)
             vote_share(s, 1);
@@ -968,8 +1056,14 @@ static void run_actor(sched *s, uint32_t idx)
         switch_in(s, a);
         if (TRACE_ON(rt))
             trace_rec(s, TRACE_END, a->pid, 0, 0, a->run.leave);
-        if (first && rt->nsched > 1) /* no sibling to share with at -S 1 */
-            note_first_run(s, a, from, began);
+        if (first) {
+            uint64_t now = park_now_ns();
+            if (rt->nsched > 1) /* no sibling to share with at -S 1 */
+                note_first_run(s, a, from, now - began >= SHARE_NS);
+            held_after_run(s, 1, from >= 0 && computes(a, now));
+        } else if (__builtin_expect(atomic_load_explicit(&s->held, memory_order_relaxed), 0)) {
+            held_after_run(s, 0, 0);
+        }
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
@@ -988,13 +1082,13 @@ static void run_actor(sched *s, uint32_t idx)
             if (a->run.pinned)
                 pin(s, a);
             else
-                requeue(rt, a, idx);
+                requeue(s, a, idx);
             return;
         case LEAVE_YIELD_CO:
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
             slot_requeue(sl, gen);
-            requeue(rt, a, idx);
+            requeue(s, a, idx);
             return;
         case LEAVE_PARK_CO:
             stackwatch_parked(a, 0);
@@ -1098,7 +1192,7 @@ static int next_runnable(sched *s, uint32_t *idx)
         *idx = runnext_idx(n);
         return 1;
     }
-    return unpin(s, idx) || steal_spawned(s, idx);
+    return unpin(s, idx) || take_held(s, idx) || steal_spawned(s, idx) || steal_held(s, idx);
 }
 
 /* Takes one actor from o's home queue if o shares it (it has not run out of work for a

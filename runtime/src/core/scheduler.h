@@ -103,6 +103,10 @@ typedef struct sched {
     alignas(64) _Atomic int share_votes;
     _Atomic int share_stale;
     uint64_t touches_seen; /* new_touches at the watchdog's last tick */
+    /* a spawner held back behind the new actors it queued here (index + 1, 0 = none), and
+     * the quick first runs still to see here before one is held again (scheduler.c, hold) */
+    _Atomic uint32_t held;
+    uint32_t quick_due;
 } sched;
 
 enum { SPARE_OFF = 0, SPARE_IDLE, SPARE_ACTIVE };

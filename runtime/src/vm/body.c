@@ -439,6 +439,7 @@ void body_entry(actor *a)
             luavm_close(a);
             sched_leave(a, LEAVE_DONE);
         }
+        a->vm.body_at = park_now_ns();
     } else {
         /* a cycle its collector would start soon runs now, before the continuation takes
          * anything (vm/collect.h) */
