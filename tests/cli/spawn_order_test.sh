@@ -128,4 +128,40 @@ echo "-S 1, 2,000 actors that compute: ${started:-?} ran before their spawner's 
 # 3 measured
 [ "${started:-99999}" -lt 200 ] || fail "hogs: ${started:-?} ran while their spawner waited"
 
+# Two such loops on one scheduler take turns: each is held behind the new actors in turn, and
+# both are let go together. With one spawner held at a time, the other went ahead of the new
+# actors and the held one waited for the whole of its loop (the first's "done" came before the
+# second's "quarter").
+cat >"$TMP/two.lua" <<'LUA'
+local smarm = require "smarm"
+local function spawner(parent, name, n)
+   local s = require "smarm"
+   local function quick() end
+   s.send(parent, "ready")
+   assert(s.recv(60) == "go")
+   for i = 1, n do
+      s.spawn(quick)
+      if i == n / 4 then s.send(parent, name .. " quarter") end
+   end
+   s.send(parent, name .. " done")
+end
+local me = smarm.self()
+local a = smarm.spawn(spawner, me, "A", 60000)
+local b = smarm.spawn(spawner, me, "B", 60000)
+assert(smarm.recv(60) == "ready")
+assert(smarm.recv(60) == "ready")
+smarm.send(a, "go")
+smarm.send(b, "go")
+local order = {}
+for i = 1, 4 do order[i] = assert(smarm.recv(60), "a spawner did not report") end
+print(table.concat(order, ", "))
+LUA
+run -S 1 "$TMP/two.lua"
+expect_status 0 "two spawners: status"
+echo "-S 1, two loops of 60,000 spawns: $out"
+case "$out" in
+*quarter*quarter*done*done*) ;;
+*) fail "two spawners: one finished before the other was a quarter through ($out)" ;;
+esac
+
 finish

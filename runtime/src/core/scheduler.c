@@ -417,7 +417,9 @@ int sched_work_waiting(smarm_runtime *rt, uint64_t now)
  * when one of them computes (see computes: then HOLD_QUICK quick first runs must follow
  * before s holds a spawner again), when s has nothing else to run, when an idle sibling takes
  * it (steal_held), and when the watchdog or a spare empties s's runnext
- * (sched_release_runnext). A scheduler holds one spawner; others go ahead as before. */
+ * (sched_release_runnext). All the spawners s holds go together, so two of them take turns
+ * (with one held at a time, a spawner held behind a second one waited for the whole of the
+ * second's loop); past SCHED_HELD_MAX more go ahead as before. */
 #define HOLD_BACKLOG 256u
 #define HOLD_RELEASE 32u
 #define HOLD_QUICK 64
@@ -436,26 +438,42 @@ static inline int computes(actor *a, uint64_t now)
            now - a->vm.body_at >= HOLD_COMPUTE_NS;
 }
 
-/* Queues the spawner s holds, if any (from any thread). */
+/* Queues the spawners s holds, oldest first (from any thread). */
 static void release_held(sched *s)
 {
-    uint32_t h = atomic_exchange_explicit(&s->held, 0, memory_order_acq_rel);
-    if (h)
-        enqueue_spawner(s->rt, h - 1);
+    if (atomic_load_explicit(&s->nheld, memory_order_relaxed) == 0)
+        return;
+    uint32_t idx[SCHED_HELD_MAX];
+    spin_lock(&s->held_lock);
+    uint32_t n = atomic_load_explicit(&s->nheld, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        idx[i] = s->held[i];
+    atomic_store_explicit(&s->nheld, 0, memory_order_relaxed);
+    spin_unlock(&s->held_lock);
+    for (uint32_t i = 0; i < n; i++)
+        enqueue_spawner(s->rt, idx[i]);
 }
 
-/* Whether s holds the spawner idx back (see above). */
+/* Whether s holds the spawner idx back (see above): not while its new actors compute, not
+ * on a spare, not if fewer than HOLD_BACKLOG wait, not if it holds SCHED_HELD_MAX already. */
 static int hold(sched *s, uint32_t idx)
 {
-    if (s->quick_due || s->id >= s->rt->nsched || new_waiting(s) < HOLD_BACKLOG ||
-        atomic_load_explicit(&s->held, memory_order_relaxed))
+    if (s->quick_due || s->id >= s->rt->nsched || new_waiting(s) < HOLD_BACKLOG)
         return 0;
-    atomic_store_explicit(&s->held, idx + 1, memory_order_release);
-    return 1;
+    int held = 0;
+    spin_lock(&s->held_lock);
+    uint32_t n = atomic_load_explicit(&s->nheld, memory_order_relaxed);
+    if (n < SCHED_HELD_MAX) {
+        s->held[n] = idx;
+        atomic_store_explicit(&s->nheld, n + 1, memory_order_relaxed);
+        held = 1;
+    }
+    spin_unlock(&s->held_lock);
+    return held;
 }
 
 /* After a run on s (first: it was a new actor's first, is_long: it computed, see computes):
- * whether the spawner it holds may go again. */
+ * whether the spawners it holds may go again. */
 static inline void held_after_run(sched *s, int first, int is_long)
 {
     if (first) {
@@ -464,19 +482,29 @@ static inline void held_after_run(sched *s, int first, int is_long)
         else if (s->quick_due)
             s->quick_due--;
     }
-    if (__builtin_expect(atomic_load_explicit(&s->held, memory_order_relaxed) != 0, 0) &&
+    if (__builtin_expect(atomic_load_explicit(&s->nheld, memory_order_relaxed) != 0, 0) &&
         ((first && is_long) || new_waiting(s) < HOLD_RELEASE))
         release_held(s);
 }
 
-/* The spawner s holds, taken to run now (s has nothing else). */
-static inline int take_held(sched *s, uint32_t *idx)
+/* The oldest spawner s holds, taken to run now (by s, which has nothing else, or by an idle
+ * sibling); the others stay held. */
+static int take_held(sched *s, uint32_t *idx)
 {
-    uint32_t h = atomic_exchange_explicit(&s->held, 0, memory_order_acq_rel);
-    if (!h)
+    if (atomic_load_explicit(&s->nheld, memory_order_relaxed) == 0)
         return 0;
-    *idx = h - 1;
-    return 1;
+    int got = 0;
+    spin_lock(&s->held_lock);
+    uint32_t n = atomic_load_explicit(&s->nheld, memory_order_relaxed);
+    if (n > 0) {
+        *idx = s->held[0];
+        for (uint32_t i = 1; i < n; i++)
+            s->held[i - 1] = s->held[i];
+        atomic_store_explicit(&s->nheld, n - 1, memory_order_relaxed);
+        got = 1;
+    }
+    spin_unlock(&s->held_lock);
+    return got;
 }
 
 void sched_release_runnext(sched *s)
@@ -498,7 +526,7 @@ static int steal_held(sched *s, uint32_t *idx)
     smarm_runtime *rt = s->rt;
     for (int i = 0; i < rt->nsched; i++) {
         sched *o = &rt->scheds[i];
-        if (o != s && atomic_load_explicit(&o->held, memory_order_relaxed) && take_held(o, idx))
+        if (o != s && take_held(o, idx))
             return 1;
     }
     return 0;
@@ -1061,7 +1089,7 @@ static void run_actor(sched *s, uint32_t idx)
             if (rt->nsched > 1) /* no sibling to share with at -S 1 */
                 note_first_run(s, a, from, now - began >= SHARE_NS);
             held_after_run(s, 1, from >= 0 && computes(a, now));
-        } else if (__builtin_expect(atomic_load_explicit(&s->held, memory_order_relaxed), 0)) {
+        } else if (__builtin_expect(atomic_load_explicit(&s->nheld, memory_order_relaxed), 0)) {
             held_after_run(s, 0, 0);
         }
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);

@@ -20,6 +20,8 @@ enum sched_kind { SCHED_LOOP = 0, SCHED_POOL };
 /* Aligned to a cache line (and allocated so, sched_start): neighbours in rt->scheds are
  * different threads, and one's last counters sat on the line of the next one's saved stack
  * pointer, written at every switch. */
+#define SCHED_HELD_MAX 8 /* spawners a scheduler may hold (scheduler.c, hold) */
+
 typedef struct sched {
     alignas(64) smarm_runtime *rt;
     int id;
@@ -103,9 +105,12 @@ typedef struct sched {
     alignas(64) _Atomic int share_votes;
     _Atomic int share_stale;
     uint64_t touches_seen; /* new_touches at the watchdog's last tick */
-    /* a spawner held back behind the new actors it queued here (index + 1, 0 = none), and
-     * the quick first runs still to see here before one is held again (scheduler.c, hold) */
-    _Atomic uint32_t held;
+    /* spawners held back behind the new actors queued here, oldest first (scheduler.c, hold;
+     * under held_lock, nheld also read without it), and the quick first runs still to see
+     * here before one is held again */
+    _Atomic uint32_t held_lock;
+    _Atomic uint32_t nheld;
+    uint32_t held[SCHED_HELD_MAX];
     uint32_t quick_due;
 } sched;
 
