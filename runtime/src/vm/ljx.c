@@ -1544,8 +1544,13 @@ int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void
      * penalties of prototypes that are garbage now */
     ljx_jit_copy(L, from);
     lj_dispatch_init_hotcount(g);
-    memset(J->penalty, 0, sizeof J->penalty);
-    J->penaltyslot = 0;
+    /* the penalty slots are taken in order from penaltyslot, which starts at 0: with it at 0
+     * and the last slot empty, none was taken since the last reset (most states never record
+     * a trace), and the 512-byte memset is skipped */
+    if (J->penaltyslot != 0 || mref(J->penalty[PENALTY_SLOTS - 1].pc, const BCIns) != NULL) {
+        memset(J->penalty, 0, sizeof J->penalty);
+        J->penaltyslot = 0;
+    }
     if (g->gc.state != GCSpause || g->gc.total > base + collect_at)
         lj_gc_fullgc(L);
     /* about the room lua_newstate leaves before the first cycle (collectgarbage("stop") left
