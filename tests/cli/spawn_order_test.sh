@@ -36,15 +36,19 @@ local smarm = require "smarm"
 smarm.spawn(node, smarm.self(), 0, 10000)
 print("most alive " .. smarm.recv(60))
 LUA
-for s in 1 2; do
-   run -S "$s" "$TMP/tree.lua"
-   expect_status 0 "-S $s tree: status"
+# most_alive S SCRIPT WHAT BOUND: runs SCRIPT (which prints "most alive N") at -S S, and fails
+# unless N < BOUND.
+most_alive() {
+   run -S "$1" "$2"
+   expect_status 0 "-S $1 $3: status"
    most=$(sed -n 's/^most alive \([0-9]*\)$/\1/p' <<<"$out")
-   echo "-S $s, a tree of 11,111 actors: at most ${most:-?} alive at a leaf's run"
-   # depth-first keeps some tens alive per scheduler (40-500 measured, sanitizers and load
-   # included); the FIFO before the spawn stack: about 8,100
-   [ "${most:-99999}" -lt 3000 ] || fail "-S $s tree: ${most:-?} actors alive at once"
-done
+   echo "-S $1, $3: at most ${most:-?} alive at once"
+   [ "${most:-99999}" -lt "$4" ] || fail "-S $1 $3: ${most:-?} actors alive at once"
+}
+
+# depth-first keeps some tens alive per scheduler at a leaf's run (40-500 measured, sanitizers
+# and load included); the FIFO before the spawn stack: about 8,100
+for s in 1 2; do most_alive "$s" "$TMP/tree.lua" "a tree of 11,111 actors" 3000; done
 
 # 2,000 children of one spawner overflow its stack of 256: the oldest spill to the shared new
 # queue, and every child still runs once (each answers with its number).
@@ -73,14 +77,15 @@ done
 # A loop that spawns actors which end at once outruns them: it is preempted at the end of each
 # slice, and while 256 or more of its new actors wait it is held behind them until they have
 # run (BEAM's spawner goes behind what it spawned the same way). Before, it kept its place
-# ahead of them and all 60,000 were alive when the loop ended, each with its actor record.
+# ahead of them and at -S 1 all 200,000 were alive when the loop ended, each with its actor
+# record.
 cat >"$TMP/loop.lua" <<'LUA'
 local smarm = require "smarm"
 local ffi, C = require "ffi", require "smarm.ffi"
 local st = ffi.new("smarm_runtime_stats")
 local function quick() end
 local most = 0
-for i = 1, 60000 do
+for i = 1, 200000 do
    smarm.spawn(quick)
    if i % 500 == 0 then
       C.smarm_ffi_runtime_stats(st)
@@ -89,15 +94,12 @@ for i = 1, 60000 do
 end
 print("most alive " .. most)
 LUA
-for s in 1 2; do
-   run -S "$s" "$TMP/loop.lua"
-   expect_status 0 "-S $s spawn loop: status"
-   most=$(sed -n 's/^most alive \([0-9]*\)$/\1/p' <<<"$out")
-   echo "-S $s, a loop of 60,000 spawns: at most ${most:-?} alive at once"
-   # a slice's spawns and the backlog (5,900-10,500 measured); without the hold, 60,000 at -S 1
-   # and 25,000-34,000 at -S 2
-   [ "${most:-99999}" -lt 20000 ] || fail "-S $s spawn loop: ${most:-?} actors alive at once"
-done
+# a slice's spawns and the backlog: 6,000-11,000 measured, up to 57,000 on a loaded machine,
+# whose watchdog thread waits for a CPU while the loop runs on (its slices last that much
+# longer). Without the hold, all 200,000 at -S 1, and half of them at -S 2, where the bound
+# is only a sanity check.
+most_alive 1 "$TMP/loop.lua" "a loop of 200,000 spawns" 100000
+most_alive 2 "$TMP/loop.lua" "a loop of 200,000 spawns" 150000
 
 # But a spawner of actors that compute is not held up by their first slices: the first of them
 # preempted in its Lua code sends it ahead again (with the hold alone, 1,400-1,650 of these
@@ -146,8 +148,8 @@ local function spawner(parent, name, n)
    s.send(parent, name .. " done")
 end
 local me = smarm.self()
-local a = smarm.spawn(spawner, me, "A", 60000)
-local b = smarm.spawn(spawner, me, "B", 60000)
+local a = smarm.spawn(spawner, me, "A", 200000)
+local b = smarm.spawn(spawner, me, "B", 200000)
 assert(smarm.recv(60) == "ready")
 assert(smarm.recv(60) == "ready")
 smarm.send(a, "go")
@@ -158,7 +160,7 @@ print(table.concat(order, ", "))
 LUA
 run -S 1 "$TMP/two.lua"
 expect_status 0 "two spawners: status"
-echo "-S 1, two loops of 60,000 spawns: $out"
+echo "-S 1, two loops of 200,000 spawns: $out"
 case "$out" in
 *quarter*quarter*done*done*) ;;
 *) fail "two spawners: one finished before the other was a quarter through ($out)" ;;

@@ -82,9 +82,15 @@ static void *pool_main(void *arg)
             abort();
         }
         a->run.blocking = 0;
-        sched_requeue_held(rt, a);
+        /* out of the call before it is queued: once queued it may end, and the last actor's
+         * end may let the run stop before this thread takes the lock again, and then the stop
+         * counted it as still inside and abandoned the runtime (a race a loaded machine lost
+         * about once in 80 runs of runtime_test) */
         mutex_lock(&p->lock);
         p->inside--;
+        mutex_unlock(&p->lock);
+        sched_requeue_held(rt, a);
+        mutex_lock(&p->lock);
     }
     mutex_unlock(&p->lock);
     sched_thread_end(s);
