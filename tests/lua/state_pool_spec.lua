@@ -474,6 +474,45 @@ describe("state pool", function()
          ("only %d pooled states closed 6 s after the wave"):format(t - t0))
    end)
 
+   it("runs each body on its state's last coroutine, as good as new", function()
+      -- one tenant after another, each spawned once the last has ended, so most take a state
+      -- the last ones left: which state (its globals table) and coroutine each ran on, and
+      -- what its body saw of them
+      local seen, cos, recycled = {}, {}, 0
+      for i = 1, 40 do
+         local pid, mon = smarm.spawn_monitor(function(parent, ...)
+            local s = require "smarm"
+            local co = coroutine.running()
+            s.send(parent, { tag = "co", state = tostring(_G), co = tostring(co),
+                             nargs = select("#", ...), last = select(select("#", ...), ...),
+                             status = coroutine.status(co), env = getfenv(0) == _G,
+                             top = select("#", coroutine.resume(co)) })
+            s.recv()
+         end, smarm.self(), i, nil, "last")
+         local m = reply("co")
+         local info = assert(smarm.info(pid))
+         smarm.send(pid, "bye")
+         assert.are.equal("normal", await_down(mon))
+         seen[#seen + 1] = ("%d %s %s %s %d"):format(m.nargs, tostring(m.last), m.status,
+                                                     tostring(m.env), m.top)
+         if info.recycled then
+            recycled = recycled + 1
+            cos[m.state] = cos[m.state] or {}
+            cos[m.state][m.co] = true
+         end
+      end
+      for i = 1, #seen do assert.are.equal("3 last running true 2", seen[i]) end
+      assert.is_true(recycled >= 20, recycled .. " of 40 tenants took a pooled state")
+      -- a new coroutine per tenant would leave the last one's (half a kilobyte with its
+      -- stack) as garbage until the pool's collection at 32 KB
+      for state, set in pairs(cos) do
+         local n = 0
+         for _ in pairs(set) do n = n + 1 end
+         assert.are.equal(1, n, "tenants of the state of globals " .. state .. " ran on " ..
+                          n .. " coroutines")
+      end
+   end)
+
    it("gives a spawn with max_heap a new state", function()
       assert.are.equal(1, pooled_by_nothing())
       local p0 = pool_stats()

@@ -1517,12 +1517,36 @@ static int image_restore(lua_State *L, const void *key, size_t *total)
     return 0;
 }
 
+/* lj_state.c's starting stack size, not in a header */
+#define THREAD_STACK_START (2 * LUA_MINSTACK + LJ_STACK_EXTRA)
+
+int ljx_thread_renewable(lua_State *co)
+{
+    return co->status == LUA_OK && cframe_raw(co->cframe) == NULL && gcref(co->openupval) == NULL &&
+           co->stacksize <= 8 * THREAD_STACK_START;
+}
+
+void ljx_thread_renew(lua_State *co, lua_State *L)
+{
+    /* as lj_state_new's stack_init: slot 0 holds the thread itself, the frame starts above */
+    TValue *st = tvref(co->stack) + 1 + LJ_FR2, *end = tvref(co->stack) + co->stacksize;
+    co->base = co->top = st;
+    while (st < end)
+        setnilV(st++);
+    /* NOBARRIER: a thread is never black */
+    setgcrefr(co->env, L->env);
+}
+
 int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
-                    size_t *image_bytes)
+                    size_t *image_bytes, lua_State *keep)
 {
     global_State *g = G(L);
     jit_State *J = L2J(L);
     lua_settop(L, 0);
+    if (keep) { /* anchored on the stack through the reset's collection */
+        setthreadV(L, L->top, keep);
+        incr_top(L);
+    }
     setgcref(g->cur_L, obj2gco(L));
     size_t base = 0;
     int restored = image_key != NULL && image_restore(L, image_key, &base) == 0;
@@ -1557,6 +1581,8 @@ int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void
      * it at the maximum) */
     g->gc.threshold = g->gc.total + 32 * 1024;
     *image_bytes = base;
+    if (keep)
+        lua_rawseti(L, LUA_REGISTRYINDEX, 1); /* pops it */
     return restored;
 }
 

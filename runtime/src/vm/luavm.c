@@ -867,12 +867,18 @@ static void boot_protected(lua_State *L, void *ud)
     actor *a = bc->a;
     if (!a->vm.imaged) /* an image holds what open_state makes */
         open_state(L, !a->vm.recycled);
-    lua_State *co = lua_newthread(L);
+    lua_State *co = a->vm.co_kept;
+    if (co) { /* the last body's, already at the registry's index 1 (luavm_release) */
+        a->vm.co_kept = NULL;
+        ljx_thread_renew(co, L);
+    } else {
+        co = lua_newthread(L);
+        /* the coroutine stays reachable from the registry for the actor's life, at the index
+         * luaL_ref would give it in a state's registry (nothing else refs into it) without
+         * luaL_ref's free-list walk */
+        lua_rawseti(L, LUA_REGISTRYINDEX, 1);
+    }
     a->vm.co = co;
-    /* the coroutine stays reachable from the registry for the actor's life, at the index
-     * luaL_ref would give it in a state's registry (nothing else refs into it) without
-     * luaL_ref's free-list walk */
-    lua_rawseti(L, LUA_REGISTRYINDEX, 1);
     if (a->vm.boot_kind == BOOT_HOST) {
         bc->nargs = 0; /* a host thread drives the main state: no body */
         return;
@@ -1167,6 +1173,7 @@ typedef struct luavm_pool {
         size_t mem;
         int imaged;
         unsigned libs; /* the libraries in its image */
+        lua_State *co; /* the last body's coroutine, for the next (NULL: none kept) */
     } st[POOL_STATES];
 } luavm_pool;
 
@@ -1219,7 +1226,7 @@ static lua_State *pool_take(actor *a)
     luavm_pool *p = pool_for(vm, a->rt, 1);
     if (!p)
         return NULL;
-    struct pooled got = {NULL, 0, 0, 0};
+    struct pooled got = {NULL, 0, 0, 0, NULL};
     spin_lock(&p->lock);
     uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
     if (n) {
@@ -1236,6 +1243,7 @@ static lua_State *pool_take(actor *a)
     a->vm.recycled = 1;
     a->vm.imaged = got.imaged;
     a->vm.image_libs = got.libs;
+    a->vm.co_kept = got.co;
     atomic_fetch_add_explicit(&vm->states_recycled, 1, memory_order_relaxed);
     return got.L;
 }
@@ -1324,6 +1332,7 @@ static void build_image(lua_State *L, unsigned libs)
 struct reset_call {
     lua_State *tmpl;
     actor *a;
+    lua_State *keep;    /* the body's coroutine, kept for the next body (or NULL) */
     int imaged;         /* out: the state has an image */
     int restored;       /* out: written back from it */
     unsigned libs;      /* out: of these libraries */
@@ -1336,19 +1345,30 @@ static void reset_protected(lua_State *L, void *ud)
     actor *a = rc->a;
     unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
     int restore = a->vm.imaged && !(a->vm.libs_open & lib_unsafe()) && want == a->vm.image_libs;
-    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore ? &image_key : NULL,
-                        &rc->image_bytes)) {
+    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore ? &image_key : NULL, &rc->image_bytes,
+                        rc->keep)) {
         rc->imaged = rc->restored = 1;
         rc->libs = a->vm.image_libs;
         return;
+    }
+    /* an image holds no thread: the kept coroutine waits on the stack meanwhile */
+    if (rc->keep) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, 1);
+        lua_pushnil(L);
+        lua_rawseti(L, LUA_REGISTRYINDEX, 1);
     }
     build_image(L, want);
     if (ljx_image_take(L, &image_key) == 0) {
         rc->imaged = 1;
         rc->libs = want;
         rc->image_bytes = ljx_gc_total(L);
+        if (rc->keep) {
+            lua_pushvalue(L, 1);
+            lua_rawseti(L, LUA_REGISTRYINDEX, 1);
+        }
+        lua_settop(L, 0);
     } else { /* emptied again: the next boot makes its tables */
-        ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, NULL, &rc->image_bytes);
+        ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, NULL, &rc->image_bytes, rc->keep);
     }
 }
 
@@ -1364,13 +1384,18 @@ void luavm_release(actor *a)
     a->vm.closing = 1; /* no preemption hook is armed from here on */
     lua_setallocf(L, actor_alloc, a);
     /* protected: the reset allocates (a registry, a globals table, an image) */
-    struct reset_call rc = {vm->tmpl, a, 0, 0, 0, 0};
+    /* a coroutine whose function returned runs the next body: no thread and stack to make
+     * at its boot, none left behind as garbage (a pooled state collects only past
+     * POOL_COLLECT_AT, and in tests/bench/timers.lua dead coroutines were most of what
+     * recycled states carried) */
+    lua_State *keep = a->vm.co && a->vm.co != L && ljx_thread_renewable(a->vm.co) ? a->vm.co : NULL;
+    struct reset_call rc = {vm->tmpl, a, keep, 0, 0, 0, 0};
     if (ljx_cpcall(L, reset_protected, &rc) != 0 || a->vm.mem > rc.image_bytes + POOL_STATE_MAX) {
         lua_close(L);
         forget_state(a);
         return;
     }
-    struct pooled entry = {L, a->vm.mem, rc.imaged, rc.libs};
+    struct pooled entry = {L, a->vm.mem, rc.imaged, rc.libs, keep};
     lua_setallocf(L, pooled_alloc, &a->rt->heap);
     a->vm.mem = 0;
     spin_lock(&p->lock);
