@@ -131,6 +131,7 @@ local function check_then_dirty(parent)
    expect(package.loaded.pool_dirt == nil and package.loaded.string == string, "loaded")
    expect(s.pool_dirt == nil and type(s.send) == "function", "smarm")
    expect(collectgarbage("setpause", 200) == 200, "gc pause")
+   expect(getfenv(1) == _G and rawget(_G, "pool_body_env") == nil, "the body's environment")
    local rnd = {}
    for i = 1, 4 do rnd[i] = math.random(1e9) end
    s.send(parent, { bad = bad, random = rnd })
@@ -165,6 +166,8 @@ local function check_then_dirty(parent)
    s.send = nil
    setmetatable(G, { __index = function() return "dirt" end })
    rawset(G, "type", "dirt")
+   -- last: the body's own environment (the next body may be this very closure)
+   setfenv(1, { pool_body_env = 1 })
 end
 -- luacheck: pop
 

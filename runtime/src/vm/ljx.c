@@ -1434,10 +1434,14 @@ int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len)
     if (!tvisstr(s) || !tvisfunc(f) || !isluafunc(funcV(f)) || strV(s)->len != len ||
         memcmp(strVdata(s), bc, len) != 0)
         return 0;
-    GCproto *pt = funcproto(funcV(f));
-    if (pt->flags & PROTO_ILOOP) /* blacklisted loops: a new prototype compiles again */
+    GCfunc *fn = funcV(f);
+    if (funcproto(fn)->flags & PROTO_ILOOP) /* blacklisted loops: a new prototype compiles again */
         return 0;
-    GCfunc *fn = lj_func_newL_empty(L, pt, tabref(L->env));
+    /* the kept closure itself is the body (it has no upvalues): its environment, which the
+     * last body may have replaced (setfenv), is the globals again */
+    GCtab *env = tabref(L->env);
+    setgcref(fn->l.env, obj2gco(env));
+    lj_gc_objbarrier(L, fn, env);
     setfuncV(L, L->top, fn);
     incr_top(L);
     return 1;

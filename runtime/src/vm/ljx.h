@@ -90,8 +90,9 @@ int ljx_state_resettable(lua_State *L);
  * objects than an image takes. Raises on memory errors. */
 int ljx_image_take(lua_State *L, const void *key);
 
-/* With L's image (under key): pushes a function of the prototype ljx_image_keep_load kept if
- * bc (len bytes) is the bytecode it was loaded from, and returns 1; else 0. */
+/* With L's image (under key): pushes the function ljx_image_keep_load kept, with L's globals
+ * as its environment again, if bc (len bytes) is the bytecode it was loaded from, and
+ * returns 1; else 0. */
 int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len);
 
 /* Keeps the prototype of the Lua function on top of L, loaded from bc, beside L's image. */
