@@ -381,6 +381,136 @@ static void a_receivers_one_key_strings_are_kept_alive_and_exact(void **state)
     free(a);
 }
 
+/* Pushes the values of the Lua expression list exprs in L; their count. */
+static int push_list(lua_State *L, const char *exprs)
+{
+    char chunk[4096];
+    snprintf(chunk, sizeof chunk, "return %s", exprs);
+    int top = lua_gettop(L);
+    if (luaL_loadstring(L, chunk) != 0 || lua_pcall(L, 0, LUA_MULTRET, 0) != 0)
+        fail_msg("%s: %s", exprs, lua_tostring(L, -1));
+    return lua_gettop(L) - top;
+}
+
+/* The argument list of exprs, as the codec writes it value by value (a count byte, then each
+ * value's own bytes): into want. */
+static size_t codec_list(fixture *f, const char *exprs, char *want, size_t cap)
+{
+    int n = push_list(f->src, exprs);
+    int first = lua_gettop(f->src) - n + 1;
+    size_t len = 0;
+    want[len++] = (char)n;
+    for (int i = 0; i < n; i++) {
+        wire_buf_reset(&f->buf);
+        if (codec_encode(f->src, first + i, &f->buf, "arg", f->err, sizeof f->err) != 0)
+            fail_msg("codec_encode %s: %s", exprs, f->err);
+        assert_true(len + f->buf.len <= cap);
+        memcpy(want + len, f->buf.data, f->buf.len);
+        len += f->buf.len;
+    }
+    lua_settop(f->src, first - 1);
+    return len;
+}
+
+/* A list of scalars (a spawn's arguments): the fast path writes the codec's bytes, and
+ * codec_encode_args (which takes it) too; the codec decodes them into equal values. */
+static void argument_lists_of_scalars_are_flat_and_exact(void **state)
+{
+    fixture *f = *state;
+    static const char *const lists[] = {
+        "",
+        "1",
+        "12345678, 7",
+        "nil, true, false, nil",
+        "-0.0, 0/0, 1/0, -2^31, 2^53, 1.5",
+        "'', 'pid', string.rep('s', 63), string.rep('l', 200)",
+        "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13",
+        "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15",
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        char want[2048], flat[2048];
+        size_t wn = codec_list(f, lists[i], want, sizeof want);
+        int n = push_list(f->src, lists[i]);
+        int first = lua_gettop(f->src) - n + 1;
+        size_t fn = flat_encode_args(f->src, first, n, flat, sizeof flat);
+        if (fn != wn || memcmp(flat, want, wn) != 0)
+            fail_msg("(%s): %zu flat bytes, %zu from the codec, or they differ", lists[i], fn, wn);
+        wire_buf_reset(&f->buf);
+        assert_int_equal(codec_encode_args(f->src, first, n, &f->buf, f->err, sizeof f->err), 0);
+        assert_true(f->buf.len == wn && memcmp(f->buf.data, want, wn) == 0);
+        lua_settop(f->src, first - 1);
+        int top = lua_gettop(f->dst), got;
+        if (codec_decode_args(f->dst, flat, fn, &got, f->err, sizeof f->err) != 0)
+            fail_msg("codec_decode_args (%s): %s", lists[i], f->err);
+        assert_int_equal(got, n);
+        assert_int_equal(lua_gettop(f->dst), top + n);
+        lua_createtable(f->dst, n, 0);
+        lua_insert(f->dst, top + 1);
+        for (int k = n; k >= 1; k--)
+            lua_rawseti(f->dst, top + 1, k);
+        lua_setglobal(f->dst, "got");
+        char chunk[4096];
+        snprintf(chunk, sizeof chunk, "return deq(got, {%s})", lists[i]);
+        lua_check_true(f->dst, chunk);
+        lua_settop(f->dst, top);
+    }
+}
+
+/* A table, an int64 cdata, more than 127 values or values too big leave the list to the
+ * codec, and codec_encode_args still writes them; a count of 14 (whose byte is the refs
+ * prefix's tag) is read by the codec as a count. */
+static void other_argument_lists_are_left_to_the_codec(void **state)
+{
+    fixture *f = *state;
+    static const char *const lists[] = {
+        "1, {}",
+        "{x = 1}",
+        "require('ffi').new('int64_t', 5)",
+        "string.rep('b', 300)",
+    };
+    char flat[4096];
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        int n = push_list(f->src, lists[i]);
+        int first = lua_gettop(f->src) - n + 1;
+        assert_int_equal(flat_encode_args(f->src, first, n, flat, 256), 0);
+        lua_settop(f->src, first - 1);
+    }
+    lua_settop(f->src, 0);
+    assert_true(lua_checkstack(f->src, 130));
+    for (int i = 0; i < 128; i++)
+        lua_pushinteger(f->src, i);
+    assert_int_equal(flat_encode_args(f->src, 1, 128, flat, sizeof flat), 0);
+    lua_settop(f->src, 0);
+    /* fourteen scalars: the count's byte is the refs prefix's tag, which the codec tells
+     * from a prefix by its cookie */
+    int n = push_list(f->src, "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14");
+    size_t fn = flat_encode_args(f->src, 1, n, flat, sizeof flat);
+    assert_true(fn > 0 && flat[0] == WIRE_REFS_ARGS);
+    int top = lua_gettop(f->dst), got = 0;
+    assert_int_equal(codec_decode_args(f->dst, flat, fn, &got, f->err, sizeof f->err), 0);
+    assert_int_equal(got, 14);
+    assert_int_equal(lua_tointeger(f->dst, -1), 14);
+    lua_settop(f->dst, top);
+    lua_settop(f->src, 0);
+    /* codec_encode_args takes what the fast path leaves */
+    n = push_list(f->src, "1, {x = {2}}, require('ffi').new('int64_t', 5), string.rep('c', 300)");
+    wire_buf_reset(&f->buf);
+    assert_int_equal(codec_encode_args(f->src, 1, n, &f->buf, f->err, sizeof f->err), 0);
+    lua_settop(f->src, 0);
+    if (luaL_dostring(f->dst, "require 'ffi'") != 0)
+        fail_msg("%s", lua_tostring(f->dst, -1));
+    assert_int_equal(
+        codec_decode_args(f->dst, f->buf.data, f->buf.len, &got, f->err, sizeof f->err), 0);
+    assert_int_equal(got, 4);
+    lua_setglobal(f->dst, "s");
+    lua_setglobal(f->dst, "c");
+    lua_setglobal(f->dst, "t");
+    lua_setglobal(f->dst, "one");
+    lua_check_true(f->dst, "return one == 1 and t.x[1] == 2 and tostring(c) == '5LL' and "
+                           "s == string.rep('c', 300)");
+    lua_settop(f->dst, top);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +524,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(random_bytes_never_harm_the_decoder, setup, teardown),
         cmocka_unit_test_setup_teardown(records_from_templates_are_fresh_copies, setup, teardown),
         cmocka_unit_test_setup_teardown(a_receivers_one_key_strings_are_kept_alive_and_exact, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(argument_lists_of_scalars_are_flat_and_exact, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(other_argument_lists_are_left_to_the_codec, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

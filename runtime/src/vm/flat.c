@@ -122,6 +122,20 @@ static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
     return (size_t)(p - out);
 }
 
+size_t flat_encode_args(lua_State *L, int first, int n, char *out, size_t cap)
+{
+    cTValue *o = L->base + (first - 1);
+    if (first <= 0 || n < 0 || n > 0x7f || o + n > L->top || cap < 1)
+        return 0;
+    char *p = out, *end = out + cap;
+    *p++ = (char)n; /* the count, a one-byte varint */
+    int cdata = 0;
+    for (int i = 0; i < n; i++)
+        if (tvistab(&o[i]) || (p = enc_scalar(&o[i], p, end, &cdata)) == NULL || cdata)
+            return 0;
+    return (size_t)(p - out);
+}
+
 size_t flat_encode(lua_State *L, int idx, char *out, size_t cap, int *cdata)
 {
     cTValue *o = L->base + (idx - 1);

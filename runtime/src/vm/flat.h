@@ -29,6 +29,12 @@ size_t flat_encode(lua_State *L, int idx, char *out, size_t cap, int *cdata);
  * loaded). Allocates nothing. */
 int flat_decodable(lua_State *L, const char *data, size_t len);
 
+/* An argument list (a spawn's): the n values from stack index first (> 0) encoded as the codec
+ * does (a count, then each value) into out (cap bytes): the bytes written, or 0 if one is not
+ * a scalar (or an int64 cdata), n is over 127, or they do not fit. Neither allocates nor
+ * raises. */
+size_t flat_encode_args(lua_State *L, int first, int n, char *out, size_t cap);
+
 struct actor;
 
 /* Pushes the value of bytes flat_decodable accepted. Makes its objects with LuaJIT's raw
