@@ -68,14 +68,7 @@ static size_t round_trip(fixture *f, const char *expr)
     if (codec_decode(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err) != 0)
         fail_msg("decode %s: %s", expr, f->err);
     assert_int_equal(lua_gettop(f->dst), dtop + 1);
-    lua_setglobal(f->dst, "got");
-    char chunk[8192];
-    snprintf(chunk, sizeof chunk, "return deq(got, %s)", expr);
-    if (luaL_dostring(f->dst, chunk) != 0)
-        fail_msg("%s: %s", expr, lua_tostring(f->dst, -1));
-    if (!lua_toboolean(f->dst, -1))
-        fail_msg("round trip changed %s", expr);
-    lua_pop(f->dst, 1);
+    lua_pair_expect_got(f, expr, expr);
     assert_int_equal(lua_gettop(f->dst), dtop);
     return f->buf.len;
 }

@@ -80,13 +80,7 @@ static void check_flat(fixture *f, const char *expr)
     int top = lua_gettop(f->dst);
     flat_decode(f->dst, flat, n, NULL);
     assert_int_equal(lua_gettop(f->dst), top + 1);
-    lua_setglobal(f->dst, "got");
-    char chunk[4096];
-    snprintf(chunk, sizeof chunk, "return deq(got, %s)", expr);
-    if (luaL_dostring(f->dst, chunk) != 0)
-        fail_msg("%s: %s", expr, lua_tostring(f->dst, -1));
-    if (!lua_toboolean(f->dst, -1))
-        fail_msg("round trip changed %s", expr);
+    lua_pair_expect_got(f, expr, expr);
     lua_settop(f->dst, top);
 }
 
@@ -444,14 +438,10 @@ static void argument_lists_of_scalars_are_flat_and_exact(void **state)
             fail_msg("codec_decode_args (%s): %s", lists[i], f->err);
         assert_int_equal(got, n);
         assert_int_equal(lua_gettop(f->dst), top + n);
-        lua_createtable(f->dst, n, 0);
-        lua_insert(f->dst, top + 1);
-        for (int k = n; k >= 1; k--)
-            lua_rawseti(f->dst, top + 1, k);
-        lua_setglobal(f->dst, "got");
-        char chunk[4096];
-        snprintf(chunk, sizeof chunk, "return deq(got, {%s})", lists[i]);
-        lua_check_true(f->dst, chunk);
+        lua_pack_top(f->dst, n);
+        char expr[4096];
+        snprintf(expr, sizeof expr, "{%s}", lists[i]);
+        lua_pair_expect_got(f, expr, lists[i]);
         lua_settop(f->dst, top);
     }
 }
@@ -502,12 +492,8 @@ static void other_argument_lists_are_left_to_the_codec(void **state)
     assert_int_equal(
         codec_decode_args(f->dst, f->buf.data, f->buf.len, &got, f->err, sizeof f->err), 0);
     assert_int_equal(got, 4);
-    lua_setglobal(f->dst, "s");
-    lua_setglobal(f->dst, "c");
-    lua_setglobal(f->dst, "t");
-    lua_setglobal(f->dst, "one");
-    lua_check_true(f->dst, "return one == 1 and t.x[1] == 2 and tostring(c) == '5LL' and "
-                           "s == string.rep('c', 300)");
+    lua_pack_top(f->dst, 4);
+    lua_pair_expect_got(f, "{1, {x = {2}}, 5LL, string.rep('c', 300)}", "a list the codec wrote");
     lua_settop(f->dst, top);
 }
 

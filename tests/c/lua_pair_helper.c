@@ -62,6 +62,27 @@ void push_expr(lua_State *L, const char *expr)
         fail_msg("%s: %s", expr, lua_tostring(L, -1));
 }
 
+void lua_pair_expect_got(lua_pair *f, const char *expr, const char *what)
+{
+    lua_setglobal(f->dst, "got");
+    char chunk[8192];
+    snprintf(chunk, sizeof chunk, "return deq(got, %s)", expr);
+    if (luaL_dostring(f->dst, chunk) != 0)
+        fail_msg("%s: %s", what, lua_tostring(f->dst, -1));
+    if (!lua_toboolean(f->dst, -1))
+        fail_msg("round trip changed %s", what);
+    lua_pop(f->dst, 1);
+}
+
+void lua_pack_top(lua_State *L, int n)
+{
+    int t = lua_gettop(L) - n + 1;
+    lua_createtable(L, n, 0);
+    lua_insert(L, t);
+    for (int k = n; k >= 1; k--)
+        lua_rawseti(L, t, k);
+}
+
 void lua_check_true(lua_State *L, const char *code)
 {
     if (luaL_dostring(L, code) != 0)

@@ -24,5 +24,10 @@ lua_State *lua_pair_plain_receiver(void);
 void push_expr(lua_State *L, const char *expr);
 /* Runs code in L, which must return true. */
 void lua_check_true(lua_State *L, const char *code);
+/* Pops the value on top of the receiver's stack and checks that it equals the value of the
+ * Lua expression expr there, by deq (what names it in a failure). */
+void lua_pair_expect_got(lua_pair *f, const char *expr, const char *what);
+/* Pops the n values on top of L into a new table (a list), which is pushed. */
+void lua_pack_top(lua_State *L, int n);
 
 #endif

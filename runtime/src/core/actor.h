@@ -142,8 +142,7 @@ typedef struct actor_vm {
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
     /* a digest of the last key that was not flat_key (vm/flat.c) */
     uint32_t flat_key_seen;
-    uint64_t body_at;   /* when its body began, after its boot (ns; 0 = not yet) */
-    lua_State *co_kept; /* a pooled state's last body coroutine, for this one's (vm/luavm.c) */
+    uint64_t body_at; /* when its body began, after its boot (ns; 0 = not yet) */
 } actor_vm;
 
 /* Counters for introspection (those every message touches first). */

@@ -388,22 +388,17 @@ int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *e
     return 0;
 }
 
-/* Scalars only (most spawns' arguments: pids, numbers, short strings): the fast path writes
- * the same bytes (vm/flat.h) without the encoder's set-up per value (125 of a spawn's 336
- * instructions here; a decoder of its own saved nothing over the codec's). */
-#define ARGS_FLAT_CAP 128
-
 int codec_encode_args(lua_State *L, int first, int n, wire_buf *out, char *err, size_t errlen)
 {
     first = abs_index(L, first);
     size_t start = out->len;
-    /* into the room the buffer has (a spawn's payload reserved some), at least 16 bytes */
-    if (n >= 0 && n <= 0x7f && wire_buf_reserve(out, 16) == 0) {
-        size_t room = out->cap - out->len;
-        size_t k = flat_encode_args(L, first, n, out->data + out->len,
-                                    room < ARGS_FLAT_CAP ? room : ARGS_FLAT_CAP);
-        /* a count of 14 reads as the refs prefix's tag: that list goes the codec's way */
-        if (k > 0 && n != WIRE_REFS_ARGS) {
+    /* scalars only (most spawns' arguments: pids, numbers, short strings): the same bytes
+     * (vm/flat.h) without the encoder's set-up per value (125 of a spawn's 336 instructions
+     * here; a decoder of its own saved nothing over the codec's), into the room the buffer
+     * has (a spawn's payload reserved some) */
+    if (wire_buf_reserve(out, 16) == 0) {
+        size_t k = flat_encode_args(L, first, n, out->data + out->len, out->cap - out->len);
+        if (k > 0) {
             out->len += k;
             return 0;
         }

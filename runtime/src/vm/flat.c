@@ -131,7 +131,7 @@ size_t flat_encode_args(lua_State *L, int first, int n, char *out, size_t cap)
     *p++ = (char)n; /* the count, a one-byte varint */
     int cdata = 0;
     for (int i = 0; i < n; i++)
-        if (tvistab(&o[i]) || (p = enc_scalar(&o[i], p, end, &cdata)) == NULL || cdata)
+        if ((p = enc_scalar(&o[i], p, end, &cdata)) == NULL || cdata)
             return 0;
     return (size_t)(p - out);
 }

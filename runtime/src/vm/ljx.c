@@ -1530,8 +1530,12 @@ int ljx_thread_renewable(lua_State *co)
            co->stacksize <= 8 * THREAD_STACK_START;
 }
 
-void ljx_thread_renew(lua_State *co, lua_State *L)
+lua_State *ljx_thread_kept(lua_State *L)
 {
+    cTValue *o = tvistab(registry(L)) ? lj_tab_getint(tabV(registry(L)), 1) : NULL;
+    if (o == NULL || !tvisthread(o))
+        return NULL;
+    lua_State *co = threadV(o);
     /* as lj_state_new's stack_init: slot 0 holds the thread itself, the frame starts above */
     TValue *st = tvref(co->stack) + 1 + LJ_FR2, *end = tvref(co->stack) + co->stacksize;
     co->base = co->top = st;
@@ -1539,6 +1543,7 @@ void ljx_thread_renew(lua_State *co, lua_State *L)
         setnilV(st++);
     /* NOBARRIER: a thread is never black */
     setgcrefr(co->env, L->env);
+    return co;
 }
 
 int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
@@ -1585,8 +1590,6 @@ int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void
      * it at the maximum) */
     g->gc.threshold = g->gc.total + 32 * 1024;
     *image_bytes = base;
-    if (keep)
-        lua_rawseti(L, LUA_REGISTRYINDEX, 1); /* pops it */
     return restored;
 }
 

@@ -95,7 +95,8 @@ int ljx_image_take(lua_State *L, const void *key);
  * returns 1; else 0. */
 int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len);
 
-/* Keeps the prototype of the Lua function on top of L, loaded from bc, beside L's image. */
+/* Keeps a function of the prototype of the Lua function on top of L, loaded from bc, beside
+ * L's image: the body of later spawns of bc (ljx_image_load). */
 void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t len);
 
 /* Makes everything Lua code could reach in L unreachable, or as it was: with an image under
@@ -108,20 +109,21 @@ void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t l
  * then collected in full (which may free what the reset let go of). For a state
  * ljx_state_resettable took; an image only for one whose last tenant could not change the
  * image's objects otherwise than through their tables (no debug library). keep (NULL or a
- * thread of L's state) survives the reset, anchored at the registry's index 1, where a
- * tenant's body coroutine is (vm/luavm.c reuses it for the next). */
+ * thread of L's state) survives the reset and is the one value on L's stack after it, for
+ * the caller to anchor (vm/luavm.c puts it at the registry's index 1 for ljx_thread_kept). */
 int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
                     size_t *image_bytes, lua_State *keep);
 
 /* Whether co, a coroutine of L's state whose function returned (or that never ran), can run
- * another function as if new (ljx_thread_renew): not suspended or dead of an error, no
+ * another function as if new (ljx_thread_kept): not suspended or dead of an error, no
  * C frame or open upvalue on it, and its stack grown to no more than eight times a new
  * thread's (a body's first call of a C function doubles it; a deep recursion's is let go). */
 int ljx_thread_renewable(lua_State *co);
 
-/* Makes co, which ljx_thread_renewable took, look just created by lua_newthread(L): an
- * empty stack cleared to nil, L's globals as its environment. */
-void ljx_thread_renew(lua_State *co, lua_State *L);
+/* The thread at L's registry index 1, where a pooled state keeps the last body's coroutine,
+ * made to look just created by lua_newthread(L) (an empty stack cleared to nil, L's globals
+ * as its environment); NULL if there is none. */
+lua_State *ljx_thread_kept(lua_State *L);
 
 /* Whether pc lies in one of L's machine-code areas (JIT-compiled traces).
  * Async-signal-safe on the thread running L. */

@@ -867,11 +867,9 @@ static void boot_protected(lua_State *L, void *ud)
     actor *a = bc->a;
     if (!a->vm.imaged) /* an image holds what open_state makes */
         open_state(L, !a->vm.recycled);
-    lua_State *co = a->vm.co_kept;
-    if (co) { /* the last body's, already at the registry's index 1 (luavm_release) */
-        a->vm.co_kept = NULL;
-        ljx_thread_renew(co, L);
-    } else {
+    /* a pooled state's last body coroutine, already at the registry's index 1 */
+    lua_State *co = a->vm.recycled ? ljx_thread_kept(L) : NULL;
+    if (!co) {
         co = lua_newthread(L);
         /* the coroutine stays reachable from the registry for the actor's life, at the index
          * luaL_ref would give it in a state's registry (nothing else refs into it) without
@@ -1173,7 +1171,6 @@ typedef struct luavm_pool {
         size_t mem;
         int imaged;
         unsigned libs; /* the libraries in its image */
-        lua_State *co; /* the last body's coroutine, for the next (NULL: none kept) */
     } st[POOL_STATES];
 } luavm_pool;
 
@@ -1226,7 +1223,7 @@ static lua_State *pool_take(actor *a)
     luavm_pool *p = pool_for(vm, a->rt, 1);
     if (!p)
         return NULL;
-    struct pooled got = {NULL, 0, 0, 0, NULL};
+    struct pooled got = {NULL, 0, 0, 0};
     spin_lock(&p->lock);
     uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
     if (n) {
@@ -1243,7 +1240,6 @@ static lua_State *pool_take(actor *a)
     a->vm.recycled = 1;
     a->vm.imaged = got.imaged;
     a->vm.image_libs = got.libs;
-    a->vm.co_kept = got.co;
     atomic_fetch_add_explicit(&vm->states_recycled, 1, memory_order_relaxed);
     return got.L;
 }
@@ -1345,30 +1341,24 @@ static void reset_protected(lua_State *L, void *ud)
     actor *a = rc->a;
     unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
     int restore = a->vm.imaged && !(a->vm.libs_open & lib_unsafe()) && want == a->vm.image_libs;
+    /* the kept coroutine stays on the stack (an image holds no thread) until the end */
     if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore ? &image_key : NULL, &rc->image_bytes,
                         rc->keep)) {
         rc->imaged = rc->restored = 1;
         rc->libs = a->vm.image_libs;
-        return;
-    }
-    /* an image holds no thread: the kept coroutine waits on the stack meanwhile */
-    if (rc->keep) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, 1);
-        lua_pushnil(L);
-        lua_rawseti(L, LUA_REGISTRYINDEX, 1);
-    }
-    build_image(L, want);
-    if (ljx_image_take(L, &image_key) == 0) {
-        rc->imaged = 1;
-        rc->libs = want;
-        rc->image_bytes = ljx_gc_total(L);
-        if (rc->keep) {
-            lua_pushvalue(L, 1);
-            lua_rawseti(L, LUA_REGISTRYINDEX, 1);
+    } else {
+        build_image(L, want);
+        if (ljx_image_take(L, &image_key) == 0) {
+            rc->imaged = 1;
+            rc->libs = want;
+            rc->image_bytes = ljx_gc_total(L);
+        } else { /* emptied again: the next boot makes its tables */
+            ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, NULL, &rc->image_bytes, rc->keep);
         }
-        lua_settop(L, 0);
-    } else { /* emptied again: the next boot makes its tables */
-        ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, NULL, &rc->image_bytes, rc->keep);
+    }
+    if (rc->keep) { /* where the next boot finds it (ljx_thread_kept) */
+        lua_settop(L, 1);
+        lua_rawseti(L, LUA_REGISTRYINDEX, 1);
     }
 }
 
@@ -1388,14 +1378,14 @@ void luavm_release(actor *a)
      * at its boot, none left behind as garbage (a pooled state collects only past
      * POOL_COLLECT_AT, and in tests/bench/timers.lua dead coroutines were most of what
      * recycled states carried) */
-    lua_State *keep = a->vm.co && a->vm.co != L && ljx_thread_renewable(a->vm.co) ? a->vm.co : NULL;
+    lua_State *keep = a->vm.co && ljx_thread_renewable(a->vm.co) ? a->vm.co : NULL;
     struct reset_call rc = {vm->tmpl, a, keep, 0, 0, 0, 0};
     if (ljx_cpcall(L, reset_protected, &rc) != 0 || a->vm.mem > rc.image_bytes + POOL_STATE_MAX) {
         lua_close(L);
         forget_state(a);
         return;
     }
-    struct pooled entry = {L, a->vm.mem, rc.imaged, rc.libs, keep};
+    struct pooled entry = {L, a->vm.mem, rc.imaged, rc.libs};
     lua_setallocf(L, pooled_alloc, &a->rt->heap);
     a->vm.mem = 0;
     spin_lock(&p->lock);
