@@ -358,6 +358,41 @@ describe("state pool", function()
       assert.is_true(r - r0 <= 1, (r - r0) .. " written back")
    end)
 
+   it("images a state anew after an actor with the debug library dropped its image", function()
+      -- the pool keeps a pointer to each state's image beside it, good while the registry
+      -- anchors the image: an actor that reached the registry (debug) drops every entry the
+      -- runtime keyed there, collects, and fills the freed memory; the reset must build a new
+      -- image, and the next tenants see whole libraries (under ASan: no stale read)
+      local function dropper(parent)
+         local s = require "smarm"
+         s.send(parent, "dropping")
+         local reg = debug.getregistry()
+         for k in pairs(reg) do
+            if type(k) == "userdata" then reg[k] = nil end
+         end
+         collectgarbage("collect")
+         local junk = {}
+         for j = 1, 300 do junk[j] = { j, tostring(j) .. "x" } end
+      end
+      local function user(parent, i)
+         local s = require "smarm"
+         s.send(parent, { tag = "user", v = string.format("%d:%s", math.floor(i + 0.5),
+                                                           table.concat({ "a", "b" })) })
+      end
+      local _, _, r0 = pool_stats()
+      for i = 1, 20 do
+         local _, mon = smarm.spawn_monitor(dropper, smarm.self())
+         assert.are.equal("dropping", smarm.recv(10))
+         assert.are.equal("normal", await_down(mon))
+         local _, mon2 = smarm.spawn_monitor(user, smarm.self(), i)
+         assert.are.equal(i .. ":ab", reply("user").v, "after " .. i .. " droppers")
+         assert.are.equal("normal", await_down(mon2))
+      end
+      -- the users' states were written back from the images the droppers' resets built
+      local _, _, r = pool_stats()
+      assert.is_true(r - r0 >= 10, (r - r0) .. " written back")
+   end)
+
    it("closes a state whose userdata has a finalizer, and runs it at the actor's end", function()
       assert.are.equal(1, pooled_by_nothing())
       local n, reason = pooled_by(0.3, function(parent)

@@ -105,7 +105,6 @@ typedef struct actor_vm {
      * every allocator refused): they are neither the heap's nor the arena's (kept[]) */
     unsigned char nkept;
     unsigned char recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
-    unsigned char imaged;   /* and came with the image of its libraries (no boot tables) */
     /* the key string of the one-key records it receives (vm/flat.c: a GCstr *), on the line
      * of the fields above, which a receive touches anyway */
     void *flat_key;
@@ -138,6 +137,9 @@ typedef struct actor_vm {
      * (boot_objs_len 0: they did not): a cycle prefetches them (vm/collect.h) */
     const char *boot_objs;
     uint32_t boot_objs_len;
+    /* the image of its libraries it came with (vm/ljx.h's ljx_image; NULL: none, the boot
+     * makes its tables) */
+    void *image;
     unsigned image_libs; /* the standard libraries in that image (vm/luavm.c's lib bits) */
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
     /* a digest of the last key that was not flat_key (vm/flat.c) */

@@ -814,6 +814,36 @@ void ljx_arena_free(void *ar)
 
 /* -- Resetting a state for reuse (the state pool) ------------------------------------------ */
 
+/* Prefetches the lines of n bytes at p (a hint: p may be NULL when n is 0) */
+static void prefetch_lines(const void *p, size_t n, int write)
+{
+    for (uintptr_t c = (uintptr_t)p, end = c + n; c < end; c += 64)
+        if (write)
+            __builtin_prefetch((const void *)c, 1);
+        else
+            __builtin_prefetch((const void *)c, 0);
+}
+
+void ljx_state_prefetch(lua_State *L)
+{
+    /* a main state is its GG_State's first field (lua_newstate): G(L) would read L's line
+     * before anything could be asked for */
+    GG_State *gg = (GG_State *)(void *)L;
+    /* the main state and the collector's fields, the hook's, the registry's and the JIT's */
+    __builtin_prefetch(L, 1);
+    __builtin_prefetch(&gg->g.gc, 1);
+    __builtin_prefetch(&gg->g.hookmask, 1);
+    __builtin_prefetch(&gg->g.registrytv);
+    __builtin_prefetch(&gg->g.gcroot[GCROOT_BASEMT], 1);
+    __builtin_prefetch(&gg->J.state);
+    __builtin_prefetch(&gg->J.mcarea);
+    __builtin_prefetch(&gg->J.flags, 1);
+    __builtin_prefetch(&gg->J.param, 1);
+    __builtin_prefetch(&gg->J.penaltyslot);
+    __builtin_prefetch(&gg->J.penalty[PENALTY_SLOTS - 1]);
+    prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
+}
+
 int ljx_state_resettable(lua_State *L)
 {
     global_State *g = G(L);
@@ -876,7 +906,8 @@ typedef struct img_tab {
     uint32_t asize, hmask;
     Node *node; /* t's node array when copied: the copies' chain links point into it */
     Node *freetop;
-    size_t off; /* the copy in image.bytes: asize TValues, then hmask + 1 Nodes */
+    TValue *array; /* t's array part when copied (where the write-back goes, unless t grew) */
+    size_t off;    /* the copy in image.bytes: asize TValues, then hmask + 1 Nodes */
 } img_tab;
 
 typedef struct img_ud {
@@ -896,14 +927,20 @@ typedef struct img_fn {
 #define IMG_MAXOBJ 256 /* tables, functions and userdata; more and there is no image */
 #define IMG_NBASEMT (GCROOT_BASEMT_NUM - GCROOT_BASEMT + 1)
 
-typedef struct image {
+struct ljx_image {
     uint32_t magic, ntab, nud, nfn;
     GCtab *reg, *env;
+    GCtab *keep; /* the anchor: registry[key] (see ljx_image_take) */
+    /* the last body loaded (ljx_image_keep_load): keep[2] and keep[0], which anchor them,
+     * read from here by the next boot (one line, which the pool's take asks for early) */
+    GCstr *body_bc;
+    GCfunc *body_fn;
     GCRef basemt[IMG_NBASEMT];
     size_t total; /* the heap right after the image was taken */
     size_t size;  /* of the whole payload */
     /* img_tab[ntab], img_ud[nud], img_fn[nfn], then the bytes */
-} image;
+};
+typedef struct ljx_image image;
 
 static img_tab *img_tabs(image *im) { return (img_tab *)(im + 1); }
 static img_ud *img_uds(image *im) { return (img_ud *)(img_tabs(im) + im->ntab); }
@@ -1046,11 +1083,11 @@ static void make_room(lua_State *L, GCtab *t, uint32_t aroom, uint32_t room, int
         lj_tab_resize(L, t, asize > t->asize ? asize : t->asize, hbits);
 }
 
-int ljx_image_take(lua_State *L, const void *key)
+ljx_image *ljx_image_take(lua_State *L, const void *key)
 {
     global_State *g = G(L);
     if (!tvistab(registry(L)))
-        return -1;
+        return NULL;
     GCtab *reg = tabV(registry(L));
     /* an actor's own entries: its coroutine, a smarm.exit reason, channel endpoints, caches,
      * and the image's anchor */
@@ -1065,7 +1102,7 @@ int ljx_image_take(lua_State *L, const void *key)
     lua_rawset(L, LUA_REGISTRYINDEX);
     img_walk *w = calloc(1, sizeof *w);
     if (w == NULL)
-        return -1;
+        return NULL;
     walk_add(w, obj2gco(reg));
     walk_add(w, obj2gco(env));
     for (int i = 0; i < IMG_NBASEMT; i++)
@@ -1073,7 +1110,7 @@ int ljx_image_take(lua_State *L, const void *key)
     walk_all(w);
     if (w->failed) {
         free(w);
-        return -1;
+        return NULL;
     }
     uint32_t ntab = 0, nud = 0, nfn = 0, nstr = 0;
     size_t bytes = 0;
@@ -1109,6 +1146,7 @@ int ljx_image_take(lua_State *L, const void *key)
     im->nfn = nfn;
     im->reg = reg;
     im->env = env;
+    im->keep = keep;
     im->size = size;
     for (int i = 0; i < IMG_NBASEMT; i++)
         im->basemt[i] = g->gcroot[GCROOT_BASEMT + i];
@@ -1128,7 +1166,7 @@ int ljx_image_take(lua_State *L, const void *key)
             GCtab *t = gco2tab(o);
             if (off + tab_bytes(t) > bytes) { /* it grew since the walk: no image (no magic) */
                 free(w);
-                return -1;
+                return NULL;
             }
             img_tab *r = tt++;
             r->t = t;
@@ -1137,6 +1175,7 @@ int ljx_image_take(lua_State *L, const void *key)
             r->hmask = t->hmask;
             r->node = noderef(t->node);
             r->freetop = mref(t->freetop, Node);
+            r->array = tvref(t->array);
             r->off = off;
             if (t->asize) /* no array part: a NULL one */
                 memcpy(b + off, tvref(t->array), t->asize * sizeof(TValue));
@@ -1149,7 +1188,7 @@ int ljx_image_take(lua_State *L, const void *key)
             GCudata *ud = gco2ud(o);
             if (off + ud->len > bytes) {
                 free(w);
-                return -1;
+                return NULL;
             }
             img_ud *r = uu++;
             r->u = ud;
@@ -1171,7 +1210,7 @@ int ljx_image_take(lua_State *L, const void *key)
         anchor_strings(L, keep, tt[i].t, &n);
     im->total = (size_t)g->gc.total;
     im->magic = IMG_MAGIC;
-    return 0;
+    return im;
 }
 
 /* Where the last lookups of a key in a state found it, per thread: the index of its node in
@@ -1395,17 +1434,15 @@ int ljx_registry_get(lua_State *L, const void *key)
     return 1;
 }
 
-/* The image of L under key in its registry, or NULL. */
-static image *image_of(lua_State *L, const void *key)
+/* im, if it is L's image, or NULL. The image is anchored in L's registry, which no tenant
+ * whose state is written back could reach (it had no debug library), so the pointer the
+ * pool kept beside the state names it still: the checks only catch a caller's mix-up. Kept
+ * beside the state, the image costs no walk to the registry's node and the anchor table,
+ * three misses in a row in a state that has been cold since its boot. */
+static image *image_valid(lua_State *L, ljx_image *im)
 {
-    cTValue *v = registry_lookup(L, key);
-    if (v == NULL || !tvistab(v))
-        return NULL;
-    cTValue *u = lj_tab_getint(tabV(v), 1);
-    if (u == NULL || !tvisudata(u) || udataV(u)->len < sizeof(image))
-        return NULL;
-    image *im = uddata(udataV(u));
-    if (im->magic != IMG_MAGIC || im->size != udataV(u)->len || im->reg != tabV(registry(L)))
+    if (im == NULL || !tvistab(registry(L)) || im->magic != IMG_MAGIC ||
+        im->reg != tabV(registry(L)))
         return NULL;
     return im;
 }
@@ -1418,23 +1455,16 @@ static image *image_of(lua_State *L, const void *key)
  * a prototype is constant to Lua code, except through the jit library (jit.util.funck hands
  * out its template tables, jit.off marks it), whose tenants never get a state written back. */
 
-/* keep[0] and keep[2] of L's image, or NULL. */
-static GCtab *image_keep(lua_State *L, const void *key)
+int ljx_image_load(lua_State *L, ljx_image *hint, const char *bc, size_t len)
 {
-    cTValue *v = registry_lookup(L, key);
-    return v && tvistab(v) && tabV(v)->asize > 2 ? tabV(v) : NULL;
-}
-
-int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len)
-{
-    GCtab *keep = image_keep(L, key);
-    if (keep == NULL)
+    image *im = image_valid(L, hint);
+    if (im == NULL || im->body_bc == NULL)
         return 0;
-    cTValue *s = arrayslot(keep, 2), *f = arrayslot(keep, 0);
-    if (!tvisstr(s) || !tvisfunc(f) || !isluafunc(funcV(f)) || strV(s)->len != len ||
-        memcmp(strVdata(s), bc, len) != 0)
+    GCstr *s = im->body_bc;
+    GCfunc *fn = im->body_fn;
+    __builtin_prefetch(fn);
+    if (s->len != len || memcmp(strdata(s), bc, len) != 0)
         return 0;
-    GCfunc *fn = funcV(f);
     if (funcproto(fn)->flags & PROTO_ILOOP) /* blacklisted loops: a new prototype compiles again */
         return 0;
     /* the kept closure itself is the body (it has no upvalues): its environment, which the
@@ -1447,16 +1477,20 @@ int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len)
     return 1;
 }
 
-void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t len)
+void ljx_image_keep_load(lua_State *L, ljx_image *hint, const char *bc, size_t len)
 {
-    GCtab *keep = image_keep(L, key);
+    image *im = image_valid(L, hint);
     cTValue *f = L->top - 1;
-    if (keep == NULL || !tvisfunc(f) || !isluafunc(funcV(f)))
+    if (im == NULL || im->keep->asize <= 2 || !tvisfunc(f) || !isluafunc(funcV(f)))
         return;
+    GCtab *keep = im->keep;
     GCfunc *fn = lj_func_newL_empty(L, funcproto(funcV(f)), tabref(L->env));
     setfuncV(L, arrayslot(keep, 0), fn);
-    setstrV(L, arrayslot(keep, 2), lj_str_new(L, bc, len));
     lj_gc_anybarriert(L, keep);
+    GCstr *s = lj_str_new(L, bc, len);
+    setstrV(L, arrayslot(keep, 2), s);
+    im->body_fn = fn;
+    im->body_bc = s;
 }
 
 static Node *rebased(Node *p, Node *from, Node *to) { return p ? to + (p - from) : NULL; }
@@ -1491,13 +1525,39 @@ static void restore_tab(lua_State *L, img_tab *r, const char *bytes)
     lj_gc_anybarriert(L, t);
 }
 
+/* Asks for every line the write-back touches at once. At its actor's end a state's image
+ * and the tables it covers were last touched at the boot, so they are cold; taken one after
+ * the other, each header and then its array or node part was a miss of its own (in
+ * tests/bench/timers.lua the write-back's misses were a tenth of the run). */
+/* The header and a typical image's table list (8 tables: the registry, the globals, the
+ * loaded libraries), without a read of im->ntab, which would wait for the first line */
+void ljx_image_prefetch(const ljx_image *im)
+{
+    prefetch_lines(im, sizeof *im + 8 * sizeof(img_tab), 0);
+}
+
+static void image_prefetch(image *im)
+{
+    img_tab *tt = img_tabs(im);
+    prefetch_lines(tt, im->ntab * sizeof(img_tab), 0);
+    for (uint32_t i = 0; i < im->ntab; i++) {
+        __builtin_prefetch(tt[i].t, 1);
+        prefetch_lines(tt[i].array, tt[i].asize * sizeof(TValue), 1);
+        if (tt[i].hmask)
+            prefetch_lines(tt[i].node, (tt[i].hmask + 1) * sizeof(Node), 1);
+    }
+    const char *b = img_bytes(im);
+    prefetch_lines(b, (size_t)((const char *)im + im->size - b), 0);
+}
+
 /* Writes the image back; 0, or -1 if L has none (then nothing was changed). */
-static int image_restore(lua_State *L, const void *key, size_t *total)
+static int image_restore(lua_State *L, ljx_image *hint, size_t *total)
 {
     global_State *g = G(L);
-    image *im = image_of(L, key);
+    image *im = image_valid(L, hint);
     if (im == NULL)
         return -1;
+    image_prefetch(im);
     img_tab *tt = img_tabs(im);
     img_ud *uu = img_uds(im);
     const char *b = img_bytes(im);
@@ -1546,7 +1606,7 @@ lua_State *ljx_thread_kept(lua_State *L)
     return co;
 }
 
-int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
+int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, ljx_image *im,
                     size_t *image_bytes, lua_State *keep)
 {
     global_State *g = G(L);
@@ -1558,7 +1618,7 @@ int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void
     }
     setgcref(g->cur_L, obj2gco(L));
     size_t base = 0;
-    int restored = image_key != NULL && image_restore(L, image_key, &base) == 0;
+    int restored = im != NULL && image_restore(L, im, &base) == 0;
     if (!restored) {
         /* NOBARRIER: a cycle under way is redone in full below; in the pause nothing is black */
         GCtab *reg = tvistab(registry(L)) ? tabV(registry(L)) : NULL;

@@ -84,23 +84,39 @@ void ljx_str_shrink(lua_State *L, unsigned slots);
  * metatable (whose finalizer would run later, in the next actor). Else 0. */
 int ljx_state_resettable(lua_State *L);
 
-/* Copies what L's registry, globals and base-type metatables reach (tables, C functions, plain
- * userdata) into an image kept in its registry under key, for ljx_state_reset to write back.
- * -1 (and no image) if they reach a Lua function, a thread, cdata, other userdata, or more
- * objects than an image takes. Raises on memory errors. */
-int ljx_image_take(lua_State *L, const void *key);
+/* Asks the cache for the lines of L's state that a reset or a pooled state's boot reads
+ * first (the main state, the collector's, hook's and JIT's fields, the hot counters): a
+ * state that waited in the pool or whose actor slept is cold, and taken one after the other
+ * each would be a miss of its own. L is a main state (lua_newstate's). A hint: nothing is
+ * read. */
+void ljx_state_prefetch(lua_State *L);
 
-/* With L's image (under key): pushes the function ljx_image_keep_load kept, with L's globals
- * as its environment again, if bc (len bytes) is the bytecode it was loaded from, and
- * returns 1; else 0. */
-int ljx_image_load(lua_State *L, const void *key, const char *bc, size_t len);
+/* A state's image: the copy ljx_state_reset writes back. */
+typedef struct ljx_image ljx_image;
+
+/* Copies what L's registry, globals and base-type metatables reach (tables, C functions, plain
+ * userdata) into an image anchored in its registry under key, for ljx_state_reset to write
+ * back, and returns it: the caller keeps the pointer beside the state (it is valid while the
+ * registry holds the anchor, which no Lua code reaches without the debug library). NULL (and
+ * no image) if they reach a Lua function, a thread, cdata, other userdata, or more objects
+ * than an image takes. Raises on memory errors. */
+ljx_image *ljx_image_take(lua_State *L, const void *key);
+
+/* Asks the cache for the lines of im that a write-back reads first (a hint: nothing is read
+ * through im). */
+void ljx_image_prefetch(const ljx_image *im);
+
+/* With L's image im: pushes the function ljx_image_keep_load kept, with L's globals as its
+ * environment again, if bc (len bytes) is the bytecode it was loaded from, and returns 1;
+ * else 0. */
+int ljx_image_load(lua_State *L, ljx_image *im, const char *bc, size_t len);
 
 /* Keeps a function of the prototype of the Lua function on top of L, loaded from bc, beside
- * L's image: the body of later spawns of bc (ljx_image_load). */
-void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t len);
+ * L's image im: the body of later spawns of bc (ljx_image_load). */
+void ljx_image_keep_load(lua_State *L, ljx_image *im, const char *bc, size_t len);
 
-/* Makes everything Lua code could reach in L unreachable, or as it was: with an image under
- * image_key (not NULL), the tables of the image are written back as they were when it was
+/* Makes everything Lua code could reach in L unreachable, or as it was: with its image im
+ * (not NULL), the tables of the image are written back as they were when it was
  * taken (returns 1); else (returns 0) an empty registry and globals table, no base-type
  * metatables or default files. Both ways: no hook, the GC's parameters and threshold as
  * in a new state, the JIT's flags and parameters as from's (ljx_jit_copy) with fresh hot
@@ -111,7 +127,7 @@ void ljx_image_keep_load(lua_State *L, const void *key, const char *bc, size_t l
  * image's objects otherwise than through their tables (no debug library). keep (NULL or a
  * thread of L's state) survives the reset and is the one value on L's stack after it, for
  * the caller to anchor (vm/luavm.c puts it at the registry's index 1 for ljx_thread_kept). */
-int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, const void *image_key,
+int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, ljx_image *im,
                     size_t *image_bytes, lua_State *keep);
 
 /* Whether co, a coroutine of L's state whose function returned (or that never ran), can run

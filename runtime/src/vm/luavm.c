@@ -838,11 +838,11 @@ static int boot_func(lua_State *L, actor *a)
 {
     uint32_t bclen = rd_u32(a->vm.boot);
     const char *bc = a->vm.boot + 4;
-    if (!a->vm.imaged || !ljx_image_load(L, &image_key, bc, bclen)) {
+    if (!a->vm.image || !ljx_image_load(L, a->vm.image, bc, bclen)) {
         if (luaL_loadbuffer(L, bc, bclen, "=spawn") != 0)
             return -1;
-        if (a->vm.imaged)
-            ljx_image_keep_load(L, &image_key, bc, bclen);
+        if (a->vm.image)
+            ljx_image_keep_load(L, a->vm.image, bc, bclen);
     }
     char err[256];
     int n = 0;
@@ -865,7 +865,7 @@ static void boot_protected(lua_State *L, void *ud)
 {
     struct boot_call *bc = ud;
     actor *a = bc->a;
-    if (!a->vm.imaged) /* an image holds what open_state makes */
+    if (!a->vm.image) /* an image holds what open_state makes */
         open_state(L, !a->vm.recycled);
     /* a pooled state's last body coroutine, already at the registry's index 1 */
     lua_State *co = a->vm.recycled ? ljx_thread_kept(L) : NULL;
@@ -1094,6 +1094,7 @@ static void forget_state(actor *a)
     collect_forget(a);
     a->vm.L = NULL;
     a->vm.co = NULL;
+    a->vm.image = NULL;
     a->vm.arena = NULL;
     a->vm.arena_lo = 0;
     a->vm.arena_span = 0;
@@ -1169,8 +1170,8 @@ typedef struct luavm_pool {
     struct pooled {
         lua_State *L;
         size_t mem;
-        int imaged;
-        unsigned libs; /* the libraries in its image */
+        ljx_image *image; /* its image (or NULL) */
+        unsigned libs;    /* the libraries in the image */
     } st[POOL_STATES];
 } luavm_pool;
 
@@ -1223,7 +1224,7 @@ static lua_State *pool_take(actor *a)
     luavm_pool *p = pool_for(vm, a->rt, 1);
     if (!p)
         return NULL;
-    struct pooled got = {NULL, 0, 0, 0};
+    struct pooled got = {NULL, 0, NULL, 0};
     spin_lock(&p->lock);
     uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
     if (n) {
@@ -1235,10 +1236,15 @@ static lua_State *pool_take(actor *a)
     spin_unlock(&p->lock);
     if (!got.L)
         return NULL;
+    /* what the boot reads first, and the image its ljx_image_load reads after a few other
+     * misses */
+    ljx_state_prefetch(got.L);
+    if (got.image)
+        ljx_image_prefetch(got.image);
     lua_setallocf(got.L, actor_alloc, a);
     a->vm.mem = got.mem;
     a->vm.recycled = 1;
-    a->vm.imaged = got.imaged;
+    a->vm.image = got.image;
     a->vm.image_libs = got.libs;
     atomic_fetch_add_explicit(&vm->states_recycled, 1, memory_order_relaxed);
     return got.L;
@@ -1303,6 +1309,10 @@ static unsigned lib_unsafe(void)
     return bits;
 }
 
+/* Whether a's state may be written back from its image: it has one, and a's body could not
+ * reach inside the image's objects (nor the registry that anchors it). */
+static int image_restorable(actor *a) { return a->vm.image && !(a->vm.libs_open & lib_unsafe()); }
+
 /* Opens in L what an image holds: the boot tables, the libraries libs. */
 static void build_image(lua_State *L, unsigned libs)
 {
@@ -1329,7 +1339,7 @@ struct reset_call {
     lua_State *tmpl;
     actor *a;
     lua_State *keep;    /* the body's coroutine, kept for the next body (or NULL) */
-    int imaged;         /* out: the state has an image */
+    ljx_image *image;   /* out: the state's image (or NULL) */
     int restored;       /* out: written back from it */
     unsigned libs;      /* out: of these libraries */
     size_t image_bytes; /* out: the heap the image takes */
@@ -1340,16 +1350,16 @@ static void reset_protected(lua_State *L, void *ud)
     struct reset_call *rc = ud;
     actor *a = rc->a;
     unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
-    int restore = a->vm.imaged && !(a->vm.libs_open & lib_unsafe()) && want == a->vm.image_libs;
+    ljx_image *restore = image_restorable(a) && want == a->vm.image_libs ? a->vm.image : NULL;
     /* the kept coroutine stays on the stack (an image holds no thread) until the end */
-    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore ? &image_key : NULL, &rc->image_bytes,
-                        rc->keep)) {
-        rc->imaged = rc->restored = 1;
+    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore, &rc->image_bytes, rc->keep)) {
+        rc->image = restore;
+        rc->restored = 1;
         rc->libs = a->vm.image_libs;
     } else {
         build_image(L, want);
-        if (ljx_image_take(L, &image_key) == 0) {
-            rc->imaged = 1;
+        rc->image = ljx_image_take(L, &image_key);
+        if (rc->image) {
             rc->libs = want;
             rc->image_bytes = ljx_gc_total(L);
         } else { /* emptied again: the next boot makes its tables */
@@ -1365,6 +1375,13 @@ static void reset_protected(lua_State *L, void *ud)
 void luavm_release(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
+    /* the lines the checks and the reset read are asked for before their first steps reach
+     * them: the image and the tables it covers were last touched at the boot */
+    if (a->vm.L) {
+        ljx_state_prefetch(a->vm.L);
+        if (image_restorable(a))
+            ljx_image_prefetch(a->vm.image);
+    }
     luavm_pool *p = a->vm.L ? pool_for(vm, a->rt, 0) : NULL;
     if (!p || !may_recycle(a)) {
         luavm_close(a);
@@ -1385,7 +1402,7 @@ void luavm_release(actor *a)
         forget_state(a);
         return;
     }
-    struct pooled entry = {L, a->vm.mem, rc.imaged, rc.libs};
+    struct pooled entry = {L, a->vm.mem, rc.image, rc.libs};
     lua_setallocf(L, pooled_alloc, &a->rt->heap);
     a->vm.mem = 0;
     spin_lock(&p->lock);
