@@ -935,6 +935,9 @@ struct ljx_image {
      * read from here by the next boot (one line, which the pool's take asks for early) */
     GCstr *body_bc;
     GCfunc *body_fn;
+    /* where the state's kept coroutine and its stack were at the last reset: only ever
+     * prefetched (ljx_image_boot_prefetch), never read through */
+    const void *co_hint, *co_stack_hint;
     GCRef basemt[IMG_NBASEMT];
     size_t total; /* the heap right after the image was taken */
     size_t size;  /* of the whole payload */
@@ -1534,6 +1537,29 @@ void ljx_image_prefetch(const ljx_image *im)
     __builtin_prefetch(im);
     __builtin_prefetch((const char *)im + 64);
     __builtin_prefetch((const char *)im + 128);
+}
+
+void ljx_image_keep_thread(ljx_image *im, lua_State *co)
+{
+    im->co_hint = co;
+    im->co_stack_hint = tvref(co->stack);
+}
+
+void ljx_image_boot_prefetch(lua_State *L, ljx_image *hint)
+{
+    image *im = image_valid(L, hint);
+    if (im == NULL)
+        return;
+    /* the registry's array (its index 1 holds the kept coroutine: the image's first table is
+     * the registry), the coroutine and its stack (which the boot clears), the last body */
+    img_tab *tt = img_tabs(im);
+    if (im->ntab && tt[0].t == im->reg)
+        __builtin_prefetch(tt[0].array);
+    __builtin_prefetch(im->co_hint, 1);
+    __builtin_prefetch(im->co_stack_hint, 1);
+    __builtin_prefetch((const char *)im->co_stack_hint + 64, 1);
+    __builtin_prefetch(im->body_bc);
+    __builtin_prefetch(im->body_fn);
 }
 
 /* Asks for the lines the write-back touches first, all at once. At its actor's end a state's

@@ -106,6 +106,15 @@ ljx_image *ljx_image_take(lua_State *L, const void *key);
  * through im). */
 void ljx_image_prefetch(const ljx_image *im);
 
+/* Notes where co, the kept coroutine (ljx_thread_kept), and its stack are, for
+ * ljx_image_boot_prefetch. */
+void ljx_image_keep_thread(ljx_image *im, lua_State *co);
+
+/* At the boot of a pooled state with its image im: asks for the lines the boot reads next
+ * (the registry's array, the kept coroutine and its stack, the last body's bytecode string
+ * and function), after a read of im itself (ljx_image_prefetch asked for it earlier). */
+void ljx_image_boot_prefetch(lua_State *L, ljx_image *im);
+
 /* With L's image im: pushes the function ljx_image_keep_load kept, with L's globals as its
  * environment again, if bc (len bytes) is the bytecode it was loaded from, and returns 1;
  * else 0. */

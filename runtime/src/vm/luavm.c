@@ -867,6 +867,8 @@ static void boot_protected(lua_State *L, void *ud)
     actor *a = bc->a;
     if (!a->vm.image) /* an image holds what open_state makes */
         open_state(L, !a->vm.recycled);
+    if (a->vm.image)
+        ljx_image_boot_prefetch(L, a->vm.image);
     /* a pooled state's last body coroutine, already at the registry's index 1 */
     lua_State *co = a->vm.recycled ? ljx_thread_kept(L) : NULL;
     if (!co) {
@@ -1369,6 +1371,8 @@ static void reset_protected(lua_State *L, void *ud)
     if (rc->keep) { /* where the next boot finds it (ljx_thread_kept) */
         lua_settop(L, 1);
         lua_rawseti(L, LUA_REGISTRYINDEX, 1);
+        if (rc->image)
+            ljx_image_keep_thread(rc->image, rc->keep);
     }
 }
 
