@@ -68,8 +68,8 @@ static const codec_endpoints endpoints = {any_endpoint, push_endpoint};
 static void trim_states(smarm_runtime *rt) { luavm_trim(rt->vm); }
 
 /* actors are Lua states: the scheduler runs them through the vm layer's body */
-static const actor_hooks actor_hooks_lua = {body_entry, body_stop_entry, body_preempt, body_retune,
-                                            trim_states};
+static const actor_hooks actor_hooks_lua = {body_entry,  body_stop_entry, body_preempt,
+                                            body_retune, trim_states,     luavm_warm};
 
 static void install_process_hooks(void)
 {

@@ -145,6 +145,11 @@ typedef struct actor_vm {
     /* a digest of the last key that was not flat_key (vm/flat.c) */
     uint32_t flat_key_seen;
     uint64_t body_at; /* when its body began, after its boot (ns; 0 = not yet) */
+    /* its state and coroutine for a thread that wakes it from its timer (the warm hook: only
+     * prefetched, so a stale value does no harm; atomic, since that thread may read them while
+     * the actor's own thread sets them) */
+    _Atomic(void *) warm_state;
+    _Atomic(void *) warm_co;
 } actor_vm;
 
 /* Counters for introspection (those every message touches first). */

@@ -39,6 +39,12 @@ typedef struct actor_hooks {
     /* At most once a second, from the watchdog while every scheduler sleeps: give back what
      * the actors' code keeps for reuse and did not use since the last call. */
     void (*trim)(struct smarm_runtime *rt);
+    /* Its timer fired for a parked actor, which is about to be queued: asks the cache for the
+     * lines its next run reads first (a batch of timers wakes many actors, which then run one
+     * after the other, each cold after its sleep). From the thread that fires the timer, which
+     * may find the actor running elsewhere by then: it reads nothing the actor writes but
+     * actor_vm's warm fields. NULL: nothing to ask for. */
+    void (*warm)(actor *a);
 } actor_hooks;
 
 /* How actors ended, for metrics: the reasons the runtime gives, then any other. */

@@ -1086,6 +1086,8 @@ int luavm_boot(actor *a)
     }
     ljx_gc_room(L, first_cycle_room(a->pid));
     collect_booted(a, fresh, heap_fresh_at(a->run.heap_cache));
+    atomic_store_explicit(&a->vm.warm_state, (void *)L, memory_order_relaxed);
+    atomic_store_explicit(&a->vm.warm_co, (void *)a->vm.co, memory_order_relaxed);
     return bc.nargs;
 }
 
@@ -1097,6 +1099,8 @@ static void forget_state(actor *a)
     a->vm.L = NULL;
     a->vm.co = NULL;
     a->vm.image = NULL;
+    atomic_store_explicit(&a->vm.warm_state, NULL, memory_order_relaxed);
+    atomic_store_explicit(&a->vm.warm_co, NULL, memory_order_relaxed);
     a->vm.arena = NULL;
     a->vm.arena_lo = 0;
     a->vm.arena_span = 0;
@@ -1374,6 +1378,16 @@ static void reset_protected(lua_State *L, void *ud)
         if (rc->image)
             ljx_image_keep_thread(rc->image, rc->keep);
     }
+}
+
+void luavm_warm(actor *a)
+{
+    void *L = atomic_load_explicit(&a->vm.warm_state, memory_order_relaxed);
+    void *co = atomic_load_explicit(&a->vm.warm_co, memory_order_relaxed);
+    if (L)
+        ljx_state_prefetch(L);
+    if (co)
+        __builtin_prefetch(co, 1);
 }
 
 void luavm_release(actor *a)

@@ -112,6 +112,10 @@ void luavm_close(struct actor *a);
  * later spawn on this scheduler if nothing of it can outlive the reset (see luavm.c), else
  * closed as luavm_close does. */
 void luavm_release(struct actor *a);
+
+/* The actor_hooks warm hook: asks the cache for the lines of a's state and coroutine that a
+ * resume reads first (from another thread; reads only actor_vm's warm fields). */
+void luavm_warm(struct actor *a);
 /* States waiting in the pools now, and the pooled states luavm_trim has closed so far (the
  * two read together: a trim moves states from one count to the other at once). */
 void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed);
