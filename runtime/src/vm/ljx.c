@@ -1556,8 +1556,8 @@ void ljx_image_boot_prefetch(lua_State *L, ljx_image *hint)
     if (im->ntab && tt[0].t == im->reg)
         __builtin_prefetch(tt[0].array);
     __builtin_prefetch(im->co_hint, 1);
-    __builtin_prefetch(im->co_stack_hint, 1);
-    __builtin_prefetch((const char *)im->co_stack_hint + 64, 1);
+    if (im->co_stack_hint)
+        prefetch_lines(im->co_stack_hint, 128, 1);
     __builtin_prefetch(im->body_bc);
     __builtin_prefetch(im->body_fn);
 }
