@@ -3,6 +3,7 @@
 #include "vm/ljx.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -823,6 +824,8 @@ static void prefetch_lines(const void *p, size_t n, int write)
         else
             __builtin_prefetch((const void *)c, 0);
 }
+
+_Static_assert(offsetof(GG_State, L) == 0, "a main lua_State is the start of its GG_State");
 
 void ljx_state_prefetch(lua_State *L)
 {
