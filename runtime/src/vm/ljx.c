@@ -847,6 +847,18 @@ void ljx_state_prefetch(lua_State *L)
     prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
 }
 
+void ljx_wake_prefetch(lua_State *L, lua_State *co)
+{
+    GG_State *gg = (GG_State *)(void *)L;
+    /* the coroutine, the collector's counters (the resume's collection check), the VM state
+     * and current thread the resume writes, the hot counters its loops count down */
+    __builtin_prefetch(co, 1);
+    prefetch_lines(&gg->g.gc, sizeof gg->g.gc, 1);
+    __builtin_prefetch((const char *)gg + offsetof(GG_State, g.vmstate), 1); /* volatile */
+    __builtin_prefetch(&gg->g.cur_L, 1);
+    prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
+}
+
 int ljx_state_resettable(lua_State *L)
 {
     global_State *g = G(L);

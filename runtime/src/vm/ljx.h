@@ -91,6 +91,10 @@ int ljx_state_resettable(lua_State *L);
  * read. */
 void ljx_state_prefetch(lua_State *L);
 
+/* The same for a wake of co, the body coroutine of L's state: the lines a resume reads first
+ * (not the reset's registry, image and JIT fields). A hint: nothing is read. */
+void ljx_wake_prefetch(lua_State *L, lua_State *co);
+
 /* A state's image: the copy ljx_state_reset writes back. */
 typedef struct ljx_image ljx_image;
 

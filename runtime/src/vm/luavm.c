@@ -865,10 +865,10 @@ static void boot_protected(lua_State *L, void *ud)
 {
     struct boot_call *bc = ud;
     actor *a = bc->a;
-    if (!a->vm.image) /* an image holds what open_state makes */
-        open_state(L, !a->vm.recycled);
-    if (a->vm.image)
+    if (a->vm.image) /* an image holds what open_state makes */
         ljx_image_boot_prefetch(L, a->vm.image);
+    else
+        open_state(L, !a->vm.recycled);
     /* a pooled state's last body coroutine, already at the registry's index 1 */
     lua_State *co = a->vm.recycled ? ljx_thread_kept(L) : NULL;
     if (!co) {
@@ -1384,10 +1384,8 @@ void luavm_warm(actor *a)
 {
     void *L = atomic_load_explicit(&a->vm.warm_state, memory_order_relaxed);
     void *co = atomic_load_explicit(&a->vm.warm_co, memory_order_relaxed);
-    if (L)
-        ljx_state_prefetch(L);
-    if (co)
-        __builtin_prefetch(co, 1);
+    if (L && co)
+        ljx_wake_prefetch(L, co);
 }
 
 void luavm_release(actor *a)
