@@ -147,10 +147,13 @@ typedef struct actor_vm {
     uint64_t body_at; /* when its body began, after its boot (ns; 0 = not yet) */
     /* its state and coroutine for a thread that wakes it from its timer (the warm hook: only
      * prefetched, so a stale value does no harm; atomic, since that thread may read them while
-     * the actor's own thread sets them) */
+     * the actor's own thread sets them). Last: actor_vm_reset clears what comes before them
+     * with a memset. */
     _Atomic(void *) warm_state;
     _Atomic(void *) warm_co;
 } actor_vm;
+_Static_assert(offsetof(actor_vm, warm_co) + sizeof(_Atomic(void *)) == sizeof(actor_vm),
+               "actor_vm's warm hints come last (actor_vm_reset clears the fields before them)");
 
 /* Counters for introspection (those every message touches first). */
 typedef struct actor_stats {
@@ -262,7 +265,11 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
 static inline void actor_vm_reset(actor_vm *v, int boot_kind, char *payload, size_t len,
                                   size_t max_heap)
 {
-    memset(v, 0, sizeof *v);
+    /* the warm hints last, with atomic stores: a stale timer of the slot's last tenant may
+     * fire now and read them on another thread (the warm hook) */
+    memset(v, 0, offsetof(actor_vm, warm_state));
+    atomic_store_explicit(&v->warm_state, NULL, memory_order_relaxed);
+    atomic_store_explicit(&v->warm_co, NULL, memory_order_relaxed);
     v->boot_kind = boot_kind;
     v->boot = payload;
     v->boot_len = len;
