@@ -33,6 +33,25 @@ local function looper(parent, n)
    s.send(parent, { kb = collectgarbage("count") })
 end
 
+-- Like looper, but reports the most its heap grew between two cycles (KB): how far apart
+-- its collector put them.
+local function spacer(parent, n)
+   local s = require "smarm"
+   local low, prev, widest = collectgarbage("count"), 0, 0
+   for _ = 1, n do
+      local m = s.recv(30)
+      local junk = { m.seq, m.seq + 1, tag = "junk" }
+      s.send(parent, { seq = junk[1] })
+      local kb = collectgarbage("count")
+      if kb < prev then -- a cycle freed: a new low
+         widest = math.max(widest, prev - low)
+         low = kb
+      end
+      prev = kb
+   end
+   s.send(parent, { widest = widest })
+end
+
 -- Like looper, but its garbage is proxies whose finalizers count themselves and raise; it
 -- counts the errors it catches (in its own code or from a receive) and reports both counts.
 local function litterer(parent, n)
@@ -116,6 +135,24 @@ describe("an actor that allocates between waits", function()
       -- a cycle every few dozen messages: the first starts the log, the rest prefetch
       assert.is_true(resume_collections() - before >= 10)
       assert.is_true(last.kb < 256, "heap " .. tostring(last.kb) .. " KB")
+   end)
+
+   -- Among few actors each state gets 64 KB of room after a cycle (its share of a 4 MB
+   -- budget, at most 64 KB): LuaJIT's own pause would leave it twice what the cycle kept,
+   -- about 10 KB of garbage, and a cycle walks the whole kept heap every few dozen messages.
+   it("among few actors, lets 64 KB of garbage pile up between cycles", function()
+      local r = lockstep(smarm.spawn(spacer, smarm.self(), 3000), 3000)
+      assert.is_true(r.widest >= 48, "heap grew at most " .. r.widest .. " KB between cycles")
+      assert.is_true(r.widest <= 96, "heap grew " .. r.widest .. " KB between cycles")
+   end)
+
+   -- max_heap counts garbage too: an actor under it keeps the pause's room, so that garbage
+   -- it would have collected does not end it
+   it("keeps LuaJIT's room under max_heap", function()
+      local pid = smarm.spawn_opt({ max_heap = 1024 * 1024 }, spacer, smarm.self(), 3000)
+      local r = lockstep(pid, 3000)
+      assert.is_true(r.widest > 0, "no cycle")
+      assert.is_true(r.widest < 40, "heap grew " .. r.widest .. " KB between cycles")
    end)
 
    it("leaves every __gc finalizer to its own code: each one's error is caught there", function()

@@ -41,6 +41,19 @@ static void touch_lines(const char *lo, uint32_t len, void *const *log, uint32_t
     __asm__ volatile("" ::"r"(sink));
 }
 
+/* The room a state gets after a cycle between waits, at least: COLLECT_ROOM_BUDGET shared by
+ * the actors alive, at most COLLECT_ROOM_MAX. None beyond the pause's under max_heap: the
+ * limit counts garbage too, and an actor stopped for garbage it would have collected under
+ * the pause's room would be a surprise. */
+static size_t room_after_cycle(actor *a)
+{
+    if (a->vm.max_heap)
+        return 0;
+    int64_t live = atomic_load_explicit(&a->rt->live, memory_order_relaxed);
+    size_t room = COLLECT_ROOM_BUDGET / (size_t)(live > 0 ? live : 1);
+    return room < COLLECT_ROOM_MAX ? room : COLLECT_ROOM_MAX;
+}
+
 void collect_between_waits(actor *a)
 {
     if (!due(a))
@@ -60,6 +73,7 @@ void collect_between_waits(actor *a)
     a->vm.gc_log_n = 0;
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
     ljx_gc_cycle(a->vm.co);
+    ljx_gc_room_min(a->vm.co, room_after_cycle(a));
 }
 
 void collect_forget(actor *a)

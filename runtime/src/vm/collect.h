@@ -21,6 +21,16 @@
  * walks (larger states keep LuaJIT's incremental steps). */
 #define COLLECT_MAX_HEAP (256u * 1024)
 
+/* After a cycle between waits a state may allocate this much before its next one, shared
+ * by the actors alive, even where LuaJIT's pause (twice what the cycle left) gives less, and
+ * at most COLLECT_ROOM_MAX: every cycle marks and sweeps the whole kept heap (a message
+ * loop's libraries, about 10 KB), so a state among few that keeps its cycles 10 KB apart
+ * pays that walk every few dozen messages, with memory to spare; among thousands, the
+ * budget's share is below the pause's room and nothing changes (a ring of 1,000 whose states
+ * took more room each missed the cache more: docs/DESIGN.md, "Room by the actors alive"). */
+#define COLLECT_ROOM_BUDGET (4u << 20)
+#define COLLECT_ROOM_MAX (64u * 1024)
+
 /* The boot's objects are loaded ahead only from a run of fresh memory at most this long (a
  * booted state's libraries take about 5.5 KB there). */
 #define COLLECT_BOOT_MAX (32u * 1024)
@@ -45,7 +55,8 @@ static inline void collect_note(actor *a, void *b)
 
 /* At a resume from a coroutine park, before the wait's continuation: if the state's
  * collector would start a cycle soon, runs the cycle through its sweep now with its newest
- * blocks loaded ahead (the first time, it starts the log instead). __gc
+ * blocks loaded ahead (the first time, it starts the log instead), and leaves it at least
+ * its share of COLLECT_ROOM_BUDGET before the next. __gc
  * finalizers are not run here: the steps of the code that follows run them, as before. */
 void collect_between_waits(actor *a);
 

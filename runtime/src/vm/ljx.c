@@ -620,6 +620,13 @@ void ljx_gc_room(lua_State *L, size_t room)
         g->gc.threshold = g->gc.total + room;
 }
 
+void ljx_gc_room_min(lua_State *L, size_t room)
+{
+    global_State *g = G(L);
+    if (g->gc.state == GCSpause && g->gc.threshold < g->gc.total + room)
+        g->gc.threshold = g->gc.total + room;
+}
+
 int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div)
 {
     global_State *g = G(L);
