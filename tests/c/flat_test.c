@@ -497,6 +497,355 @@ static void other_argument_lists_are_left_to_the_codec(void **state)
     lua_settop(f->dst, top);
 }
 
+/* -- Nested values (flat_encode_deep, flat_decode_deep) -------------------------------- */
+
+/* expr takes the nested fast path: the bytes the codec's own walk writes, decodable, and
+ * decoded equal to expr, both by the fast path and by the codec's own decoder. */
+static void check_deep(fixture *f, const char *expr)
+{
+    char deep[FLAT_DEEP_MAX];
+    void *txs[FLAT_DEEP_TX];
+    int ntx = -1;
+    push_expr(f->src, expr);
+    size_t n = flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, NULL, txs, &ntx);
+    wire_buf_reset(&f->buf);
+    if (codec_encode_general(f->src, -1, &f->buf, "msg", f->err, sizeof f->err) != 0)
+        fail_msg("codec_encode_general %s: %s", expr, f->err);
+    lua_pop(f->src, 1);
+    if (n == 0)
+        fail_msg("%s: declined", expr);
+    assert_int_equal(ntx, 0);
+    if (n != f->buf.len || memcmp(deep, f->buf.data, n) != 0)
+        fail_msg("%s: %zu bytes, %zu from the codec's walk, or they differ", expr, n, f->buf.len);
+    if (!flat_deep_decodable(f->dst, deep, n, 0))
+        fail_msg("%s: not decodable", expr);
+    int top = lua_gettop(f->dst);
+    flat_decode_deep(f->dst, deep, n, NULL);
+    assert_int_equal(lua_gettop(f->dst), top + 1);
+    lua_pair_expect_got(f, expr, expr);
+    if (codec_decode_general(f->dst, deep, n, f->err, sizeof f->err) != 0)
+        fail_msg("codec_decode_general %s: %s", expr, f->err);
+    lua_pair_expect_got(f, expr, expr);
+    /* and codec_encode, which takes the fast path, writes those bytes too */
+    push_expr(f->src, expr);
+    wire_buf_reset(&f->buf);
+    assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
+    lua_pop(f->src, 1);
+    assert_true(f->buf.len == n && memcmp(deep, f->buf.data, n) == 0);
+    lua_settop(f->dst, top);
+}
+
+static void nested_tables_are_exact(void **state)
+{
+    fixture *f = *state;
+    static const char *const exprs[] = {
+        "{}",
+        "{1, 2, 3}",
+        "{x = 1}",
+        "{a = {}}",
+        "{a = {b = {c = {d = {e = {f = {g = 'deep'}}}}}}}",
+        "{tag = 'call', req = 41, from = {pid = 7, seq = 3}}",
+        "{{1, 2}, {3, x = {4}}, 'five', n = {true, false}}",
+        "{list = {{id = 1, name = 'a'}, {id = 2, name = 'b'}, {id = 3, name = 'c'}}}",
+        "{pos = {x = 1.5, y = -2.25, z = 0/0}, vel = {x = 1/0, y = -0.0}}",
+        "{s = string.rep('x', 200), t = {string.rep('y', 100)}}",
+        "{a = {b = {c = {d = {e = {f = {g = {h = 'eight tables'}}}}}}}}",
+        /* a shared subtable is copied at each place, as the codec does */
+        "(function() local t = {1, 2} return {a = t, b = t, c = {t}} end)()",
+        "{key = 'value', nested = {key = 'value', again = {key = 'value'}}}",
+    };
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++)
+        check_deep(f, exprs[i]);
+}
+
+/* Declined by the encoder (0), with the codec's walk then writing or refusing it. */
+static void nested_leaves_the_rest_to_the_codec(void **state)
+{
+    fixture *f = *state;
+    static const char *const exprs[] = {
+        "7",                                                       /* a scalar: flat's */
+        "'text'",                                                  /* likewise */
+        "{a = {b = {c = {d = {e = {f = {g = {h = {i = 1}}}}}}}}}", /* nine tables deep */
+        "{[1] = {}, [3] = {}}",                                /* number keys in the hash part */
+        "(function() local t = {} t.self = t return t end)()", /* cyclic: the codec refuses */
+        "{a = {[2] = 'sparse'}}",
+        "{a = {[true] = 1}}",
+        "{a = {[1.5] = 1}}",
+        "{a = {{}, nil, {}}}",
+        "{a = {f = print}}",
+        "{a = {co = coroutine.create(print)}}",
+        "{a = {u = newproxy()}}",
+        "{big = {string.rep('x', 600), string.rep('y', 600)}}", /* past FLAT_DEEP_MAX */
+    };
+    char deep[FLAT_DEEP_MAX];
+    void *txs[FLAT_DEEP_TX];
+    int ntx;
+    for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
+        push_expr(f->src, exprs[i]);
+        size_t n = flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, NULL, txs, &ntx);
+        lua_pop(f->src, 1);
+        if (n != 0)
+            fail_msg("%s: taken (%zu bytes)", exprs[i], n);
+    }
+    /* a nine-deep table's bytes (the codec's) are refused by the fast decoder, taken by the
+     * codec's own */
+    push_expr(f->src, exprs[2]);
+    wire_buf_reset(&f->buf);
+    assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
+    lua_pop(f->src, 1);
+    assert_false(flat_deep_decodable(f->dst, f->buf.data, f->buf.len, 0));
+    assert_int_equal(codec_decode(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err), 0);
+    lua_pair_expect_got(f, exprs[2], exprs[2]);
+    /* and the cyclic table is still named as such */
+    push_expr(f->src, exprs[4]);
+    wire_buf_reset(&f->buf);
+    assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), -1);
+    lua_pop(f->src, 1);
+    assert_non_null(strstr(f->err, "cyclic"));
+}
+
+static uint64_t xorshift(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* Writes a random value (a table at depth 0) into r[at..cap): its end, or 0 if out of room. */
+static size_t gen_value(unsigned char *r, size_t cap, size_t at, int depth, uint64_t *x)
+{
+    uint64_t k = xorshift(x);
+    if (depth == 0 || (k % 4 == 0 && depth < 10)) {
+        if (cap - at < 3)
+            return 0;
+        unsigned narr = (unsigned)(k >> 8) % 3, npairs = (unsigned)(k >> 16) % 3;
+        r[at++] = WIRE_TABLE;
+        r[at++] = (unsigned char)narr;
+        r[at++] = (unsigned char)npairs;
+        for (unsigned i = 0; i < narr && at; i++)
+            at = gen_value(r, cap, at, depth + 1, x);
+        for (unsigned i = 0; i < npairs && at; i++) {
+            if (cap - at < 2)
+                return 0;
+            r[at++] = WIRE_SSTR + 1;
+            r[at++] = (unsigned char)('a' + xorshift(x) % 3);
+            at = gen_value(r, cap, at, depth + 1, x);
+        }
+        return at;
+    }
+    if (cap - at < 2)
+        return 0;
+    switch ((k >> 8) % 5) {
+    case 0:
+        r[at++] = (unsigned char)(WIRE_FIXINT + (k >> 16) % 100);
+        break;
+    case 1:
+        r[at++] = WIRE_SSTR + 1;
+        r[at++] = 'v';
+        break;
+    case 2:
+        r[at++] = WIRE_TRUE;
+        break;
+    case 3:
+        r[at++] = WIRE_I8;
+        r[at++] = (unsigned char)(k >> 24);
+        break;
+    default:
+        r[at++] = WIRE_NIL;
+        break;
+    }
+    return at;
+}
+
+/* The decoder checks every byte before it makes anything: a tx's tag only in trusted bytes,
+ * and nothing cut short or malformed; random bytes neither crash it nor leave the stack
+ * changed when refused. */
+static void nested_bytes_are_checked_before_anything_is_made(void **state)
+{
+    fixture *f = *state;
+    /* {t = {<tx>}} by hand: a table of one pair whose value is a table of one tx */
+    unsigned char b[32];
+    size_t n = 0;
+    b[n++] = WIRE_TABLE;
+    b[n++] = 0;
+    b[n++] = 1;
+    b[n++] = WIRE_SSTR + 1;
+    b[n++] = 't';
+    b[n++] = WIRE_TABLE;
+    b[n++] = 1;
+    b[n++] = 0;
+    b[n++] = WIRE_TX;
+    memset(b + n, 0x5a, 8);
+    n += 8;
+    assert_false(flat_deep_decodable(f->dst, (const char *)b, n, 0));
+    assert_true(flat_deep_decodable(f->dst, (const char *)b, n, 1));
+    for (size_t cut = 0; cut < n; cut++)
+        assert_false(flat_deep_decodable(f->dst, (const char *)b, cut, 1));
+    /* a nil value in a pair is the codec's (it keeps the key's pair out) */
+    unsigned char nilv[] = {WIRE_TABLE,    0,   1,       WIRE_SSTR + 1, 'k', WIRE_TABLE, 0, 1,
+                            WIRE_SSTR + 1, 'j', WIRE_NIL};
+    assert_false(flat_deep_decodable(f->dst, (const char *)nilv, sizeof nilv, 0));
+    /* a key that is not a string */
+    unsigned char numkey[] = {WIRE_TABLE, 0, 1, WIRE_TABLE, 0, 0, WIRE_FIXINT + 1};
+    assert_false(flat_deep_decodable(f->dst, (const char *)numkey, sizeof numkey, 0));
+
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    unsigned char r[64];
+    int taken = 0, top = lua_gettop(f->dst);
+    for (int iter = 0; iter < 100000; iter++) {
+        /* a random nested value by a small grammar, then, every other time, a byte changed
+         * or the end cut */
+        size_t len = gen_value(r, sizeof r, 0, 0, &x);
+        if (len == 0)
+            continue;
+        if (iter & 1) {
+            size_t at = (size_t)(xorshift(&x) % len);
+            if (xorshift(&x) & 1)
+                r[at] = (unsigned char)xorshift(&x);
+            else
+                len = at + 1;
+        }
+        r[0] = WIRE_TABLE;
+        /* untrusted: a tx's tag is refused, so no fake channel address is ever pushed */
+        if (flat_deep_decodable(f->dst, (const char *)r, len, 0)) {
+            flat_decode_deep(f->dst, (const char *)r, len, NULL);
+            assert_int_equal(lua_gettop(f->dst), top + 1);
+            assert_int_equal(lua_type(f->dst, -1), LUA_TTABLE);
+            lua_settop(f->dst, top);
+            taken++;
+        }
+        assert_int_equal(lua_gettop(f->dst), top);
+    }
+    assert_true(taken > 100);
+}
+
+/* Txs: a fake endpoint kind (a userdata whose payload starts with a magic word and holds a
+ * channel address), with the references counted. */
+#define FAKE_MAGIC 0x7478u
+struct fake_tx {
+    unsigned magic;
+    void *chan;
+};
+static int fake_retains, fake_releases, fake_pushes;
+static void *fake_pushed[4];
+
+static int fake_endpoint(void *ud, size_t len, void **chan)
+{
+    const struct fake_tx *t = ud;
+    if (len != sizeof *t || t->magic != FAKE_MAGIC)
+        return 0;
+    *chan = t->chan;
+    return WIRE_REF_TX;
+}
+
+static void fake_push(lua_State *L, void *chan, int kind)
+{
+    assert_int_equal(kind, WIRE_REF_TX);
+    struct fake_tx *t = lua_newuserdata(L, sizeof *t);
+    t->magic = FAKE_MAGIC;
+    t->chan = chan;
+    if (fake_pushes < 4)
+        fake_pushed[fake_pushes] = chan;
+    fake_pushes++;
+}
+
+static void fake_retain(void *chan, int kind)
+{
+    (void)chan;
+    assert_int_equal(kind, WIRE_REF_TX);
+    fake_retains++;
+}
+
+static void fake_release(void *chan, int kind)
+{
+    (void)chan;
+    (void)kind;
+    fake_releases++;
+}
+
+static void *fake_take(void *obj, int kind)
+{
+    (void)kind;
+    return obj;
+}
+
+static int push_fake_tx(lua_State *L)
+{
+    struct fake_tx *t = lua_newuserdata(L, sizeof *t);
+    t->magic = FAKE_MAGIC;
+    t->chan = (void *)(uintptr_t)luaL_checkinteger(L, 1);
+    return 1;
+}
+
+static void nested_txs_carry_their_references(void **state)
+{
+    fixture *f = *state;
+    static const codec_endpoints eps = {fake_endpoint, fake_push};
+    static const wire_refs_ops ops = {fake_retain, fake_release, fake_take};
+    codec_set_endpoints(&eps);
+    wire_set_refs_ops(&ops);
+    fake_retains = fake_releases = fake_pushes = 0;
+    lua_register(f->src, "fake_tx", push_fake_tx);
+    const char *expr = "{tag = 'call', req = {1, 2}, from = {pid = 9, tx = fake_tx(0x1000)}, "
+                       "more = {fake_tx(0x2000)}}";
+
+    /* the fast path's bytes: the refs prefix, then the codec's walk's bytes */
+    push_expr(f->src, expr);
+    wire_buf_reset(&f->buf);
+    assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
+    assert_int_equal(fake_retains, 2);
+    wire_buf general;
+    wire_buf_init(&general);
+    assert_int_equal(codec_encode_general(f->src, -1, &general, "msg", f->err, sizeof f->err), 0);
+    lua_pop(f->src, 1);
+    assert_int_equal(fake_retains, 4);
+    assert_int_equal(f->buf.len, general.len);
+    assert_true(wire_refs_live(f->buf.data, f->buf.len, WIRE_REFS));
+    assert_memory_equal(f->buf.data, general.data, general.len);
+
+    /* decoded: each tx is made by the push, which takes the message's reference over */
+    int top = lua_gettop(f->dst);
+    assert_true(
+        flat_deep_decodable(f->dst, f->buf.data + WIRE_REFS_LEN, f->buf.len - WIRE_REFS_LEN, 1));
+    assert_int_equal(codec_decode(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err), 0);
+    assert_int_equal(fake_pushes, 2);
+    assert_true((fake_pushed[0] == (void *)0x1000 && fake_pushed[1] == (void *)0x2000) ||
+                (fake_pushed[0] == (void *)0x2000 && fake_pushed[1] == (void *)0x1000));
+    lua_setglobal(f->dst, "got");
+    lua_check_true(f->dst, "return got.tag == 'call' and got.req[2] == 2 and got.from.pid == 9 "
+                           "and type(got.from.tx) == 'userdata' and type(got.more[1]) == "
+                           "'userdata'");
+    assert_int_equal(lua_gettop(f->dst), top);
+    /* taken: freeing the bytes now releases nothing */
+    wire_release(f->buf.data, f->buf.len);
+    assert_int_equal(fake_releases, 0);
+    /* the codec's copy, freed undelivered, gives its two references back */
+    wire_release(general.data, general.len);
+    assert_int_equal(fake_releases, 2);
+    wire_buf_free(&general);
+
+    /* more txs than the fast path keeps: the codec's walk, with all their references */
+    push_expr(f->src, "(function() local t = {} for i = 1, 20 do t[i] = fake_tx(i) end "
+                      "return {t = t} end)()");
+    char deep[FLAT_DEEP_MAX];
+    void *txs[FLAT_DEEP_TX];
+    int ntx;
+    assert_int_equal(
+        flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, fake_endpoint, txs, &ntx),
+        0);
+    wire_buf_reset(&f->buf);
+    fake_retains = 0;
+    assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
+    lua_pop(f->src, 1);
+    assert_int_equal(fake_retains, 20);
+    fake_releases = 0;
+    wire_release(f->buf.data, f->buf.len);
+    assert_int_equal(fake_releases, 20);
+    codec_set_endpoints(NULL);
+    wire_set_refs_ops(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +864,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(other_argument_lists_are_left_to_the_codec, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(nested_tables_are_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(nested_leaves_the_rest_to_the_codec, setup, teardown),
+        cmocka_unit_test_setup_teardown(nested_bytes_are_checked_before_anything_is_made, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(nested_txs_carry_their_references, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

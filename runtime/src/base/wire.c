@@ -239,6 +239,21 @@ int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag)
     return 0;
 }
 
+int wire_refs_commit_txs(wire_buf *out, size_t at, void *const *chans, int n)
+{
+    if (wire_buf_reserve(out, WIRE_REFS_LEN))
+        return -1;
+    const wire_refs_ops *ops = __atomic_load_n(&refs_ops, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        ops->retain(chans[i], WIRE_REF_TX);
+    memmove(out->data + at + WIRE_REFS_LEN, out->data + at, out->len - at);
+    out->data[at] = (char)WIRE_REFS;
+    uint64_t ck = refs_cookie();
+    memcpy(out->data + at + 1, &ck, 8);
+    out->len += WIRE_REFS_LEN;
+    return 0;
+}
+
 int wire_refs_live(const char *data, size_t len, int tag)
 {
     uint64_t ck;

@@ -176,6 +176,9 @@ int wire_refs_live(const char *data, size_t len, int tag);
  * sockets moved out of their objects), then puts the refs prefix `tag` in front of out[at..]; the
  * values start at `values`, up to out->len. 0, or -1 (out of memory: nothing taken). */
 int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag);
+/* The same for a value at out[at..] whose only endpoints are txs of the n channels chans
+ * (an encoder that kept them as it wrote them): no walk over the bytes. */
+int wire_refs_commit_txs(wire_buf *out, size_t at, void *const *chans, int n);
 /* Marks a refs prefix as taken over by a decoder (a later wire_release leaves it alone). */
 void wire_refs_taken(char *data);
 /* Drops the channel references held by encoded bytes (a message or an argument list) that

@@ -38,6 +38,12 @@ int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *e
  * error raised midway leaks the references not taken over yet. */
 int codec_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
 
+/* codec_encode and codec_decode without their fast path for nested tables (vm/flat.h): the
+ * codec's own walk, which writes and reads the same bytes (flat_test compares the two). */
+int codec_encode_general(lua_State *L, int idx, wire_buf *out, const char *root, char *err,
+                         size_t errlen);
+int codec_decode_general(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
+
 /* The n values at first..first+n-1 (spawn arguments, roots "arg 1", "arg 2", ...): a count,
  * then the values. Same contract as codec_encode. */
 int codec_encode_args(lua_State *L, int first, int n, wire_buf *out, char *err, size_t errlen);

@@ -519,3 +519,205 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
     /* t is new, so white, and nothing ran since: no barrier is due (lua_createtable's own
      * stores skip it too) */
 }
+
+/* -- Nested values ---------------------------------------------------------------------- */
+
+struct deep_enc {
+    flat_endpoint_fn endpoint;
+    void **txs; /* the channels of the txs met, FLAT_DEEP_TX at most */
+    int ntx, cdata;
+};
+
+static char *enc_deep_value(cTValue *o, char *p, char *end, int depth, struct deep_enc *d);
+
+/* enc_table's layout and checks, with nested values */
+static char *enc_deep_table(const GCtab *t, char *p, char *end, int depth, struct deep_enc *d)
+{
+    if (depth >= FLAT_DEEP_DEPTH || t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX || end - p < 3)
+        return NULL;
+    cTValue *arr = tvref(t->array);
+    uint32_t n = 0;
+    if (t->asize > 0) {
+        if (!tvisnil(&arr[0]))
+            return NULL;
+        while (n + 1 < t->asize && !tvisnil(&arr[n + 1]))
+            n++;
+        for (uint32_t i = n + 1; i < t->asize; i++)
+            if (!tvisnil(&arr[i]))
+                return NULL;
+    }
+    if (n > 0x7f)
+        return NULL;
+    char *head = p;
+    p[0] = WIRE_TABLE;
+    p[1] = (char)n;
+    p += 3;
+    for (uint32_t i = 1; i <= n; i++)
+        if ((p = enc_deep_value(&arr[i], p, end, depth + 1, d)) == NULL)
+            return NULL;
+    const Node *node = noderef(t->node);
+    uint32_t pairs = 0;
+    for (uint32_t j = 0; j <= t->hmask; j++) {
+        const Node *nd = &node[j];
+        if (tvisnil(&nd->val))
+            continue;
+        if (!tvisstr(&nd->key))
+            return NULL;
+        if ((p = enc_scalar(&nd->key, p, end, &d->cdata)) == NULL ||
+            (p = enc_deep_value(&nd->val, p, end, depth + 1, d)) == NULL)
+            return NULL;
+        pairs++;
+    }
+    if (pairs > 0x7f)
+        return NULL;
+    head[2] = (char)pairs;
+    return p;
+}
+
+static char *enc_deep_value(cTValue *o, char *p, char *end, int depth, struct deep_enc *d)
+{
+    if (tvistab(o))
+        return enc_deep_table(tabV(o), p, end, depth, d);
+    if (tvisudata(o)) {
+        /* a channel tx: its channel's address, as the codec writes it (an rx or a socket
+         * moves out of the sender's object: the codec's) */
+        const GCudata *ud = udataV(o);
+        void *c = NULL;
+        if (!d->endpoint || ud->udtype != UDTYPE_USERDATA || end - p < 9 ||
+            d->ntx == FLAT_DEEP_TX || d->endpoint(uddata(ud), ud->len, &c) != WIRE_REF_TX || !c)
+            return NULL;
+        *p++ = WIRE_TX;
+        memcpy(p, &c, 8);
+        d->txs[d->ntx++] = c;
+        return p + 8;
+    }
+    return enc_scalar(o, p, end, &d->cdata);
+}
+
+size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpoint_fn endpoint,
+                        void **txs, int *ntx)
+{
+    cTValue *o = L->base + (idx - 1);
+    *ntx = 0;
+    if (idx <= 0 || o >= L->top || !tvistab(o))
+        return 0;
+    if (cap > FLAT_DEEP_MAX)
+        cap = FLAT_DEEP_MAX;
+    struct deep_enc d = {endpoint, txs, 0, 0};
+    char *p = enc_deep_table(tabV(o), out, out + cap, 0, &d);
+    if (!p)
+        return 0;
+    *ntx = d.ntx;
+    return (size_t)(p - out);
+}
+
+/* The end of the nested value at p (p < e), or NULL if flat_decode_deep does not make it. */
+static const unsigned char *deep_end(const unsigned char *p, const unsigned char *e, int depth,
+                                     int trusted, int *cdata)
+{
+    unsigned tag = *p;
+    if (tag == WIRE_TX)
+        return trusted && e - p >= 9 ? p + 9 : NULL;
+    if (tag != WIRE_TABLE)
+        return scalar_end(p, e, 0, cdata);
+    if (depth >= FLAT_DEEP_DEPTH || e - p < 3 || p[1] >= 0x80 || p[2] >= 0x80)
+        return NULL;
+    unsigned narr = p[1], npairs = p[2];
+    p += 3;
+    for (unsigned i = 0; i < narr && p; i++)
+        p = p < e ? deep_end(p, e, depth + 1, trusted, cdata) : NULL;
+    for (unsigned i = 0; i < npairs && p; i++) {
+        p = p < e ? scalar_end(p, e, 1, cdata) : NULL;
+        /* a nil value makes a key the codec would keep: its way */
+        p = p && p < e && *p != WIRE_NIL ? deep_end(p, e, depth + 1, trusted, cdata) : NULL;
+    }
+    return p;
+}
+
+int flat_deep_decodable(lua_State *L, const char *data, size_t len, int trusted)
+{
+    const unsigned char *p = (const unsigned char *)data, *e = p + len;
+    int cdata = 0;
+    if (len < 3 || len > FLAT_DEEP_MAX || *p != WIRE_TABLE)
+        return 0;
+    p = deep_end(p, e, 0, trusted, &cdata);
+    return p == e && (!cdata || ctype_ctsG(G(L)) != NULL);
+}
+
+/* dec_scalar, with short strings (a protocol's keys and tags) from the state's cache of
+ * the last few the decoders made (ljx_short_string) */
+static void dec_deep_scalar(lua_State *L, TValue *o, const unsigned char **pp)
+{
+    const unsigned char *p = *pp;
+    unsigned tag = *p;
+    if (tag >= WIRE_SSTR && tag < WIRE_FIXINT && tag - WIRE_SSTR <= LJX_SHORT_STRING) {
+        size_t n = tag - WIRE_SSTR;
+        setstrV(L, o, (GCstr *)ljx_short_string(L, (const char *)p + 1, n));
+        *pp = p + 1 + n;
+        return;
+    }
+    dec_scalar(L, o, pp);
+}
+
+struct deep_dec {
+    flat_push_fn push;
+    int stepped; /* a push ran (it may have run a GC step): stores take the barrier */
+};
+
+/* Writes the value at *pp into o, a slot of table t (or the stack's top slot, t NULL),
+ * advancing *pp. The tables are made and stored top down, so each is reachable as it fills;
+ * nothing here but a tx's push can run a GC step, and after one a black table's new values
+ * take the barrier. */
+static void dec_deep(lua_State *L, GCtab *t, TValue *o, const unsigned char **pp,
+                     struct deep_dec *d)
+{
+    const unsigned char *p = *pp;
+    if (*p == WIRE_TX) {
+        void *c;
+        memcpy(&c, p + 1, 8);
+        *pp = p + 9;
+        /* o is a table's slot: a push may move the stack, never a table's parts */
+        d->push(L, c, WIRE_REF_TX);
+        d->stepped = 1;
+        copyTV(L, o, L->top - 1);
+        L->top--;
+        if (t)
+            lj_gc_anybarriert(L, t);
+        return;
+    }
+    if (*p != WIRE_TABLE) {
+        dec_deep_scalar(L, o, pp);
+        if (d->stepped && t)
+            lj_gc_anybarriert(L, t);
+        return;
+    }
+    unsigned narr = p[1], npairs = p[2];
+    p += 3;
+    GCtab *n = lj_tab_new_ah(L, (int32_t)narr, (int32_t)npairs);
+    n->nomm = 0; /* see flat_decode */
+    settabV(L, o, n);
+    if (d->stepped && t)
+        lj_gc_anybarriert(L, t);
+    for (unsigned i = 1; i <= narr; i++)
+        dec_deep(L, n, &tvref(n->array)[i], &p, d); /* the array part never moves */
+    for (unsigned i = 0; i < npairs; i++) {
+        TValue k;
+        dec_deep_scalar(L, &k, &p);
+        /* the hash part was made for npairs keys: no insert rehashes it */
+        TValue *v = lj_tab_setstr(L, n, strV(&k));
+        dec_deep(L, n, v, &p, d);
+    }
+    *pp = p;
+}
+
+void flat_decode_deep(lua_State *L, const char *data, size_t len, flat_push_fn push)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    struct deep_dec d = {push, 0};
+    (void)len;
+    lj_state_checkstack(L, 1);
+    setnilV(L->top);
+    incr_top(L);
+    /* the top is a table (flat_deep_decodable): its slot is written before any push */
+    dec_deep(L, NULL, L->top - 1, &p, &d);
+}

@@ -44,4 +44,36 @@ struct actor;
  * receives, found without the state's string table. */
 void flat_decode(lua_State *L, const char *data, size_t len, struct actor *receiver);
 
+/* -- Nested values ------------------------------------------------------------------------
+ * The codec's fast path for what flat leaves to it most often: tables inside tables (each of
+ * a flat table's shape: a sequence 1..n and string keys) and channel txs among the values, as
+ * a gen_server call's request {[tag] = "call", req = r, from = {pid = p, tx = tx}} is. The
+ * codec calls these first (vm/codec.c) and writes the same bytes itself when they decline:
+ * anything else (an rx, a socket, an atom, a deeper or cyclic table, another key) or a value
+ * of more than FLAT_DEEP_MAX bytes. */
+#define FLAT_DEEP_MAX 1024
+#define FLAT_DEEP_DEPTH 8 /* tables nested deeper decline (a cyclic table does) */
+#define FLAT_DEEP_TX 16   /* txs in one value (more decline) */
+
+/* How an endpoint is recognised (the codec's endpoint hook) and made (its push hook). */
+typedef int (*flat_endpoint_fn)(void *ud, size_t len, void **chan);
+typedef void (*flat_push_fn)(lua_State *L, void *chan, int kind);
+
+/* Encodes the table at stack index idx (> 0) into out (cap bytes, at most FLAT_DEEP_MAX): the
+ * bytes written, or 0 if it declines. The channels of the txs written (each a WIRE_TX and
+ * the channel's address) go to txs (room for FLAT_DEEP_TX), *ntx of them: the caller takes a
+ * reference to each and puts the refs prefix in front (wire_refs_commit_txs), as the codec
+ * does. Reads raw, neither allocates nor raises. */
+size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpoint_fn endpoint,
+                        void **txs, int *ntx);
+
+/* Whether data[0..len) is a nested value flat_decode_deep takes whole (with WIRE_TX only when
+ * trusted: the bytes came with a live refs prefix, now taken). Allocates nothing. */
+int flat_deep_decodable(lua_State *L, const char *data, size_t len, int trusted);
+
+/* Pushes the value of bytes flat_deep_decodable accepted; each tx is made by push, which
+ * takes over the message's reference. Raises only when out of memory (the caller is
+ * protected, as for the codec's own decoder). */
+void flat_decode_deep(lua_State *L, const char *data, size_t len, flat_push_fn push);
+
 #endif

@@ -1358,6 +1358,19 @@ static void roots_cache(lua_State *L, GCtab *r, const void *key, cTValue *v)
     lj_gc_anybarriert(L, r);
 }
 
+/* The roots' slot for a short string: by its length and its first and last bytes (the tags
+ * and keys of one protocol differ there). */
+static inline TValue *short_slot(GCtab *r, const char *s, size_t n)
+{
+    unsigned h = n ? (unsigned)n + (unsigned char)s[0] * 5u + (unsigned char)s[n - 1] * 3u : 0;
+    return tvref(r->array) + SC_BASE + (h & (SC_N - 1));
+}
+
+static inline int short_hit(cTValue *e, const char *s, size_t n)
+{
+    return tvisstr(e) && strV(e)->len == n && memcmp(strVdata(e), s, n) == 0;
+}
+
 void ljx_push_short_string(lua_State *L, const char *s, size_t n)
 {
     GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
@@ -1365,11 +1378,8 @@ void ljx_push_short_string(lua_State *L, const char *s, size_t n)
         lua_pushlstring(L, s, n);
         return;
     }
-    /* the slot: the length and the first and last bytes (the tags and keys of one protocol
-     * differ there) */
-    unsigned h = n ? (unsigned)n + (unsigned char)s[0] * 5u + (unsigned char)s[n - 1] * 3u : 0;
-    TValue *e = tvref(r->array) + SC_BASE + (h & (SC_N - 1));
-    if (tvisstr(e) && strV(e)->len == n && memcmp(strVdata(e), s, n) == 0) {
+    TValue *e = short_slot(r, s, n);
+    if (short_hit(e, s, n)) {
         copyTV(L, L->top, e);
         incr_top(L);
         return;
@@ -1380,6 +1390,20 @@ void ljx_push_short_string(lua_State *L, const char *s, size_t n)
     incr_top(L);
     setstrV(L, e, str);
     lj_gc_anybarriert(L, r);
+}
+
+void *ljx_short_string(lua_State *L, const char *s, size_t n)
+{
+    GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
+    if (!r)
+        return lj_str_new(L, s, n);
+    TValue *e = short_slot(r, s, n);
+    if (short_hit(e, s, n))
+        return strV(e);
+    GCstr *str = lj_str_new(L, s, n);
+    setstrV(L, e, str);
+    lj_gc_anybarriert(L, r);
+    return str;
 }
 
 /* registry_lookup without a usable hint: looks the key up and leaves one. */

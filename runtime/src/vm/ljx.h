@@ -221,6 +221,9 @@ void *ljx_roots_made(lua_State *L);
  * string kept there stays alive until another takes its place. */
 #define LJX_SHORT_STRING 32
 void ljx_push_short_string(lua_State *L, const char *s, size_t n);
+/* The same string (a GCstr *), not pushed, and without the GC step lua_pushlstring may
+ * take first: for decoders that make their objects with the GC held. */
+void *ljx_short_string(lua_State *L, const char *s, size_t n);
 
 /* Pushes registry[key] (a light userdata key) and returns 1, or pushes nothing and returns 0
  * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call, by a hint of
