@@ -505,9 +505,10 @@ static void check_deep(fixture *f, const char *expr)
 {
     char deep[FLAT_DEEP_MAX];
     void *txs[FLAT_DEEP_TX];
-    int ntx = -1;
+    int ntx = -1, cdata = -1;
     push_expr(f->src, expr);
-    size_t n = flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, NULL, txs, &ntx);
+    size_t n =
+        flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, NULL, txs, &ntx, &cdata);
     wire_buf_reset(&f->buf);
     if (codec_encode_general(f->src, -1, &f->buf, "msg", f->err, sizeof f->err) != 0)
         fail_msg("codec_encode_general %s: %s", expr, f->err);
@@ -515,6 +516,7 @@ static void check_deep(fixture *f, const char *expr)
     if (n == 0)
         fail_msg("%s: declined", expr);
     assert_int_equal(ntx, 0);
+    assert_int_equal(cdata, 0);
     if (n != f->buf.len || memcmp(deep, f->buf.data, n) != 0)
         fail_msg("%s: %zu bytes, %zu from the codec's walk, or they differ", expr, n, f->buf.len);
     if (!flat_deep_decodable(f->dst, deep, n, 0))
@@ -532,6 +534,17 @@ static void check_deep(fixture *f, const char *expr)
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);
     lua_pop(f->src, 1);
     assert_true(f->buf.len == n && memcmp(deep, f->buf.data, n) == 0);
+    /* marked as its own, and then taken without the check, to the same value */
+    push_expr(f->src, expr);
+    wire_buf_reset(&f->buf);
+    int marked = 0;
+    assert_int_equal(
+        codec_encode_marked(f->src, -1, &f->buf, "msg", f->err, sizeof f->err, &marked), 0);
+    lua_pop(f->src, 1);
+    assert_true(marked);
+    assert_int_equal(codec_decode_marked(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err),
+                     0);
+    lua_pair_expect_got(f, expr, expr);
     lua_settop(f->dst, top);
 }
 
@@ -579,10 +592,11 @@ static void nested_leaves_the_rest_to_the_codec(void **state)
     };
     char deep[FLAT_DEEP_MAX];
     void *txs[FLAT_DEEP_TX];
-    int ntx;
+    int ntx, cdata;
     for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
         push_expr(f->src, exprs[i]);
-        size_t n = flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, NULL, txs, &ntx);
+        size_t n = flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, NULL, txs, &ntx,
+                                    &cdata);
         lua_pop(f->src, 1);
         if (n != 0)
             fail_msg("%s: taken (%zu bytes)", exprs[i], n);
@@ -602,6 +616,17 @@ static void nested_leaves_the_rest_to_the_codec(void **state)
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), -1);
     lua_pop(f->src, 1);
     assert_non_null(strstr(f->err, "cyclic"));
+    /* an int64 takes the fast path, but unmarked: the receiver checks for its FFI */
+    if (luaL_dostring(f->src, "ffi = require 'ffi'") != 0)
+        fail_msg("%s", lua_tostring(f->src, -1));
+    push_expr(f->src, "{v = {ffi.new('int64_t', -5)}}");
+    wire_buf_reset(&f->buf);
+    int marked = 1;
+    assert_int_equal(
+        codec_encode_marked(f->src, -1, &f->buf, "msg", f->err, sizeof f->err, &marked), 0);
+    lua_pop(f->src, 1);
+    assert_false(marked);
+    assert_false(flat_deep_decodable(f->dst, f->buf.data, f->buf.len, 0)); /* no FFI there */
 }
 
 static uint64_t xorshift(uint64_t *x)
@@ -817,7 +842,27 @@ static void nested_txs_carry_their_references(void **state)
                            "and type(got.from.tx) == 'userdata' and type(got.more[1]) == "
                            "'userdata'");
     assert_int_equal(lua_gettop(f->dst), top);
-    /* taken: freeing the bytes now releases nothing */
+    /* taken: freeing the bytes now releases nothing, and a second decode, even as marked,
+     * does not trust their tx tags again */
+    wire_release(f->buf.data, f->buf.len);
+    assert_int_equal(fake_releases, 0);
+    assert_int_equal(codec_decode_marked(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err),
+                     -1);
+    assert_int_equal(fake_pushes, 2);
+    assert_int_equal(lua_gettop(f->dst), top);
+    /* a marked message's txs: taken over without the check */
+    push_expr(f->src, expr);
+    wire_buf_reset(&f->buf);
+    int marked = 0;
+    assert_int_equal(
+        codec_encode_marked(f->src, -1, &f->buf, "msg", f->err, sizeof f->err, &marked), 0);
+    lua_pop(f->src, 1);
+    assert_true(marked);
+    assert_int_equal(fake_retains, 6);
+    assert_int_equal(codec_decode_marked(f->dst, f->buf.data, f->buf.len, f->err, sizeof f->err),
+                     0);
+    assert_int_equal(fake_pushes, 4);
+    lua_pop(f->dst, 1);
     wire_release(f->buf.data, f->buf.len);
     assert_int_equal(fake_releases, 0);
     /* the codec's copy, freed undelivered, gives its two references back */
@@ -830,10 +875,10 @@ static void nested_txs_carry_their_references(void **state)
                       "return {t = t} end)()");
     char deep[FLAT_DEEP_MAX];
     void *txs[FLAT_DEEP_TX];
-    int ntx;
-    assert_int_equal(
-        flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, fake_endpoint, txs, &ntx),
-        0);
+    int ntx, cdata;
+    assert_int_equal(flat_encode_deep(f->src, lua_gettop(f->src), deep, sizeof deep, fake_endpoint,
+                                      txs, &ntx, &cdata),
+                     0);
     wire_buf_reset(&f->buf);
     fake_retains = 0;
     assert_int_equal(codec_encode(f->src, -1, &f->buf, "msg", f->err, sizeof f->err), 0);

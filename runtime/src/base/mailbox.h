@@ -12,9 +12,12 @@ typedef struct msg {
     uint32_t extra; /* bytes after them that are not the message (a send_after's name) */
     int32_t cache;  /* the receiver's handle of its decoded value (selective receive); 0 = none.
                      * A decoded message's channel references belong to that value. */
-    uint32_t flat;  /* set by its maker: flat bytes, well formed by construction (vm/flat.h) */
+    uint32_t flat;  /* set by its maker: MSG_FLAT or MSG_DEEP bytes, well formed by construction
+                     * (vm/flat.h), or 0 (the receiver checks them) */
     char data[];
 } msg;
+
+enum { MSG_FLAT = 1, MSG_DEEP = 2 };
 
 /* Producers append under a short spinlock that also guards the owner's
  * generation, so a send that raced the owner's death (and the slot's reuse)

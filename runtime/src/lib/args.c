@@ -147,17 +147,20 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
             luaL_error(L, "%s: out of memory", fname);
         /* the receiver takes it without checking its bytes again (but an int64 needs its
          * FFI, which flat_decodable looks for) */
-        m->flat = !cdata;
+        m->flat = cdata ? 0 : MSG_FLAT;
         return m;
     }
     char err[256];
+    int deep;
     scratch->len = 0;
-    if (codec_encode(L, idx, scratch, "msg", err, sizeof err) != 0) {
+    if (codec_encode_marked(L, idx, scratch, "msg", err, sizeof err, &deep) != 0) {
         luaL_error(L, "%s: %s", fname, err);
         return NULL;
     }
     msg *m = extralen ? msg_new_extra(scratch->data, scratch->len, extra, extralen)
                       : msg_new(scratch->data, scratch->len);
+    if (m && deep)
+        m->flat = MSG_DEEP; /* the receiver takes it without checking its bytes again */
     if (!m) {
         /* the encoding took references to the channels it carries: give them back */
         wire_release(scratch->data, scratch->len);

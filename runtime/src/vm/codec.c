@@ -396,19 +396,21 @@ int codec_encode_general(lua_State *L, int idx, wire_buf *out, const char *root,
     return encode_general(L, abs_index(L, idx), out, root, err, errlen);
 }
 
-int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *err, size_t errlen)
+int codec_encode_marked(lua_State *L, int idx, wire_buf *out, const char *root, char *err,
+                        size_t errlen, int *deep)
 {
     size_t at = out->len;
     idx = abs_index(L, idx);
+    *deep = 0;
     /* nested tables and txs (vm/flat.h): the same bytes without the encoder's set-up per
      * value and its second walk for the references (a gen_server call's request took 2,155
      * instructions here, 1,060 this way) */
     if (idx > 0 && wire_buf_reserve(out, FLAT_DEEP_MAX) == 0) {
         const codec_endpoints *ep = eps();
         void *txs[FLAT_DEEP_TX];
-        int ntx;
+        int ntx, cdata;
         size_t k = flat_encode_deep(L, idx, out->data + at, FLAT_DEEP_MAX, ep ? ep->endpoint : NULL,
-                                    txs, &ntx);
+                                    txs, &ntx, &cdata);
         if (k > 0) {
             out->len += k;
             if (ntx && wire_refs_commit_txs(out, at, txs, ntx)) {
@@ -417,10 +419,18 @@ int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *e
                     snprintf(err, errlen, "out of memory");
                 return -1;
             }
+            /* an int64 needs the receiver's FFI, which its check looks for */
+            *deep = !cdata;
             return 0;
         }
     }
     return encode_general(L, idx, out, root, err, errlen);
+}
+
+int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *err, size_t errlen)
+{
+    int deep;
+    return codec_encode_marked(L, idx, out, root, err, errlen, &deep);
 }
 
 int codec_encode_args(lua_State *L, int first, int n, wire_buf *out, char *err, size_t errlen)
@@ -715,6 +725,25 @@ int codec_decode(lua_State *L, const char *data, size_t len, char *err, size_t e
 int codec_decode_general(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
 {
     return decode(L, data, len, err, errlen, 0);
+}
+
+int codec_decode_marked(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
+{
+    const codec_endpoints *ep = eps();
+    unsigned tag = len > 0 ? (unsigned char)data[0] : 0;
+    if (tag == WIRE_TABLE) { /* no refs prefix: no tx in it */
+        flat_decode_deep(L, data, len, NULL);
+        return 0;
+    }
+    /* a live prefix: the txs' references are the message's still (a message is decoded once:
+     * see mailbox.h's cache); a taken one leaves the bytes to the checked decode */
+    if (tag == WIRE_REFS && ep && wire_refs_live(data, len, WIRE_REFS) && len > WIRE_REFS_LEN &&
+        (unsigned char)data[WIRE_REFS_LEN] == WIRE_TABLE) {
+        wire_refs_taken((char *)data);
+        flat_decode_deep(L, data + WIRE_REFS_LEN, len - WIRE_REFS_LEN, ep->push);
+        return 0;
+    }
+    return decode(L, data, len, err, errlen, 1);
 }
 
 int codec_decode_args(lua_State *L, const char *data, size_t len, int *n, char *err, size_t errlen)

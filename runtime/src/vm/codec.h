@@ -44,6 +44,13 @@ int codec_encode_general(lua_State *L, int idx, wire_buf *out, const char *root,
                          size_t errlen);
 int codec_decode_general(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
 
+/* codec_encode that also tells whether the value took the nested fast path without an int64
+ * (*deep): such bytes are well formed by construction, and codec_decode_marked takes them
+ * without the check, in this process (base/mailbox.h's MSG_DEEP). */
+int codec_encode_marked(lua_State *L, int idx, wire_buf *out, const char *root, char *err,
+                        size_t errlen, int *deep);
+int codec_decode_marked(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
+
 /* The n values at first..first+n-1 (spawn arguments, roots "arg 1", "arg 2", ...): a count,
  * then the values. Same contract as codec_encode. */
 int codec_encode_args(lua_State *L, int first, int n, wire_buf *out, char *err, size_t errlen);

@@ -595,10 +595,10 @@ static char *enc_deep_value(cTValue *o, char *p, char *end, int depth, struct de
 }
 
 size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpoint_fn endpoint,
-                        void **txs, int *ntx)
+                        void **txs, int *ntx, int *cdata)
 {
     cTValue *o = L->base + (idx - 1);
-    *ntx = 0;
+    *ntx = *cdata = 0;
     if (idx <= 0 || o >= L->top || !tvistab(o))
         return 0;
     if (cap > FLAT_DEEP_MAX)
@@ -608,6 +608,7 @@ size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpo
     if (!p)
         return 0;
     *ntx = d.ntx;
+    *cdata = d.cdata;
     return (size_t)(p - out);
 }
 

@@ -63,15 +63,17 @@ typedef void (*flat_push_fn)(lua_State *L, void *chan, int kind);
  * bytes written, or 0 if it declines. The channels of the txs written (each a WIRE_TX and
  * the channel's address) go to txs (room for FLAT_DEEP_TX), *ntx of them: the caller takes a
  * reference to each and puts the refs prefix in front (wire_refs_commit_txs), as the codec
- * does. Reads raw, neither allocates nor raises. */
+ * does. *cdata tells whether it holds an int64/uint64 cdata. Reads raw, neither allocates nor
+ * raises. */
 size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpoint_fn endpoint,
-                        void **txs, int *ntx);
+                        void **txs, int *ntx, int *cdata);
 
 /* Whether data[0..len) is a nested value flat_decode_deep takes whole (with WIRE_TX only when
  * trusted: the bytes came with a live refs prefix, now taken). Allocates nothing. */
 int flat_deep_decodable(lua_State *L, const char *data, size_t len, int trusted);
 
-/* Pushes the value of bytes flat_deep_decodable accepted; each tx is made by push, which
+/* Pushes the value of bytes flat_deep_decodable accepted (or that flat_encode_deep wrote in
+ * this process, without cdata, a refs prefix taken off); each tx is made by push, which
  * takes over the message's reference. Raises only when out of memory (the caller is
  * protected, as for the codec's own decoder). */
 void flat_decode_deep(lua_State *L, const char *data, size_t len, flat_push_fn push);

@@ -1498,7 +1498,9 @@ struct decode_call {
 static void decode_protected(lua_State *L, void *ud)
 {
     struct decode_call *dc = ud;
-    dc->rc = codec_decode(L, dc->m->data, dc->m->len, dc->err, dc->errlen);
+    msg *m = dc->m;
+    dc->rc = m->flat == MSG_DEEP ? codec_decode_marked(L, m->data, m->len, dc->err, dc->errlen)
+                                 : codec_decode(L, m->data, m->len, dc->err, dc->errlen);
 }
 
 /* A GC step inside the decoder would run pending __gc finalizers, and an error one raises
@@ -1509,7 +1511,7 @@ void luavm_gc_catch_up(lua_State *L) { ljx_gc_check(L); }
 
 int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 {
-    if (m->flat || flat_decodable(L, m->data, m->len)) {
+    if (m->flat == MSG_FLAT || (!m->flat && flat_decodable(L, m->data, m->len))) {
         /* checked already: its decode raises only when out of memory, m left to the caller */
         flat_decode(L, m->data, m->len, a);
         return 0;
@@ -1534,7 +1536,7 @@ int luavm_decode(actor *a, lua_State *L, msg *m, char *err, size_t errlen)
 
 void luavm_take(actor *a, lua_State *L, msg *m, const char *fname)
 {
-    if (m->flat || flat_decodable(L, m->data, m->len)) {
+    if (m->flat == MSG_FLAT || (!m->flat && flat_decodable(L, m->data, m->len))) {
         /* m is freed before the decode, which raises only when out of memory: a copy of a few
          * bytes instead of the protected call that would free it after */
         char b[FLAT_MAX];
