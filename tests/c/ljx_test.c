@@ -442,6 +442,42 @@ static void registry_lookups_follow_every_change(void **state)
     lua_close(two);
 }
 
+/* A wait's anchor keeps its value alive through full collections until it is cleared, and
+ * gives it back as it was. */
+static void wait_anchor_keeps_its_value_until_cleared(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    assert_int_equal(ljx_wait_anchored(L), 0); /* nothing yet (and no roots made) */
+    run(L, "collected = setmetatable({}, {__mode = 'k'})");
+    /* a table only the anchor and a weak table hold */
+    lua_newtable(L);
+    lua_pushinteger(L, 42);
+    lua_setfield(L, -2, "answer");
+    lua_getglobal(L, "collected");
+    lua_pushvalue(L, -2);
+    lua_pushboolean(L, 1);
+    lua_settable(L, -3);
+    lua_pop(L, 1);
+    ljx_wait_anchor(L, lua_gettop(L));
+    lua_pop(L, 1);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    check(L, "return next(collected) ~= nil");
+    assert_int_equal(ljx_wait_anchored(L), 1);
+    lua_getfield(L, -1, "answer");
+    assert_int_equal(lua_tointeger(L, -1), 42);
+    lua_pop(L, 2);
+    /* cleared: the slot is empty and the value is collectable */
+    ljx_wait_anchor(L, 0);
+    assert_int_equal(ljx_wait_anchored(L), 0);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    check(L, "return next(collected) == nil");
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +491,7 @@ int main(void)
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
         cmocka_unit_test(anchor_holds_values_until_taken),
         cmocka_unit_test(registry_lookups_follow_every_change),
+        cmocka_unit_test(wait_anchor_keeps_its_value_until_cleared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

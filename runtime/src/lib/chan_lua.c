@@ -31,8 +31,8 @@ typedef struct chan_ep {
     uint64_t ref; /* a monitor's id (mon.ref), else 0 */
 } chan_ep;
 
-static const char tx_mt_key = 't', rx_mt_key = 'r', mon_mt_key = 'm', wait_key = 'w',
-                  inbox_key = 'i', spent_tx_mt_key = 'T', spent_rx_mt_key = 'R';
+static const char tx_mt_key = 't', rx_mt_key = 'r', mon_mt_key = 'm', inbox_key = 'i',
+                  spent_tx_mt_key = 'T', spent_rx_mt_key = 'R';
 
 static uint64_t ep_magic(void)
 {
@@ -217,9 +217,10 @@ void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind)
 
 /* ---- waiting ---- */
 
-/* What a parked wait scans on each wake (an rx, or select's arms table) is anchored in the
- * registry: a continuation runs on whichever thread of the state resumes it. */
-static void set_anchor(lua_State *L, int idx) { luavm_registry_set(L, &wait_key, idx); }
+/* What a parked wait scans on each wake (an rx, or select's arms table) is anchored in a slot
+ * of the state's roots (ljx_wait_anchor): a continuation runs on whichever thread of the
+ * state resumes it, and the collector may run a cycle before it. */
+static void set_anchor(lua_State *L, int idx) { ljx_wait_anchor(L, idx); }
 
 /* rx arm: pushes v (1) or nil, "closed" (2); -1 if nothing is there yet. */
 static int try_rx(actor *a, lua_State *L, chan *c, const char *fname)
@@ -249,7 +250,7 @@ static int try_inbox(actor *a, lua_State *L)
 
 static int rx_cont(actor *a, lua_State *L)
 {
-    if (!luavm_registry_get(L, &wait_key))
+    if (!ljx_wait_anchored(L))
         lua_pushnil(L);
     chan_ep *ep = to_ep(L, -1);
     lua_pop(L, 1); /* the registry still holds it */
@@ -430,7 +431,7 @@ static int select_scan(actor *a, lua_State *L, int t)
 
 static int select_cont(actor *a, lua_State *L)
 {
-    if (!luavm_registry_get(L, &wait_key))
+    if (!ljx_wait_anchored(L))
         lua_pushnil(L);
     int n = select_scan(a, L, lua_gettop(L));
     if (n < 0 && lib_timed_out(a, L))

@@ -1301,7 +1301,8 @@ static void hint(const GCtab *t, const void *key, cTValue *v, struct reg_hint *h
 #define RC_N 16
 #define SC_BASE (RC_BASE + 2 * RC_N) /* then the decoder's strings (ljx_push_short_string) */
 #define SC_N 16
-#define ROOTS_SIZE (SC_BASE + SC_N)
+#define WAIT_AT (SC_BASE + SC_N) /* what a parked wait scans (ljx_wait_anchor) */
+#define ROOTS_SIZE (WAIT_AT + 1)
 
 static inline GCtab *roots_of(lua_State *L)
 {
@@ -1457,6 +1458,31 @@ void ljx_registry_set(lua_State *L, const void *key, int idx)
     lj_gc_anybarriert(L, t);
     /* after the registry's store, which may raise (out of memory) before anything changed */
     roots_cache(L, tvisnil(&v) ? roots_of(L) : ljx_roots_made(L), key, &v);
+}
+
+void ljx_wait_anchor(lua_State *L, int idx)
+{
+    cTValue *o = stack_slot(L, idx); /* NULL for 0 */
+    GCtab *r = o ? ljx_roots_made(L) : roots_of(L);
+    if (!r)
+        return;
+    TValue *e = tvref(r->array) + WAIT_AT;
+    if (o) {
+        copyTV(L, e, o);
+        lj_gc_anybarriert(L, r);
+    } else {
+        setnilV(e);
+    }
+}
+
+int ljx_wait_anchored(lua_State *L)
+{
+    GCtab *r = roots_of(L);
+    if (!r || tvisnil(tvref(r->array) + WAIT_AT))
+        return 0;
+    copyTV(L, L->top, tvref(r->array) + WAIT_AT);
+    incr_top(L);
+    return 1;
 }
 
 /* ljx_registry_get past the roots' cache (r: the roots, or NULL). */

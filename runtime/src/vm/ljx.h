@@ -225,6 +225,13 @@ void ljx_push_short_string(lua_State *L, const char *s, size_t n);
  * take first: for decoders that make their objects with the GC held. */
 void *ljx_short_string(lua_State *L, const char *s, size_t n);
 
+/* A slot of the roots for what a parked wait scans on each wake (an rx, select's arms): the
+ * value at stack index idx (0: nil) is kept there, anchored, until the next call; and
+ * pushed back (1), or nothing (0) when the slot is empty. A store and a load where the
+ * registry took a hinted hash lookup each (about 230 instructions per rx:recv that parks). */
+void ljx_wait_anchor(lua_State *L, int idx);
+int ljx_wait_anchored(lua_State *L);
+
 /* Pushes registry[key] (a light userdata key) and returns 1, or pushes nothing and returns 0
  * when it is nil: lua_pushlightuserdata, lua_rawget and lua_type in one call, by a hint of
  * where the key was last found (a channel's metatable is looked up so for every endpoint
