@@ -24,12 +24,13 @@
 /* After a cycle between waits a state may allocate this much before its next one, shared
  * by the actors alive, even where LuaJIT's pause (twice what the cycle left) gives less, and
  * at most COLLECT_ROOM_MAX: every cycle marks and sweeps the whole kept heap (a message
- * loop's libraries, about 10 KB), so a state among few that keeps its cycles 10 KB apart
- * pays that walk every few dozen messages, with memory to spare; among thousands, the
- * budget's share is below the pause's room and nothing changes (a ring of 1,000 whose states
- * took more room each missed the cache more: docs/DESIGN.md, "Room by the actors alive"). */
+ * loop's libraries, 10 KB, a gen_server's modules, 80-110 KB), so a state among few that
+ * keeps its cycles as far apart as its kept heap pays that walk every few dozen messages,
+ * with memory to spare; among thousands, the budget's share is below the pause's room and
+ * nothing changes (a ring of 1,000 whose states took more room each missed the cache more:
+ * docs/DESIGN.md, "Room by the actors alive"). */
 #define COLLECT_ROOM_BUDGET (4u << 20)
-#define COLLECT_ROOM_MAX (64u * 1024)
+#define COLLECT_ROOM_MAX (256u * 1024)
 
 /* The boot's objects are loaded ahead only from a run of fresh memory at most this long (a
  * booted state's libraries take about 5.5 KB there). */
