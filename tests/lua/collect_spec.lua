@@ -53,6 +53,33 @@ local function spacer(parent, n)
    s.send(parent, { widest = widest })
 end
 
+-- Like spacer, but keeps kept_kb of its own and makes each message's garbage 1 KB or more,
+-- with a finalizer on a proxy in it when finalizers is set; reports the widest growth (KB).
+local function keeper(parent, n, kept_kb, finalizers)
+   local s = require "smarm"
+   local kept = {}
+   for i = 1, kept_kb do
+      kept[i] = string.rep(string.char(65 + i % 26), 1000) .. i
+   end
+   local low, prev, widest = collectgarbage("count"), 0, 0
+   for _ = 1, n do
+      local m = s.recv(30)
+      local junk = { m.seq, pad = string.rep("k", 1024) .. m.seq }
+      if finalizers then
+         junk.p = newproxy(true)
+         getmetatable(junk.p).__gc = function() end
+      end
+      s.send(parent, { seq = junk[1] })
+      local kb = collectgarbage("count")
+      if kb < prev then
+         widest = math.max(widest, prev - low)
+         low = kb
+      end
+      prev = kb
+   end
+   s.send(parent, { widest = widest, kept = #kept })
+end
+
 -- Like looper, but its garbage is proxies whose finalizers count themselves and raise; it
 -- counts the errors it catches (in its own code or from a receive) and reports both counts.
 local function litterer(parent, n)
@@ -145,6 +172,24 @@ describe("an actor that allocates between waits", function()
       local r = lockstep(smarm.spawn(spacer, smarm.self(), 3000), 3000)
       assert.is_true(r.widest >= 192, "heap grew at most " .. r.widest .. " KB between cycles")
       assert.is_true(r.widest <= 384, "heap grew " .. r.widest .. " KB between cycles")
+   end)
+
+   -- a cycle that leaves finalizers due ends at the code's own steps, which run them: the
+   -- room comes at the first resume after that
+   it("gets its room after a cycle whose finalizers ran later", function()
+      local r = lockstep(smarm.spawn(keeper, smarm.self(), 2000, 0, true), 2000)
+      assert.is_true(r.widest >= 192, "heap grew at most " .. r.widest .. " KB between cycles")
+   end)
+
+   -- the room's garbage on top of a kept heap of 150 KB passes the 256 KB a state may hold
+   -- to collect at a resume: the garbage does not count against it
+   it("keeps collecting at resumes with its room's garbage on top of what it keeps", function()
+      local before = resume_collections()
+      local r = lockstep(smarm.spawn(keeper, smarm.self(), 3000, 150, false), 3000)
+      assert.are.equal(150, r.kept)
+      assert.is_true(resume_collections() - before >= 8,
+         "collections at a resume: " .. (resume_collections() - before))
+      assert.is_true(r.widest >= 192, "heap grew at most " .. r.widest .. " KB between cycles")
    end)
 
    -- max_heap counts garbage too: an actor under it keeps the pause's room, so that garbage

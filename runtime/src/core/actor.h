@@ -105,6 +105,9 @@ typedef struct actor_vm {
      * every allocator refused): they are neither the heap's nor the arena's (kept[]) */
     unsigned char nkept;
     unsigned char recycled; /* its state was an ended actor's, reset (vm/luavm.c's pool) */
+    /* its last cycle between waits ended with finalizers due: the room it gets after a
+     * cycle (vm/collect.h) waits for the collector's pause */
+    unsigned char room_owed;
     /* the key string of the one-key records it receives (vm/flat.c: a GCstr *), on the line
      * of the fields above, which a receive touches anyway */
     void *flat_key;

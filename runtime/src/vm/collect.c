@@ -13,7 +13,8 @@
  * this resume rather than in the middle of the code that follows, where nothing prefetches. */
 static int due(actor *a)
 {
-    return a->vm.mem <= COLLECT_MAX_HEAP && ljx_gc_cycle_due(a->vm.co, 1024, 16);
+    /* the heap held now includes the room's garbage, up to COLLECT_ROOM_MAX of it */
+    return a->vm.mem <= COLLECT_MAX_HEAP + COLLECT_ROOM_MAX && ljx_gc_cycle_due(a->vm.co, 1024, 16);
 }
 
 /* A logged block may have been freed since and taken by another state, even on another
@@ -56,6 +57,10 @@ static size_t room_after_cycle(actor *a)
 
 void collect_between_waits(actor *a)
 {
+    /* the last cycle's finalizers have run since (the code's own steps ran them): the
+     * pause's threshold is set, and the room goes on top of it */
+    if (__builtin_expect(a->vm.room_owed, 0) && ljx_gc_room_min(a->vm.co, room_after_cycle(a)))
+        a->vm.room_owed = 0;
     if (!due(a))
         return;
     void **log = a->vm.gc_log;
@@ -73,7 +78,7 @@ void collect_between_waits(actor *a)
     a->vm.gc_log_n = 0;
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
     ljx_gc_cycle(a->vm.co);
-    ljx_gc_room_min(a->vm.co, room_after_cycle(a));
+    a->vm.room_owed = !ljx_gc_room_min(a->vm.co, room_after_cycle(a));
 }
 
 void collect_forget(actor *a)
@@ -81,4 +86,5 @@ void collect_forget(actor *a)
     free(a->vm.gc_log);
     a->vm.gc_log = NULL;
     a->vm.gc_log_n = 0;
+    a->vm.room_owed = 0;
 }

@@ -17,8 +17,9 @@
 /* The newest blocks a state's log keeps (a power of two): a ring of 1,000 actors makes about
  * 300 blocks per cycle, and the sweep visits the newest first. */
 #define COLLECT_LOG 256
-/* Only a state this small collects at a resume: a cycle is one pause, bounded by the heap it
- * walks (larger states keep LuaJIT's incremental steps). */
+/* Only a state this small (what it keeps, plus up to COLLECT_ROOM_MAX of garbage) collects
+ * at a resume: a cycle is one pause, bounded by the heap it walks (larger states keep
+ * LuaJIT's incremental steps). */
 #define COLLECT_MAX_HEAP (256u * 1024)
 
 /* After a cycle between waits a state may allocate this much before its next one, shared

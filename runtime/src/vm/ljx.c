@@ -620,11 +620,14 @@ void ljx_gc_room(lua_State *L, size_t room)
         g->gc.threshold = g->gc.total + room;
 }
 
-void ljx_gc_room_min(lua_State *L, size_t room)
+int ljx_gc_room_min(lua_State *L, size_t room)
 {
     global_State *g = G(L);
-    if (g->gc.state == GCSpause && g->gc.threshold < g->gc.total + room)
+    if (g->gc.state != GCSpause)
+        return 0;
+    if (g->gc.threshold < g->gc.total + room)
         g->gc.threshold = g->gc.total + room;
+    return 1;
 }
 
 int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div)

@@ -185,8 +185,9 @@ void ljx_gc_resume(lua_State *L, size_t held);
 void ljx_gc_check(lua_State *L);
 /* Brings L's next cycle (at a pause) within room more bytes of allocation if it is further. */
 void ljx_gc_room(lua_State *L, size_t room);
-/* Puts L's next cycle at least room bytes of allocation away, if it is in its pause. */
-void ljx_gc_room_min(lua_State *L, size_t room);
+/* Puts L's next cycle at least room bytes of allocation away if its collector is in its
+ * pause (1), else does nothing (0: a cycle is under way, its finalizers perhaps). */
+int ljx_gc_room_min(lua_State *L, size_t room);
 /* Whether L's collector is between cycles and would start one within max(min_room,
  * threshold / div) more bytes of allocation. */
 int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div);
