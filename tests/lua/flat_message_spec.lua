@@ -235,18 +235,20 @@ describe("flat messages", function()
       -- two txs in a call-shaped request: the echo's copies send into the channel, and the
       -- channel closes once every copy is gone
       local tx, rx = smarm.channel()
-      assert(smarm.send(pid, { tag = "call", req = { 41 }, from = { pid = 1, tx = tx }, more = { tx } }))
+      local request = { tag = "call", req = { 41 }, from = { pid = 1, tx = tx }, more = { tx } }
+      assert(smarm.send(pid, request))
       tx:release()
-      local back = assert(smarm.recv(5))[1]
-      assert.are.equal(41, back.req[1])
-      assert(back.from.tx:send({ via = "from" }))
-      assert(back.more[1]:send({ via = "more" }))
-      assert.are.equal("from", rx:recv(5).via)
-      assert.are.equal("more", rx:recv(5).via)
-      -- the echo dropped its copies (it keeps nothing), the test releases its own
-      back.from.tx:release()
-      back.more[1]:release()
-      back = nil
+      do
+         local back = assert(smarm.recv(5))[1]
+         assert.are.equal(41, back.req[1])
+         assert(back.from.tx:send({ via = "from" }))
+         assert(back.more[1]:send({ via = "more" }))
+         assert.are.equal("from", rx:recv(5).via)
+         assert.are.equal("more", rx:recv(5).via)
+         -- the echo dropped its copies (it keeps nothing), the test releases its own
+         back.from.tx:release()
+         back.more[1]:release()
+      end
       collectgarbage()
       collectgarbage()
       smarm.send(pid, "stop")

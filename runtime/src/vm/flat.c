@@ -285,7 +285,12 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
             break;
         default: /* WIRE_DOUBLE */
             p += wire_number_get(WIRE_DOUBLE, p, &x);
-            setnumV(o, x);
+            /* a NaN's payload from the bytes could read as another type's tag: the one NaN
+             * LuaJIT makes (lua_pushnumber, which the codec uses, does the same) */
+            if (x != x)
+                setnanV(o);
+            else
+                setnumV(o, x);
             break;
         }
     }
