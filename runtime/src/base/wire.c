@@ -223,6 +223,16 @@ static unsigned char *walk_value(unsigned char *p, int mode)
     }
 }
 
+/* Puts the refs prefix `tag` and the cookie in front of out[at..] (room reserved). */
+static void put_prefix(wire_buf *out, size_t at, int tag)
+{
+    memmove(out->data + at + WIRE_REFS_LEN, out->data + at, out->len - at);
+    out->data[at] = (char)tag;
+    uint64_t ck = refs_cookie();
+    memcpy(out->data + at + 1, &ck, 8);
+    out->len += WIRE_REFS_LEN;
+}
+
 int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag)
 {
     if (wire_buf_reserve(out, WIRE_REFS_LEN))
@@ -231,11 +241,7 @@ int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag)
     unsigned char *end = (unsigned char *)out->data + out->len;
     while (p < end)
         p = walk_value(p, WALK_COMMIT);
-    memmove(out->data + at + WIRE_REFS_LEN, out->data + at, out->len - at);
-    out->data[at] = (char)tag;
-    uint64_t ck = refs_cookie();
-    memcpy(out->data + at + 1, &ck, 8);
-    out->len += WIRE_REFS_LEN;
+    put_prefix(out, at, tag);
     return 0;
 }
 
@@ -246,11 +252,7 @@ int wire_refs_commit_txs(wire_buf *out, size_t at, void *const *chans, int n)
     const wire_refs_ops *ops = __atomic_load_n(&refs_ops, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
         ops->retain(chans[i], WIRE_REF_TX);
-    memmove(out->data + at + WIRE_REFS_LEN, out->data + at, out->len - at);
-    out->data[at] = (char)WIRE_REFS;
-    uint64_t ck = refs_cookie();
-    memcpy(out->data + at + 1, &ck, 8);
-    out->len += WIRE_REFS_LEN;
+    put_prefix(out, at, WIRE_REFS);
     return 0;
 }
 

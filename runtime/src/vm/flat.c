@@ -78,24 +78,34 @@ static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
 /* What the codec writes for t: the sequence 1..n (n its only border, as lj_tab_len finds it
  * when the array part holds exactly 1..n and no key is a number elsewhere), then the
  * string-keyed pairs. */
-static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
+/* The n of t's sequence 1..n when its array part holds exactly that (nothing at 0, no hole)
+ * and n fits a one-byte count; -1 otherwise (or when t is too large to fit, though it may
+ * be a sparse one: the codec's). */
+static int32_t seq_len(const GCtab *t)
 {
-    /* a table this large cannot fit; it may still be a sparse one, for the codec */
-    if (t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX || end - out < 3)
-        return 0;
+    if (t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX)
+        return -1;
     cTValue *arr = tvref(t->array);
     uint32_t n = 0;
     if (t->asize > 0) {
         if (!tvisnil(&arr[0])) /* key 0 */
-            return 0;
+            return -1;
         while (n + 1 < t->asize && !tvisnil(&arr[n + 1]))
             n++;
         for (uint32_t i = n + 1; i < t->asize; i++)
             if (!tvisnil(&arr[i]))
-                return 0;
+                return -1;
     }
-    if (n > 0x7f)
+    return n > 0x7f ? -1 : (int32_t)n;
+}
+
+static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
+{
+    int32_t sn = seq_len(t);
+    if (sn < 0 || end - out < 3)
         return 0;
+    uint32_t n = (uint32_t)sn;
+    cTValue *arr = tvref(t->array);
     char *p = out;
     p[0] = WIRE_TABLE;
     p[1] = (char)n;
@@ -538,21 +548,11 @@ static char *enc_deep_value(cTValue *o, char *p, char *end, int depth, struct de
 /* enc_table's layout and checks, with nested values */
 static char *enc_deep_table(const GCtab *t, char *p, char *end, int depth, struct deep_enc *d)
 {
-    if (depth >= FLAT_DEEP_DEPTH || t->asize > FLAT_MAX + 1 || t->hmask >= FLAT_MAX || end - p < 3)
+    int32_t sn = depth < FLAT_DEEP_DEPTH ? seq_len(t) : -1;
+    if (sn < 0 || end - p < 3)
         return NULL;
+    uint32_t n = (uint32_t)sn;
     cTValue *arr = tvref(t->array);
-    uint32_t n = 0;
-    if (t->asize > 0) {
-        if (!tvisnil(&arr[0]))
-            return NULL;
-        while (n + 1 < t->asize && !tvisnil(&arr[n + 1]))
-            n++;
-        for (uint32_t i = n + 1; i < t->asize; i++)
-            if (!tvisnil(&arr[i]))
-                return NULL;
-    }
-    if (n > 0x7f)
-        return NULL;
     char *head = p;
     p[0] = WIRE_TABLE;
     p[1] = (char)n;
