@@ -223,13 +223,18 @@ static unsigned char *walk_value(unsigned char *p, int mode)
     }
 }
 
-/* Puts the refs prefix `tag` and the cookie in front of out[at..] (room reserved). */
-static void put_prefix(wire_buf *out, size_t at, int tag)
+/* Writes the refs prefix `tag` and the cookie at p (WIRE_REFS_LEN bytes). */
+static void write_prefix(char *p, int tag)
+{
+    p[0] = (char)tag;
+    uint64_t ck = refs_cookie();
+    memcpy(p + 1, &ck, 8);
+}
+
+/* Moves out[at..] up to make room for a refs prefix at at (reserved). */
+static void make_room(wire_buf *out, size_t at)
 {
     memmove(out->data + at + WIRE_REFS_LEN, out->data + at, out->len - at);
-    out->data[at] = (char)tag;
-    uint64_t ck = refs_cookie();
-    memcpy(out->data + at + 1, &ck, 8);
     out->len += WIRE_REFS_LEN;
 }
 
@@ -241,18 +246,25 @@ int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag)
     unsigned char *end = (unsigned char *)out->data + out->len;
     while (p < end)
         p = walk_value(p, WALK_COMMIT);
-    put_prefix(out, at, tag);
+    make_room(out, at);
+    write_prefix(out->data + at, tag);
     return 0;
+}
+
+void wire_refs_prefix_txs(char *p, void *const *chans, int n)
+{
+    const wire_refs_ops *ops = __atomic_load_n(&refs_ops, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        ops->retain(chans[i], WIRE_REF_TX);
+    write_prefix(p, WIRE_REFS);
 }
 
 int wire_refs_commit_txs(wire_buf *out, size_t at, void *const *chans, int n)
 {
     if (wire_buf_reserve(out, WIRE_REFS_LEN))
         return -1;
-    const wire_refs_ops *ops = __atomic_load_n(&refs_ops, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++)
-        ops->retain(chans[i], WIRE_REF_TX);
-    put_prefix(out, at, WIRE_REFS);
+    make_room(out, at);
+    wire_refs_prefix_txs(out->data + at, chans, n);
     return 0;
 }
 

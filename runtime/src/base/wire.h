@@ -179,6 +179,9 @@ int wire_refs_commit(wire_buf *out, size_t at, size_t values, int tag);
 /* The same for a value at out[at..] whose only endpoints are txs of the n channels chans
  * (an encoder that kept them as it wrote them): no walk over the bytes. */
 int wire_refs_commit_txs(wire_buf *out, size_t at, void *const *chans, int n);
+/* Takes a reference to each of the n channels and writes the refs prefix at p (the
+ * WIRE_REFS_LEN bytes before such a value, kept free by its encoder). */
+void wire_refs_prefix_txs(char *p, void *const *chans, int n);
 /* Marks a refs prefix as taken over by a decoder (a later wire_release leaves it alone). */
 void wire_refs_taken(char *data);
 /* Drops the channel references held by encoded bytes (a message or an argument list) that

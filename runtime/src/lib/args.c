@@ -134,6 +134,50 @@ int lib_forward(lua_State *L, const char *module, const char *fn)
     return lua_gettop(L);
 }
 
+/* A message flat declined: the nested fast pass (vm/flat.h) on the C stack, with room for
+ * the refs prefix in front, else the codec's own walk, which also names what cannot be
+ * sent. */
+static __attribute__((noinline)) msg *encode_nested(lua_State *L, int idx, wire_buf *scratch,
+                                                    const char *fname, const char *extra,
+                                                    size_t extralen)
+{
+    char buf[WIRE_REFS_LEN + FLAT_DEEP_MAX];
+    char *bytes = buf + WIRE_REFS_LEN;
+    flat_out r;
+    size_t n = idx > 0 ? flat_encode_deep(L, idx, bytes, FLAT_DEEP_MAX, codec_endpoint(), &r) : 0;
+    if (n) {
+        if (r.ntx) {
+            bytes = buf;
+            n += WIRE_REFS_LEN;
+            wire_refs_prefix_txs(bytes, r.txs, r.ntx);
+        }
+        msg *m = msg_new_extra(bytes, n, extra, extralen);
+        if (!m) {
+            wire_release(bytes, n);
+            luaL_error(L, "%s: out of memory", fname);
+        }
+        /* the receiver takes it without checking its bytes again (but an int64 needs its
+         * FFI, which the check looks for) */
+        m->flat = r.cdata ? 0 : MSG_DEEP;
+        return m;
+    }
+    char err[256];
+    scratch->len = 0;
+    if (codec_encode_general(L, idx, scratch, "msg", err, sizeof err) != 0) {
+        luaL_error(L, "%s: %s", fname, err);
+        return NULL;
+    }
+    msg *m = extralen ? msg_new_extra(scratch->data, scratch->len, extra, extralen)
+                      : msg_new(scratch->data, scratch->len);
+    if (!m) {
+        /* the encoding took references to the channels it carries: give them back */
+        wire_release(scratch->data, scratch->len);
+        scratch->len = 0;
+        luaL_error(L, "%s: out of memory", fname);
+    }
+    return m;
+}
+
 msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname, const char *extra,
                     size_t extralen)
 {
@@ -141,32 +185,14 @@ msg *lib_encode_msg(lua_State *L, int idx, wire_buf *scratch, const char *fname,
     char flat[FLAT_MAX];
     int cdata;
     size_t n = idx > 0 ? flat_encode(L, idx, flat, sizeof flat, &cdata) : 0;
-    if (n) {
-        msg *m = msg_new_extra(flat, n, extra, extralen);
-        if (!m)
-            luaL_error(L, "%s: out of memory", fname);
-        /* the receiver takes it without checking its bytes again (but an int64 needs its
-         * FFI, which flat_decodable looks for) */
-        m->flat = cdata ? 0 : MSG_FLAT;
-        return m;
-    }
-    char err[256];
-    int deep;
-    scratch->len = 0;
-    if (codec_encode_marked(L, idx, scratch, "msg", err, sizeof err, &deep) != 0) {
-        luaL_error(L, "%s: %s", fname, err);
-        return NULL;
-    }
-    msg *m = extralen ? msg_new_extra(scratch->data, scratch->len, extra, extralen)
-                      : msg_new(scratch->data, scratch->len);
-    if (m && deep)
-        m->flat = MSG_DEEP; /* the receiver takes it without checking its bytes again */
-    if (!m) {
-        /* the encoding took references to the channels it carries: give them back */
-        wire_release(scratch->data, scratch->len);
-        scratch->len = 0;
+    if (!n)
+        return encode_nested(L, idx, scratch, fname, extra, extralen);
+    msg *m = msg_new_extra(flat, n, extra, extralen);
+    if (!m)
         luaL_error(L, "%s: out of memory", fname);
-    }
+    /* the receiver takes it without checking its bytes again (but an int64 needs its FFI,
+     * which flat_decodable looks for) */
+    m->flat = cdata ? 0 : MSG_FLAT;
     return m;
 }
 

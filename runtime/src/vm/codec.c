@@ -31,6 +31,12 @@ void codec_set_endpoints(const codec_endpoints *ep)
 
 static const codec_endpoints *eps(void) { return __atomic_load_n(&endpoints, __ATOMIC_ACQUIRE); }
 
+flat_endpoint_fn codec_endpoint(void)
+{
+    const codec_endpoints *ep = eps();
+    return ep ? ep->endpoint : NULL;
+}
+
 /* -- Encoder --------------------------------------------------------------------------- */
 
 /* The tables on the path from the root, to refuse cycles (a shared subtable that is not its
@@ -396,41 +402,27 @@ int codec_encode_general(lua_State *L, int idx, wire_buf *out, const char *root,
     return encode_general(L, abs_index(L, idx), out, root, err, errlen);
 }
 
-int codec_encode_marked(lua_State *L, int idx, wire_buf *out, const char *root, char *err,
-                        size_t errlen, int *deep)
+int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *err, size_t errlen)
 {
     size_t at = out->len;
     idx = abs_index(L, idx);
-    *deep = 0;
-    /* nested tables and txs (vm/flat.h): the same bytes without the encoder's set-up per
-     * value and its second walk for the references (a gen_server call's request took 2,155
-     * instructions here, 1,060 this way) */
+    /* flat and nested tables with txs (vm/flat.h): the same bytes without the encoder's
+     * set-up per value and its second walk for the references */
     if (idx > 0 && wire_buf_reserve(out, FLAT_DEEP_MAX) == 0) {
-        const codec_endpoints *ep = eps();
-        void *txs[FLAT_DEEP_TX];
-        int ntx, cdata;
-        size_t k = flat_encode_deep(L, idx, out->data + at, FLAT_DEEP_MAX, ep ? ep->endpoint : NULL,
-                                    txs, &ntx, &cdata);
+        flat_out r;
+        size_t k = flat_encode_deep(L, idx, out->data + at, FLAT_DEEP_MAX, codec_endpoint(), &r);
         if (k > 0) {
             out->len += k;
-            if (ntx && wire_refs_commit_txs(out, at, txs, ntx)) {
+            if (r.ntx && wire_refs_commit_txs(out, at, r.txs, r.ntx)) {
                 out->len = at;
                 if (err != NULL && errlen > 0)
                     snprintf(err, errlen, "out of memory");
                 return -1;
             }
-            /* an int64 needs the receiver's FFI, which its check looks for */
-            *deep = !cdata;
             return 0;
         }
     }
     return encode_general(L, idx, out, root, err, errlen);
-}
-
-int codec_encode(lua_State *L, int idx, wire_buf *out, const char *root, char *err, size_t errlen)
-{
-    int deep;
-    return codec_encode_marked(L, idx, out, root, err, errlen, &deep);
 }
 
 int codec_encode_args(lua_State *L, int first, int n, wire_buf *out, char *err, size_t errlen)
@@ -690,8 +682,11 @@ static void dec_refs(dec *d, const char *data, size_t len, int tag)
     d->trusted = 1;
 }
 
-/* codec_decode, with the nested fast path (vm/flat.h) first when fast */
-static int decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen, int fast)
+/* How decode takes the bytes: the codec's walk alone; the nested fast path first, after its
+ * check; or the fast path without the check (bytes a send's pass wrote: MSG_DEEP). */
+enum { DEC_GENERAL, DEC_CHECKED, DEC_MARKED };
+
+static int decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen, int how)
 {
     dec d;
     int top = lua_gettop(L);
@@ -704,7 +699,10 @@ static int decode(lua_State *L, const char *data, size_t len, char *err, size_t 
     const codec_endpoints *ep = eps();
     int txs = d.trusted && ep != NULL; /* a tx is made by the endpoints' push */
     size_t left = dec_left(&d);
-    if (fast && flat_deep_decodable(L, (const char *)d.p, left, txs)) {
+    /* marked bytes are a table with a live refs prefix (now taken) or with none at all; a
+     * prefix taken before leaves them to the checked decode, which refuses their tx tags */
+    int marked = how == DEC_MARKED && left > 0 && *d.p == WIRE_TABLE && (txs || d.p == d.start);
+    if (marked || (how == DEC_CHECKED && flat_deep_decodable(L, (const char *)d.p, left, txs))) {
         flat_decode_deep(L, (const char *)d.p, left, txs ? ep->push : NULL);
         return 0;
     }
@@ -719,31 +717,17 @@ static int decode(lua_State *L, const char *data, size_t len, char *err, size_t 
 
 int codec_decode(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
 {
-    return decode(L, data, len, err, errlen, 1);
+    return decode(L, data, len, err, errlen, DEC_CHECKED);
 }
 
 int codec_decode_general(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
 {
-    return decode(L, data, len, err, errlen, 0);
+    return decode(L, data, len, err, errlen, DEC_GENERAL);
 }
 
 int codec_decode_marked(lua_State *L, const char *data, size_t len, char *err, size_t errlen)
 {
-    const codec_endpoints *ep = eps();
-    unsigned tag = len > 0 ? (unsigned char)data[0] : 0;
-    if (tag == WIRE_TABLE) { /* no refs prefix: no tx in it */
-        flat_decode_deep(L, data, len, NULL);
-        return 0;
-    }
-    /* a live prefix: the txs' references are the message's still (a message is decoded once:
-     * see mailbox.h's cache); a taken one leaves the bytes to the checked decode */
-    if (tag == WIRE_REFS && ep && wire_refs_live(data, len, WIRE_REFS) && len > WIRE_REFS_LEN &&
-        (unsigned char)data[WIRE_REFS_LEN] == WIRE_TABLE) {
-        wire_refs_taken((char *)data);
-        flat_decode_deep(L, data + WIRE_REFS_LEN, len - WIRE_REFS_LEN, ep->push);
-        return 0;
-    }
-    return decode(L, data, len, err, errlen, 1);
+    return decode(L, data, len, err, errlen, DEC_MARKED);
 }
 
 int codec_decode_args(lua_State *L, const char *data, size_t len, int *n, char *err, size_t errlen)

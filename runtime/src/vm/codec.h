@@ -7,6 +7,7 @@
 #include <lua.h>
 
 #include "base/wire.h"
+#include "vm/flat.h"
 
 /* Channel endpoints are userdata the library above makes; the runtime installs how the codec
  * recognises one and how it pushes a new one (one table per process). */
@@ -44,11 +45,11 @@ int codec_encode_general(lua_State *L, int idx, wire_buf *out, const char *root,
                          size_t errlen);
 int codec_decode_general(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
 
-/* codec_encode that also tells whether the value took the nested fast path without an int64
- * (*deep): such bytes are well formed by construction, and codec_decode_marked takes them
- * without the check, in this process (base/mailbox.h's MSG_DEEP). */
-int codec_encode_marked(lua_State *L, int idx, wire_buf *out, const char *root, char *err,
-                        size_t errlen, int *deep);
+/* The installed endpoint hook (NULL before codec_set_endpoints): what a fast encoder
+ * (vm/flat.h) takes txs by. A value a send's pass wrote with no int64 is well formed by
+ * construction, and codec_decode_marked takes it without the check, in this process
+ * (base/mailbox.h's MSG_DEEP). */
+flat_endpoint_fn codec_endpoint(void);
 int codec_decode_marked(lua_State *L, const char *data, size_t len, char *err, size_t errlen);
 
 /* The n values at first..first+n-1 (spawn arguments, roots "arg 1", "arg 2", ...): a count,

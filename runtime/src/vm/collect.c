@@ -13,8 +13,7 @@
  * this resume rather than in the middle of the code that follows, where nothing prefetches. */
 static int due(actor *a)
 {
-    /* the heap held now includes the room's garbage, up to COLLECT_ROOM_MAX of it */
-    return a->vm.mem <= COLLECT_MAX_HEAP + COLLECT_ROOM_MAX && ljx_gc_cycle_due(a->vm.co, 1024, 16);
+    return a->vm.mem <= COLLECT_MAX_WALK && ljx_gc_cycle_due(a->vm.co, 1024, 16);
 }
 
 /* A logged block may have been freed since and taken by another state, even on another

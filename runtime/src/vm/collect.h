@@ -17,9 +17,9 @@
 /* The newest blocks a state's log keeps (a power of two): a ring of 1,000 actors makes about
  * 300 blocks per cycle, and the sweep visits the newest first. */
 #define COLLECT_LOG 256
-/* Only a state this small (what it keeps, plus up to COLLECT_ROOM_MAX of garbage) collects
- * at a resume: a cycle is one pause, bounded by the heap it walks (larger states keep
- * LuaJIT's incremental steps). */
+/* Only a state that keeps this little collects at a resume: a cycle is one pause, bounded by
+ * the heap it walks, what it keeps and the room's garbage (COLLECT_MAX_WALK at most; larger
+ * states keep LuaJIT's incremental steps). */
 #define COLLECT_MAX_HEAP (256u * 1024)
 
 /* After a cycle between waits a state may allocate this much before its next one, shared
@@ -32,6 +32,9 @@
  * docs/DESIGN.md, "Room by the actors alive"). */
 #define COLLECT_ROOM_BUDGET (4u << 20)
 #define COLLECT_ROOM_MAX (256u * 1024)
+/* The most heap a cycle at a resume walks: a state that keeps at most COLLECT_MAX_HEAP, with
+ * its room's garbage on top. */
+#define COLLECT_MAX_WALK (COLLECT_MAX_HEAP + COLLECT_ROOM_MAX)
 
 /* The boot's objects are loaded ahead only from a run of fresh memory at most this long (a
  * booted state's libraries take about 5.5 KB there). */

@@ -539,8 +539,7 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
 
 struct deep_enc {
     flat_endpoint_fn endpoint;
-    void **txs; /* the channels of the txs met, FLAT_DEEP_TX at most */
-    int ntx, cdata;
+    flat_out *r;
 };
 
 static char *enc_deep_value(cTValue *o, char *p, char *end, int depth, struct deep_enc *d);
@@ -568,7 +567,7 @@ static char *enc_deep_table(const GCtab *t, char *p, char *end, int depth, struc
             continue;
         if (!tvisstr(&nd->key))
             return NULL;
-        if ((p = enc_scalar(&nd->key, p, end, &d->cdata)) == NULL ||
+        if ((p = enc_scalar(&nd->key, p, end, &d->r->cdata)) == NULL ||
             (p = enc_deep_value(&nd->val, p, end, depth + 1, d)) == NULL)
             return NULL;
         pairs++;
@@ -587,34 +586,30 @@ static char *enc_deep_value(cTValue *o, char *p, char *end, int depth, struct de
         /* a channel tx: its channel's address, as the codec writes it (an rx or a socket
          * moves out of the sender's object: the codec's) */
         const GCudata *ud = udataV(o);
+        flat_out *r = d->r;
         void *c = NULL;
         if (!d->endpoint || ud->udtype != UDTYPE_USERDATA || end - p < 9 ||
-            d->ntx == FLAT_DEEP_TX || d->endpoint(uddata(ud), ud->len, &c) != WIRE_REF_TX || !c)
+            r->ntx == FLAT_DEEP_TX || d->endpoint(uddata(ud), ud->len, &c) != WIRE_REF_TX || !c)
             return NULL;
         *p++ = WIRE_TX;
         memcpy(p, &c, 8);
-        d->txs[d->ntx++] = c;
+        r->txs[r->ntx++] = c;
         return p + 8;
     }
-    return enc_scalar(o, p, end, &d->cdata);
+    return enc_scalar(o, p, end, &d->r->cdata);
 }
 
 size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpoint_fn endpoint,
-                        void **txs, int *ntx, int *cdata)
+                        flat_out *r)
 {
     cTValue *o = L->base + (idx - 1);
-    *ntx = *cdata = 0;
+    r->ntx = r->cdata = 0;
     if (idx <= 0 || o >= L->top || !tvistab(o))
         return 0;
-    if (cap > FLAT_DEEP_MAX)
-        cap = FLAT_DEEP_MAX;
-    struct deep_enc d = {endpoint, txs, 0, 0};
-    char *p = enc_deep_table(tabV(o), out, out + cap, 0, &d);
-    if (!p)
-        return 0;
-    *ntx = d.ntx;
-    *cdata = d.cdata;
-    return (size_t)(p - out);
+    struct deep_enc d = {endpoint, r};
+    char *p =
+        enc_deep_table(tabV(o), out, out + (cap > FLAT_DEEP_MAX ? FLAT_DEEP_MAX : cap), 0, &d);
+    return p ? (size_t)(p - out) : 0;
 }
 
 /* The end of the nested value at p (p < e), or NULL if flat_decode_deep does not make it. */

@@ -19,7 +19,8 @@ typedef struct lua_State lua_State;
 /* Encodes the value at stack index idx (> 0) into out (cap bytes, at most FLAT_MAX): the
  * number of bytes written, or 0 if it is not flat or does not fit (out is then garbage).
  * *cdata (if cdata is not NULL) tells whether it holds an int64/uint64 cdata. Reads raw (no
- * metamethods) and neither allocates nor raises. */
+ * metamethods) and neither allocates nor raises. Its own loop rather than flat_encode_deep's
+ * limited to one table: that one's recursion cost a ring hop 34 more instructions. */
 size_t flat_encode(lua_State *L, int idx, char *out, size_t cap, int *cdata);
 
 /* Whether data[0..len) is a flat message flat_decode takes whole (a message whose bytes
@@ -45,12 +46,12 @@ struct actor;
 void flat_decode(lua_State *L, const char *data, size_t len, struct actor *receiver);
 
 /* -- Nested values ------------------------------------------------------------------------
- * The codec's fast path for what flat leaves to it most often: tables inside tables (each of
- * a flat table's shape: a sequence 1..n and string keys) and channel txs among the values, as
- * a gen_server call's request {[tag] = "call", req = r, from = {pid = p, tx = tx}} is. The
- * codec calls these first (vm/codec.c) and writes the same bytes itself when they decline:
- * anything else (an rx, a socket, an atom, a deeper or cyclic table, another key) or a value
- * of more than FLAT_DEEP_MAX bytes. */
+ * Tables inside tables (each of a flat table's shape: a sequence 1..n and string keys) and
+ * channel txs among the values, as a gen_server call's request {[tag] = "call", req = r,
+ * from = {pid = p, tx = tx}} is, in the codec's bytes too. A send takes it when flat
+ * declines (lib/args.c), the codec first for its other callers (vm/codec.c). Anything else (an rx,
+ * a socket, an atom, a deeper or cyclic table, another key) or a value of more than FLAT_DEEP_MAX
+ * bytes declines, to the codec's own walk. */
 #define FLAT_DEEP_MAX 1024
 #define FLAT_DEEP_DEPTH 8 /* tables nested deeper decline (a cyclic table does) */
 #define FLAT_DEEP_TX 16   /* txs in one value (more decline) */
@@ -59,14 +60,20 @@ void flat_decode(lua_State *L, const char *data, size_t len, struct actor *recei
 typedef int (*flat_endpoint_fn)(void *ud, size_t len, void **chan);
 typedef void (*flat_push_fn)(lua_State *L, void *chan, int kind);
 
+/* What a pass found besides its bytes. */
+typedef struct flat_out {
+    void *txs[FLAT_DEEP_TX]; /* the channels of the txs written, ntx of them: the caller takes
+                              * a reference to each and puts the refs prefix in front
+                              * (wire_refs_prefix_txs), as the codec does */
+    int ntx;
+    int cdata; /* an int64/uint64 cdata is in it (a receiver needs its FFI for it) */
+} flat_out;
+
 /* Encodes the table at stack index idx (> 0) into out (cap bytes, at most FLAT_DEEP_MAX): the
- * bytes written, or 0 if it declines. The channels of the txs written (each a WIRE_TX and
- * the channel's address) go to txs (room for FLAT_DEEP_TX), *ntx of them: the caller takes a
- * reference to each and puts the refs prefix in front (wire_refs_commit_txs), as the codec
- * does. *cdata tells whether it holds an int64/uint64 cdata. Reads raw, neither allocates nor
- * raises. */
+ * bytes written, or 0 if it declines; endpoint NULL declines a tx. Reads raw, neither
+ * allocates nor raises. */
 size_t flat_encode_deep(lua_State *L, int idx, char *out, size_t cap, flat_endpoint_fn endpoint,
-                        void **txs, int *ntx, int *cdata);
+                        flat_out *r);
 
 /* Whether data[0..len) is a nested value flat_decode_deep takes whole (with WIRE_TX only when
  * trusted: the bytes came with a live refs prefix, now taken). Allocates nothing. */
