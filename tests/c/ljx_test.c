@@ -478,6 +478,40 @@ static void wait_anchor_keeps_its_value_until_cleared(void **state)
     lua_close(L);
 }
 
+/* The decoders' string cache answers with a string of the same bytes or makes one: for every
+ * length it caches (and one past), strings that differ in one byte at any position, each
+ * looked up right after the other (the same slot when the first and last bytes agree). */
+static void short_strings_are_the_bytes_asked_for(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    char a[LJX_SHORT_STRING + 2], b[LJX_SHORT_STRING + 2];
+    for (size_t n = 0; n <= LJX_SHORT_STRING + 1; n++) {
+        for (size_t at = 0; at < (n ? n : 1); at++) {
+            for (size_t i = 0; i < n; i++)
+                a[i] = b[i] = (char)('a' + (i * 7 + n) % 26);
+            if (n)
+                b[at] = (char)(b[at] ^ 0x20);
+            for (int round = 0; round < 2; round++) {
+                const char *want[2] = {a, b};
+                for (int k = 0; k < 2; k++) {
+                    ljx_push_short_string(L, want[k], n);
+                    size_t len;
+                    const char *got = lua_tolstring(L, -1, &len);
+                    assert_int_equal(len, n);
+                    assert_memory_equal(got, want[k], n);
+                    lua_pop(L, 1);
+                    /* the interned string of those bytes (lua_topointer: its object) */
+                    lua_pushlstring(L, want[k], n);
+                    assert_ptr_equal(ljx_short_string(L, want[k], n), lua_topointer(L, -1));
+                    lua_pop(L, 1);
+                }
+            }
+        }
+    }
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -492,6 +526,7 @@ int main(void)
         cmocka_unit_test(anchor_holds_values_until_taken),
         cmocka_unit_test(registry_lookups_follow_every_change),
         cmocka_unit_test(wait_anchor_keeps_its_value_until_cleared),
+        cmocka_unit_test(short_strings_are_the_bytes_asked_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
