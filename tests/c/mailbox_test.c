@@ -51,7 +51,7 @@ static void one_producer_pops_in_fifo_order(void **state)
         msg_free(m);
     }
     assert_null(mailbox_pop(&mb));
-    assert_int_equal(atomic_load(&mb.depth), 0);
+    assert_int_equal(mailbox_depth(&mb), 0);
     mailbox_close(&mb);
 }
 
@@ -89,9 +89,9 @@ static void close_frees_queued_messages(void **state)
     msg_free(m);
     for (uint64_t i = 0; i < 10; i++)
         assert_int_equal(mailbox_push(&mb, 3, msg_u64(i)), 0);
-    assert_int_equal(atomic_load(&mb.depth), 19);
+    assert_int_equal(mailbox_depth(&mb), 19);
     mailbox_close(&mb); /* LeakSanitizer (asan flavour) checks these 19 are freed */
-    assert_int_equal(atomic_load(&mb.depth), 0);
+    assert_int_equal(mailbox_depth(&mb), 0);
     assert_null(mb.priv);
     assert_null(mb.head);
 }
@@ -110,7 +110,7 @@ static void reopen_with_new_generation_starts_empty(void **state)
     mailbox_open(&mb, 2);
     assert_false(mailbox_nonempty(&mb));
     assert_null(mailbox_pop(&mb));
-    assert_int_equal(atomic_load(&mb.depth), 0);
+    assert_int_equal(mailbox_depth(&mb), 0);
     m = msg_u64(5);
     assert_int_equal(mailbox_push(&mb, 1, m), -1); /* the old tenancy's sender */
     msg_free(m);
@@ -202,7 +202,7 @@ static void two_producers_one_consumer_deliver_each_once_in_order(void **state)
     for (int i = 0; i < PRODUCERS; i++)
         assert_int_equal(r.next[i], PER_PRODUCER);
     assert_null(mailbox_pop(&q.mb));
-    assert_int_equal(atomic_load(&q.mb.depth), 0);
+    assert_int_equal(mailbox_depth(&q.mb), 0);
     mailbox_close(&q.mb);
 }
 
@@ -262,7 +262,7 @@ static void scan_takes_from_the_middle_and_mark_skips_older(void **state)
     assert_int_equal(msg_val(m), 7);
     msg_free(m);
     assert_null(mailbox_pop(&mb));
-    assert_int_equal(atomic_load(&mb.depth), 0);
+    assert_int_equal(mailbox_depth(&mb), 0);
     mailbox_close(&mb);
 }
 

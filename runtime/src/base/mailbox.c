@@ -71,6 +71,13 @@ void msg_free(msg *m)
 
 static void mb_lock(mailbox *mb) { spin_lock(&mb->lock); }
 
+/* The owner took a message out: its own count, a plain increment. */
+static inline void count_removal(mailbox *mb)
+{
+    atomic_store_explicit(&mb->popped, atomic_load_explicit(&mb->popped, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static void mb_unlock(mailbox *mb) { spin_unlock(&mb->lock); }
 
 void mailbox_open(mailbox *mb, uint32_t gen)
@@ -80,7 +87,8 @@ void mailbox_open(mailbox *mb, uint32_t gen)
     __atomic_store_n(&mb->head, NULL, __ATOMIC_RELAXED);
     mb->tail = NULL;
     mb->priv = mb->priv_tail = NULL;
-    atomic_store_explicit(&mb->depth, 0, memory_order_relaxed);
+    atomic_store_explicit(&mb->popped, 0, memory_order_relaxed);
+    atomic_store_explicit(&mb->pushed, 0, memory_order_relaxed);
     mb->scan_at = mb->scan_before = mb->mark = NULL;
     mb->scan_can_take = 0;
     mb->mark_id = 0;
@@ -101,8 +109,10 @@ int mailbox_push(mailbox *mb, uint32_t gen, msg *m)
         __atomic_store_n(&mb->head, m,
                          __ATOMIC_RELAXED); /* pairs with the owner's lock-free peek */
     mb->tail = m;
+    /* under the lock, so a plain increment (no locked add) */
+    atomic_store_explicit(&mb->pushed, atomic_load_explicit(&mb->pushed, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     mb_unlock(mb);
-    atomic_fetch_add_explicit(&mb->depth, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -139,7 +149,7 @@ msg *mailbox_pop(mailbox *mb)
     if (mb->mark == m)
         mb->mark = NULL;
     mb->epoch++;
-    atomic_fetch_sub_explicit(&mb->depth, 1, memory_order_relaxed);
+    count_removal(mb);
     return m;
 }
 
@@ -204,7 +214,7 @@ msg *mailbox_scan_take(mailbox *mb)
     mb->scan_at = before;
     mb->scan_can_take = 0;
     mb->scan_epoch = ++mb->epoch;
-    atomic_fetch_sub_explicit(&mb->depth, 1, memory_order_relaxed);
+    count_removal(mb);
     return m;
 }
 
@@ -236,5 +246,10 @@ void mailbox_close(mailbox *mb)
             m = next;
         }
     }
-    atomic_store_explicit(&mb->depth, 0, memory_order_relaxed);
+    /* nothing is queued: every message pushed is counted as taken (the lock orders this
+     * after the last push the generation let in) */
+    mb_lock(mb);
+    atomic_store_explicit(&mb->popped, atomic_load_explicit(&mb->pushed, memory_order_relaxed),
+                          memory_order_relaxed);
+    mb_unlock(mb);
 }

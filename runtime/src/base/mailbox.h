@@ -25,12 +25,15 @@ enum { MSG_FLAT = 1, MSG_DEEP = 2 };
  * takes the whole shared list at once into a private list it pops lock-free. */
 typedef struct mailbox {
     _Atomic uint32_t lock;
-    uint32_t gen;           /* owner generation; 0 = closed */
-    msg *head, *tail;       /* shared list, under lock */
-    msg *priv, *priv_tail;  /* owner-only */
-    _Atomic uint32_t depth; /* queued messages (approximate, for introspection) */
-    uint32_t epoch;         /* bumped by every removal: a scan of an older epoch is stale */
-    msg *mark;              /* the newest message queued when the mark was made (NULL: none) */
+    uint32_t gen;          /* owner generation; 0 = closed */
+    msg *head, *tail;      /* shared list, under lock */
+    msg *priv, *priv_tail; /* owner-only */
+    /* messages queued, as two counts: pushes, kept under the lock, and removals, kept by
+     * the owner alone (mailbox_depth tells their difference). One count changed by both
+     * sides took a locked add per push and a locked subtract per pop. */
+    _Atomic uint32_t pushed, popped;
+    uint32_t epoch; /* bumped by every removal: a scan of an older epoch is stale */
+    msg *mark;      /* the newest message queued when the mark was made (NULL: none) */
     /* owner-only, for selective receive: a scan walks the private list from its start or
      * from a mark; at is the message it returned last, before the one ahead of it (after
      * the fields a push and a pop touch, which share a cache line) */
@@ -48,6 +51,16 @@ void msg_inject_failures(int n);
 /* Frees m; the channel references of an undelivered message are released. */
 void msg_free(msg *m);
 void mailbox_open(mailbox *mb, uint32_t gen);
+/* The messages queued (any thread; a snapshot, for introspection and a host's wake check):
+ * never short of the messages queued both before and after the call. */
+static inline uint32_t mailbox_depth(mailbox *mb)
+{
+    /* the removals first: read before the pushes, they cannot count a message the pushes
+     * read after them miss, so the difference is never negative */
+    uint32_t out = atomic_load_explicit(&mb->popped, memory_order_seq_cst);
+    uint32_t in = atomic_load_explicit(&mb->pushed, memory_order_seq_cst);
+    return in - out;
+}
 /* Appends m if the mailbox belongs to generation gen; returns 0, or -1 (m untouched) if
  * closed/stale. */
 int mailbox_push(mailbox *mb, uint32_t gen, msg *m);

@@ -49,9 +49,9 @@ void host_free(host *h)
 static int inbox_nonempty(host *h)
 {
     actor *a = atomic_load_explicit(&h->a, memory_order_acquire);
-    /* signed: a push counts its message after it unlocks the inbox, so a host that takes
-     * it first sees the count at -1 for a moment (the message is gone: empty) */
-    return a && (int32_t)atomic_load_explicit(&a->inbox.depth, memory_order_seq_cst) > 0;
+    /* a push counts its message before it unlocks the inbox: one the host can take is
+     * counted */
+    return a && mailbox_depth(&a->inbox) > 0;
 }
 
 /* Under lock: makes the fd readable if the inbox holds messages and it is not already. */

@@ -366,9 +366,8 @@ static RACY_READS void snapshot(smarm_runtime *rt)
         actor *a = &rt->actors[i];
         registry_name_of(rt, a, name, sizeof name);
         n = snprintf(line, sizeof line, "smarm:   <0.%u.%u> %s mailbox=%u memory=%zu%s%s%s\n",
-                     pid_index(pid), pid_gen(pid), state_name(st, a),
-                     atomic_load_explicit(&a->inbox.depth, memory_order_relaxed), a->vm.mem,
-                     name[0] ? " name=" : "", name, pid == rt->root_pid ? " root" : "");
+                     pid_index(pid), pid_gen(pid), state_name(st, a), mailbox_depth(&a->inbox),
+                     a->vm.mem, name[0] ? " name=" : "", name, pid == rt->root_pid ? " root" : "");
         if (n > (int)sizeof line - 1) {
             n = (int)sizeof line - 1;
             line[n - 1] = '\n';

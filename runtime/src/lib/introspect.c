@@ -137,7 +137,7 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
                  : st == SLOT_RUNNING  ? 2
                  : st == SLOT_NOTIFIED ? 3
                                        : 4;
-    out->mailbox = atomic_load_explicit(&a->inbox.depth, memory_order_relaxed);
+    out->mailbox = mailbox_depth(&a->inbox);
     out->memory = a->vm.mem;
     out->arena = a->vm.arena != NULL;
     out->parks = a->stats.parks;
