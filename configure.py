@@ -41,7 +41,8 @@ COMMON_CFLAGS = [
 ]
 
 FLAVOURS = {
-    "release": {"cc": "cc", "cflags": ["-O2", "-DNDEBUG"], "ldflags": []},
+    "release": {"cc": "cc", "cflags": ["-O2", "-DNDEBUG", "-flto=auto", "-ffat-lto-objects"],
+                "ldflags": ["-flto=auto", "-O2"]},
     "debug": {"cc": "cc", "cflags": ["-O0", "-DSMARM_DEBUG"], "ldflags": []},
     "asan": {
         "cc": "clang",
