@@ -41,8 +41,8 @@ COMMON_CFLAGS = [
 ]
 
 FLAVOURS = {
-    "release": {"cc": "cc", "cflags": ["-O2", "-DNDEBUG", "-flto=auto", "-ffat-lto-objects"],
-                "ldflags": ["-flto=auto", "-O2"]},
+    "release": {"cc": "cc", "cflags": ["-O3", "-DNDEBUG", "-flto=auto", "-ffat-lto-objects"],
+                "ldflags": ["-flto=auto", "-O3"]},
     "debug": {"cc": "cc", "cflags": ["-O0", "-DSMARM_DEBUG"], "ldflags": []},
     "asan": {
         "cc": "clang",

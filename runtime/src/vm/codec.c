@@ -571,7 +571,7 @@ static int dec_value(dec *d, int depth)
         return 0;
     }
     case WIRE_STR: {
-        uint64_t n;
+        uint64_t n = 0; /* set by get_varint (GCC at -O3 cannot tell) */
         if (get_varint(d, &n))
             return -1;
         if (n > dec_left(d))
@@ -620,7 +620,7 @@ static int dec_table(dec *d, int depth)
 {
     lua_State *L = d->L;
     size_t at = (size_t)(d->p - d->start - 1);
-    uint64_t narr, nhash;
+    uint64_t narr = 0, nhash = 0; /* set by get_varint (GCC at -O3 cannot tell) */
     if (depth >= WIRE_MAX_DEPTH)
         return dec_fail(d, "nested deeper than %d tables (at byte %zu)", WIRE_MAX_DEPTH, at);
     if (get_varint(d, &narr) || get_varint(d, &nhash))
@@ -734,7 +734,7 @@ int codec_decode_args(lua_State *L, const char *data, size_t len, int *n, char *
 {
     dec d;
     int top = lua_gettop(L);
-    uint64_t count;
+    uint64_t count = 0; /* set by get_varint (GCC at -O3 cannot tell) */
     *n = 0;
     dec_init(&d, L, data, len, err, errlen);
     dec_refs(&d, data, len, WIRE_REFS_ARGS);
