@@ -71,10 +71,11 @@ void msg_free(msg *m)
 
 static void mb_lock(mailbox *mb) { spin_lock(&mb->lock); }
 
-/* The owner took a message out: its own count, a plain increment. */
-static inline void count_removal(mailbox *mb)
+/* Adds one to a count only one thread writes at a time (pushed under the lock, popped by the
+ * owner): a plain increment, where an add that others could race needed a locked one. */
+static inline void count_one(_Atomic uint32_t *c)
 {
-    atomic_store_explicit(&mb->popped, atomic_load_explicit(&mb->popped, memory_order_relaxed) + 1,
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
 
@@ -109,9 +110,7 @@ int mailbox_push(mailbox *mb, uint32_t gen, msg *m)
         __atomic_store_n(&mb->head, m,
                          __ATOMIC_RELAXED); /* pairs with the owner's lock-free peek */
     mb->tail = m;
-    /* under the lock, so a plain increment (no locked add) */
-    atomic_store_explicit(&mb->pushed, atomic_load_explicit(&mb->pushed, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    count_one(&mb->pushed);
     mb_unlock(mb);
     return 0;
 }
@@ -149,7 +148,7 @@ msg *mailbox_pop(mailbox *mb)
     if (mb->mark == m)
         mb->mark = NULL;
     mb->epoch++;
-    count_removal(mb);
+    count_one(&mb->popped);
     return m;
 }
 
@@ -214,7 +213,7 @@ msg *mailbox_scan_take(mailbox *mb)
     mb->scan_at = before;
     mb->scan_can_take = 0;
     mb->scan_epoch = ++mb->epoch;
-    count_removal(mb);
+    count_one(&mb->popped);
     return m;
 }
 
@@ -229,6 +228,10 @@ void mailbox_close(mailbox *mb)
 {
     mb_lock(mb);
     mb->gen = 0;
+    /* nothing stays queued: every message the generation let in counts as taken (no push
+     * comes after this, under the lock with gen 0) */
+    atomic_store_explicit(&mb->popped, atomic_load_explicit(&mb->pushed, memory_order_relaxed),
+                          memory_order_relaxed);
     msg *h = mb->head;
     __atomic_store_n(&mb->head, NULL, __ATOMIC_RELAXED);
     mb->tail = NULL;
@@ -246,10 +249,4 @@ void mailbox_close(mailbox *mb)
             m = next;
         }
     }
-    /* nothing is queued: every message pushed is counted as taken (the lock orders this
-     * after the last push the generation let in) */
-    mb_lock(mb);
-    atomic_store_explicit(&mb->popped, atomic_load_explicit(&mb->pushed, memory_order_relaxed),
-                          memory_order_relaxed);
-    mb_unlock(mb);
 }

@@ -1316,15 +1316,20 @@ static inline GCtab *roots_of(lua_State *L)
 
 void *ljx_roots(lua_State *L) { return roots_of(L); }
 
-void *ljx_roots_made(lua_State *L)
+/* ljx_roots_made's first use, out of line: its callers (every flat decode, every short
+ * string a decoder makes) keep only the test of roots_of inline. */
+static __attribute__((noinline)) GCtab *roots_make(lua_State *L)
 {
-    GCtab *r = roots_of(L);
-    if (r)
-        return r;
-    r = lj_tab_new(L, ROOTS_SIZE, 0);
+    GCtab *r = lj_tab_new(L, ROOTS_SIZE, 0);
     /* a root: the atomic phase marks the roots again, so no barrier is due */
     setgcref(basemt_it(G(L), LJ_TUPVAL), obj2gco(r));
     return r;
+}
+
+void *ljx_roots_made(lua_State *L)
+{
+    GCtab *r = roots_of(L);
+    return r ? r : roots_make(L);
 }
 
 /* The entry of r that key hashes to. */
@@ -1414,18 +1419,9 @@ static inline int short_hit(cTValue *e, const char *s, size_t n)
     return tvisstr(e) && strV(e)->len == n && short_eq(strVdata(e), s, n);
 }
 
-/* The roots for the decoders' string cache: made on the first use, found inline after. */
-static inline GCtab *short_roots(lua_State *L, size_t n)
-{
-    if (n > LJX_SHORT_STRING)
-        return NULL;
-    GCtab *r = roots_of(L);
-    return r ? r : ljx_roots_made(L);
-}
-
 void ljx_push_short_string(lua_State *L, const char *s, size_t n)
 {
-    GCtab *r = short_roots(L, n);
+    GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
     if (!r) {
         lua_pushlstring(L, s, n);
         return;
@@ -1446,7 +1442,7 @@ void ljx_push_short_string(lua_State *L, const char *s, size_t n)
 
 void *ljx_short_string(lua_State *L, const char *s, size_t n)
 {
-    GCtab *r = short_roots(L, n);
+    GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
     if (!r)
         return lj_str_new(L, s, n);
     TValue *e = short_slot(r, s, n);
