@@ -555,12 +555,36 @@ static inline int64_t swap_runnext(sched *s, uint32_t idx, uint32_t fresh)
     return prev ? (int64_t)runnext_idx(prev) : -1;
 }
 
+/* Asks the cache for the lines of idx's record and of its state that its next run reads
+ * first (a hint: nothing is read but the state's address). */
+static inline void warm_actor(smarm_runtime *rt, uint32_t idx)
+{
+    actor *a = &rt->actors[idx];
+#pragma GCC unroll 16
+    for (size_t off = 0; off < offsetof(actor, ex); off += 64)
+        __builtin_prefetch((const char *)a + off, 1);
+    if (rt->hooks.warm)
+        rt->hooks.warm(a);
+}
+
+/* Whether idx was one of the last two actors s ran: their lines are likely still in
+ * this core's cache (the two sides of a ping-pong), where asking for them again would only
+ * cost the instructions. */
+static inline int ran_lately(const sched *s, uint32_t idx)
+{
+    return (s->recent[0] == idx + 1) | (s->recent[1] == idx + 1);
+}
+
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
 {
     sched *s = sched_current();
     /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
     if (s && s->rt == rt && s->kind == SCHED_LOOP &&
         atomic_load_explicit(&s->cur, memory_order_relaxed)) {
+        /* it runs here as soon as its waker leaves: unless it ran here lately, its lines
+         * come in meanwhile */
+        if (!ran_lately(s, idx))
+            warm_actor(rt, idx);
         int64_t prev = swap_runnext(s, idx, 0);
         if (prev < 0)
             return;
@@ -653,10 +677,7 @@ static void fire_wake(smarm_runtime *rt, timer_entry *e)
     /* a batch of timers wakes actors that then run one after the other, each cold after its
      * sleep: their records' lines (the mailbox, the run, vm and stats fields) and what the
      * vm layer knows of their state are asked for now, while the ones before them run */
-    for (size_t off = 0; off < offsetof(actor, ex); off += 64)
-        __builtin_prefetch((const char *)a + off, 1);
-    if (rt->hooks.warm)
-        rt->hooks.warm(a);
+    warm_actor(rt, pid_index(e->pid));
     sched_wake(rt, e->pid);
 }
 
@@ -1035,6 +1056,8 @@ static void run_actor(sched *s, uint32_t idx)
         abort();
     }
     actor *a = &rt->actors[idx];
+    s->recent[1] = s->recent[0];
+    s->recent[0] = idx + 1;
     for (;;) {
         int stop = atomic_load_explicit(&a->run.stop, memory_order_acquire);
         if (stop && !a->run.stopping) {

@@ -58,6 +58,9 @@ typedef struct sched {
     int short_slice; /* the next actor to run here gets a short slice */
     /* when the watchdog last saw this scheduler switch, or idle (preempt.c) */
     _Atomic uint64_t quiet_since;
+    /* the last two actors run here, the last first (index + 1; 0: none): a wake skips
+     * prefetching one of them (scheduler.c, ran_lately) */
+    uint32_t recent[2];
     stack *spare;          /* one warm stack kept across coroutine parks */
     wire_buf enc;          /* scratch buffer for encoding messages */
     heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
