@@ -567,13 +567,10 @@ static inline void warm_actor(smarm_runtime *rt, uint32_t idx)
         rt->hooks.warm(a);
 }
 
-/* Whether idx was one of the last two actors s ran: their lines are likely still in
- * this core's cache (the two sides of a ping-pong), where asking for them again would only
- * cost the instructions. */
-static inline int ran_lately(const sched *s, uint32_t idx)
-{
-    return (s->recent[0] == idx + 1) | (s->recent[1] == idx + 1);
-}
+/* Whether idx ran here just before the actor running now (the one that wakes it): its lines
+ * are likely still in this core's cache (the two sides of a ping-pong), where asking for
+ * them again would only cost the instructions. */
+static inline int ran_lately(const sched *s, uint32_t idx) { return s->ran_last == idx + 1; }
 
 static void make_runnable(smarm_runtime *rt, uint32_t idx)
 {
@@ -1056,8 +1053,6 @@ static void run_actor(sched *s, uint32_t idx)
         abort();
     }
     actor *a = &rt->actors[idx];
-    s->recent[1] = s->recent[0];
-    s->recent[0] = idx + 1;
     for (;;) {
         int stop = atomic_load_explicit(&a->run.stop, memory_order_acquire);
         if (stop && !a->run.stopping) {
@@ -1132,6 +1127,7 @@ static void run_actor(sched *s, uint32_t idx)
             held_after_run(s, 0, 0);
         }
         atomic_store_explicit(&s->cur, NULL, memory_order_relaxed);
+        s->ran_last = idx + 1;
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
         if (a->run.leave != LEAVE_DONE &&

@@ -41,6 +41,10 @@ typedef struct sched {
      * spare): they run here again, with their state, stack and socket in this core's cache */
     runq *homeq;
     uint32_t home_turn; /* alternates the home queue with the woken queue */
+    /* the actor that ran here before the one running now (index + 1; 0: none): a wake
+     * skips prefetching it (scheduler.c, ran_lately). In what was padding: a field that
+     * moved the ones after it cost pingpong more than its instructions */
+    uint32_t ran_last;
     /* what an idle poll found stays here unless siblings share it (see sched_share_backlog):
      * the times this scheduler ran out of work, the count the watchdog saw at its last tick,
      * and whether it found the home queue undrained for a whole tick */
@@ -58,9 +62,6 @@ typedef struct sched {
     int short_slice; /* the next actor to run here gets a short slice */
     /* when the watchdog last saw this scheduler switch, or idle (preempt.c) */
     _Atomic uint64_t quiet_since;
-    /* the last two actors run here, the last first (index + 1; 0: none): a wake skips
-     * prefetching one of them (scheduler.c, ran_lately) */
-    uint32_t recent[2];
     stack *spare;          /* one warm stack kept across coroutine parks */
     wire_buf enc;          /* scratch buffer for encoding messages */
     heap_cache heap_cache; /* this thread\'s free blocks of actor heaps */
