@@ -42,8 +42,8 @@ typedef struct sched {
     runq *homeq;
     uint32_t home_turn; /* alternates the home queue with the woken queue */
     /* the actor that ran here before the one running now (index + 1; 0: none): a wake
-     * skips prefetching it (scheduler.c, ran_lately). In what was padding: a field that
-     * moved the ones after it cost pingpong more than its instructions */
+     * skips prefetching it (scheduler.c, ran_lately). In what was padding, so that the
+     * fields after it keep their places */
     uint32_t ran_last;
     /* what an idle poll found stays here unless siblings share it (see sched_share_backlog):
      * the times this scheduler ran out of work, the count the watchdog saw at its last tick,

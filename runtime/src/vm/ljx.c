@@ -1439,7 +1439,6 @@ static __attribute__((noinline)) void push_short_miss(lua_State *L, const char *
     GCstr *str = lj_str_new(L, s, n);
     setstrV(L, L->top, str);
     incr_top(L);
-    /* the check may have run finalizers that made the roots: the slot is looked up now */
     setstrV(L, short_slot(r, s, n), str);
     lj_gc_anybarriert(L, r);
 }
