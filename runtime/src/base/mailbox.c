@@ -71,6 +71,8 @@ void msg_free(msg *m)
 
 static void mb_lock(mailbox *mb) { spin_lock(&mb->lock); }
 
+static void mb_unlock(mailbox *mb) { spin_unlock(&mb->lock); }
+
 /* Adds one to a count only one thread writes at a time (pushed under the lock, popped by the
  * owner): a plain increment, where an add that others could race needed a locked one. */
 static inline void count_one(_Atomic uint32_t *c)
@@ -78,8 +80,6 @@ static inline void count_one(_Atomic uint32_t *c)
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
-
-static void mb_unlock(mailbox *mb) { spin_unlock(&mb->lock); }
 
 void mailbox_open(mailbox *mb, uint32_t gen)
 {

@@ -555,11 +555,10 @@ static inline int64_t swap_runnext(sched *s, uint32_t idx, uint32_t fresh)
     return prev ? (int64_t)runnext_idx(prev) : -1;
 }
 
-/* Asks the cache for the lines of idx's record and of its state that its next run reads
- * first (a hint: nothing is read but the state's address). */
-static inline void warm_actor(smarm_runtime *rt, uint32_t idx)
+/* Asks the cache for the lines of a's record and of its state that its next run reads first
+ * (a hint: nothing is read but the state's address). */
+static inline void warm_actor(smarm_runtime *rt, actor *a)
 {
-    actor *a = &rt->actors[idx];
 #pragma GCC unroll 16
     for (size_t off = 0; off < offsetof(actor, ex); off += 64)
         __builtin_prefetch((const char *)a + off, 1);
@@ -581,7 +580,7 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
         /* it runs here as soon as its waker leaves: unless it ran here lately, its lines
          * come in meanwhile */
         if (!ran_lately(s, idx))
-            warm_actor(rt, idx);
+            warm_actor(rt, &rt->actors[idx]);
         int64_t prev = swap_runnext(s, idx, 0);
         if (prev < 0)
             return;
@@ -674,7 +673,7 @@ static void fire_wake(smarm_runtime *rt, timer_entry *e)
     /* a batch of timers wakes actors that then run one after the other, each cold after its
      * sleep: their records' lines (the mailbox, the run, vm and stats fields) and what the
      * vm layer knows of their state are asked for now, while the ones before them run */
-    warm_actor(rt, pid_index(e->pid));
+    warm_actor(rt, a);
     sched_wake(rt, e->pid);
 }
 

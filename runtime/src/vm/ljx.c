@@ -825,14 +825,18 @@ void ljx_arena_free(void *ar)
 
 /* -- Resetting a state for reuse (the state pool) ------------------------------------------ */
 
-/* Prefetches the lines of n bytes at p (a hint: p may be NULL when n is 0) */
-static void prefetch_lines(const void *p, size_t n, int write)
+/* Prefetches the lines of n bytes at p (a hint: p may be NULL when n is 0). Inlined with a
+ * constant n, the loop unrolls into one instruction per line (counted by offset: a loop
+ * bounded by an end address, which could wrap, stays a loop). */
+static inline void prefetch_lines(const void *p, size_t n, int write)
 {
-    for (uintptr_t c = (uintptr_t)p, end = c + n; c < end; c += 64)
+    const char *c = p;
+#pragma GCC unroll 16
+    for (size_t off = 0; off < n; off += 64)
         if (write)
-            __builtin_prefetch((const void *)c, 1);
+            __builtin_prefetch(c + off, 1);
         else
-            __builtin_prefetch((const void *)c, 0);
+            __builtin_prefetch(c + off, 0);
 }
 
 _Static_assert(offsetof(GG_State, L) == 0, "a main lua_State is the start of its GG_State");
@@ -869,10 +873,7 @@ void ljx_wake_prefetch(lua_State *L, lua_State *co)
     prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
     /* the interpreter's dispatch table, a handler's address per bytecode (each state has its
      * own): the first run of a loop after a wait reads a line of it per opcode */
-    const char *disp = (const char *)gg->dispatch;
-#pragma GCC unroll 16
-    for (size_t off = 0; off < BC__MAX * sizeof(ASMFunction); off += 64)
-        __builtin_prefetch(disp + off);
+    prefetch_lines(gg->dispatch, BC__MAX * sizeof(ASMFunction), 0);
 }
 
 int ljx_state_resettable(lua_State *L)
@@ -1425,54 +1426,51 @@ static inline int short_hit(cTValue *e, const char *s, size_t n)
     return tvisstr(e) && strV(e)->len == n && short_eq(strVdata(e), s, n);
 }
 
-/* The cache's misses, and a state's first short string (the roots to make), out of line:
- * their calls need a frame, which a hit then makes without (a hit was 65 instructions, 19 of
- * them saving and restoring registers). */
-static __attribute__((noinline)) void push_short_miss(lua_State *L, const char *s, size_t n)
-{
-    GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
-    if (!r) {
-        lua_pushlstring(L, s, n);
-        return;
-    }
-    lj_gc_check(L);
-    GCstr *str = lj_str_new(L, s, n);
-    setstrV(L, L->top, str);
-    incr_top(L);
-    setstrV(L, short_slot(r, s, n), str);
-    lj_gc_anybarriert(L, r);
-}
-
-void ljx_push_short_string(lua_State *L, const char *s, size_t n)
+/* The string of those n bytes if the cache holds it, else NULL (a miss, a longer string, or
+ * a state whose roots are not made yet). Makes no call: its callers need no frame for a hit
+ * (a hit took 65 instructions, 19 of them saving and restoring registers). */
+static inline GCstr *short_cached(lua_State *L, const char *s, size_t n)
 {
     GCtab *r = n <= LJX_SHORT_STRING ? roots_of(L) : NULL;
     TValue *e = r ? short_slot(r, s, n) : NULL;
-    if (!e || !short_hit(e, s, n)) {
-        push_short_miss(L, s, n);
-        return;
-    }
-    copyTV(L, L->top, e);
-    incr_top(L);
+    return e && short_hit(e, s, n) ? strV(e) : NULL;
 }
 
-static __attribute__((noinline)) void *short_miss(lua_State *L, const char *s, size_t n)
+/* A miss, out of line (both callers reach it by a tail call): the string, kept in its slot
+ * (the roots are made on a state's first short string); with push, made after a collector
+ * step and pushed, as lua_pushlstring would. */
+static __attribute__((noinline)) GCstr *short_miss(lua_State *L, const char *s, size_t n, int push)
 {
+    if (push)
+        lj_gc_check(L);
     GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
     GCstr *str = lj_str_new(L, s, n);
     if (r) {
         setstrV(L, short_slot(r, s, n), str);
         lj_gc_anybarriert(L, r);
     }
+    if (push) {
+        setstrV(L, L->top, str);
+        incr_top(L);
+    }
     return str;
+}
+
+void ljx_push_short_string(lua_State *L, const char *s, size_t n)
+{
+    GCstr *str = short_cached(L, s, n);
+    if (!str) {
+        short_miss(L, s, n, 1);
+        return;
+    }
+    setstrV(L, L->top, str);
+    incr_top(L);
 }
 
 void *ljx_short_string(lua_State *L, const char *s, size_t n)
 {
-    GCtab *r = n <= LJX_SHORT_STRING ? roots_of(L) : NULL;
-    TValue *e = r ? short_slot(r, s, n) : NULL;
-    if (!e || !short_hit(e, s, n))
-        return short_miss(L, s, n);
-    return strV(e);
+    GCstr *str = short_cached(L, s, n);
+    return str ? str : short_miss(L, s, n, 0);
 }
 
 /* registry_lookup without a usable hint: looks the key up and leaves one. */
