@@ -64,6 +64,10 @@ end
 
 -- The tables of the request a call sends, kept for the next call (see M.call).
 local call_msg, call_from
+-- The tx and rx a call's reply comes through, kept for the next call: each call gives them
+-- a new channel (chan.renew) rather than making two objects, and lets go of it at its end.
+local chan = require "smarm.chan.raw"
+local call_tx, call_rx
 
 --- Sends a request (tag: "call" or "code_change") and waits for the reply.
 -- @return the reply | nil, "timeout" | "server_down" | "noproc"
@@ -76,39 +80,42 @@ function M.call(dest, request, timeout, fname, tag)
    end
    local pid = resolve(dest, fname)
    if not pid then return nil, "noproc" end
-   if pid == smarm.self() then error(fname .. ": a server cannot call itself", 2) end
-   local tx, rx = smarm.channel()
+   local self = smarm.self()
+   if pid == self then error(fname .. ": a server cannot call itself", 2) end
+   -- Taken while in use: a call nested in a finalizer that runs meanwhile makes its own.
+   local tx, rx = call_tx, call_rx
+   call_tx, call_rx = nil, nil
+   if not tx then tx, rx = chan.renew() end
    -- The request's two tables are the last call's: the send copies them, and they are
-   -- emptied of the request and the channel right after (a call nested in a finalizer that
-   -- runs during the send finds them taken, and makes its own). Made with room for their
-   -- keys: a constructor's template cannot hold TAG, made at run time, and modules run from
+   -- emptied of the request right after (a call nested in a finalizer that runs during the
+   -- send finds them taken, and makes its own). Made with room for their keys: a
+   -- constructor's template cannot hold TAG, made at run time, and modules run from
    -- bytecode dumps, which drop a template's keys whose values are computed; each key added
    -- to a full table rehashed it.
    local msg, from = call_msg, call_from
    call_msg = nil
    if not msg then msg, from = tnew(0, 3), tnew(0, 2) end
-   from.pid, from.tx = smarm.self(), tx
+   from.pid, from.tx = self, tx
    msg[TAG], msg.req, msg.from = tag or "call", request, from
-   local ok, sent = pcall(smarm.send, pid, msg)
-   msg.req, from.tx = nil, nil
+   -- tx and rx get a new channel, and tx lets go of it once the request is sent: from then
+   -- on only the request's copy keeps it open, so when the server dies its state is closed,
+   -- that copy goes, and rx says "closed" (no monitor needed)
+   local ok, sent, t0 = pcall(chan.call_send, pid, msg, tx, rx)
+   msg.req = nil
    call_msg, call_from = msg, from
-   if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
-   if not sent then return nil, "noproc" end
-   -- From here on only the request's copy of tx keeps the channel open: when the server
-   -- dies its state is closed, that copy goes, and rx says "closed" (no monitor needed).
-   tx:release()
-   local t0 = smarm.now()
+   if not ok or not sent then
+      chan.drop(tx)
+      chan.drop(rx)
+      call_tx, call_rx = tx, rx
+      if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
+      return nil, "noproc"
+   end
    local v, err = rx:recv(wait)
-   if v then
-      -- a call has one reply: the channel goes now rather than at rx's collection (a released
-      -- endpoint has no finalizer to run)
-      rx:release()
-      return v[1]
-   end
-   if err == "timeout" then
-      -- dropping rx discards the late reply (it lands in a channel nobody reads)
-      return nil, "timeout"
-   end
+   -- a call has one reply: the channel goes now (after a timeout, with the late reply)
+   chan.drop(rx)
+   call_tx, call_rx = tx, rx
+   if v then return v[1] end
+   if err == "timeout" then return nil, "timeout" end
    -- "closed": the server died, or it is alive and dropped the reply handle (then no reply
    -- can come and the call times out, as in OTP). A monitor tells which.
    local left = wait and math.max(0, wait - (smarm.now() - t0))
@@ -139,7 +146,9 @@ end
 -- The table a reply is sent in, kept for the next reply (see M.reply).
 local reply_box
 
---- Answers a call through its reply handle (from any actor).
+--- Answers a call through its reply handle (from any actor). A call has one reply: this
+-- actor's copy of the handle lets go of the channel once it is sent (a later reply through it
+-- is "closed", as one after the caller got its answer would be).
 -- @return true | nil, "closed" (the caller has given up)
 function M.reply(from, value, fname)
    if not M.is_reply_handle(from) then
@@ -150,7 +159,7 @@ function M.reply(from, value, fname)
    local box = reply_box or {}
    reply_box = nil
    box[1] = value
-   local ok, sent, why = pcall(tx.send, tx, box)
+   local ok, sent, why = pcall(chan.reply, tx, box, true)
    box[1] = nil
    reply_box = box
    if not ok then error(blame(fname, sent, "msg[1]", "value"), 2) end
@@ -213,9 +222,9 @@ function M.start(behaviour, module, args, opts, link, fname)
    return pid
 end
 
-local function is_tx(v)
-   return type(v) == "userdata" and getmetatable(v) == "smarm channel" and v.send ~= nil
-end
+-- one C call: type, getmetatable and an __index lookup were two hundred instructions, twice
+-- in each call a server answers
+local is_tx = chan.is_tx
 
 --- Whether v is the tx of a channel (the supervisor's requests carry one as reply).
 M.is_tx = is_tx

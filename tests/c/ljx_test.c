@@ -512,6 +512,30 @@ static void short_strings_are_the_bytes_asked_for(void **state)
     lua_close(L);
 }
 
+/* Two strings the decoders take in turn that share a slot (same length, first and last
+ * bytes) both stay cached: direct-mapped, each pushed the other out, and every message that
+ * carried both made them again (a third of the runs of a gen_server call, whose protocol tag
+ * is random per process). */
+static void short_strings_sharing_a_slot_both_stay(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    for (int round = 0; round < 3; round++) {
+        ljx_push_short_string(L, "call", 4);
+        ljx_push_short_string(L, "coal", 4);
+        lua_pop(L, 2);
+        assert_true(ljx_short_string_cached(L, "call", 4));
+        assert_true(ljx_short_string_cached(L, "coal", 4));
+    }
+    /* a third takes the slot; the newest two are kept */
+    ljx_push_short_string(L, "cool", 4);
+    lua_pop(L, 1);
+    assert_true(ljx_short_string_cached(L, "cool", 4));
+    assert_true(ljx_short_string_cached(L, "coal", 4));
+    assert_false(ljx_short_string_cached(L, "call", 4));
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -527,6 +551,7 @@ int main(void)
         cmocka_unit_test(registry_lookups_follow_every_change),
         cmocka_unit_test(wait_anchor_keeps_its_value_until_cleared),
         cmocka_unit_test(short_strings_are_the_bytes_asked_for),
+        cmocka_unit_test(short_strings_sharing_a_slot_both_stay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,6 +63,17 @@ describe("gen_server", function()
       gen_server.stop(pid, "normal", 5)
    end)
 
+   it("answers a call once: a second reply through its handle is closed", function()
+      local pid = assert(gen_server.start("support.counter", {}))
+      assert.are.equal("kept", gen_server.call(pid, "keep", 5))
+      -- the handle's one reply went; another is "closed" (not an error), and reaches nobody
+      assert.are.same({ nil, "closed" }, gen_server.call(pid, "reply_kept", 5))
+      assert.are.same({ nil, "timeout" }, { smarm.recv(0.05) })
+      -- many calls in a row each get their own answer through the caller's reused channel
+      for i = 1, 200 do assert.are.equal(i, gen_server.call(pid, { "add", 1 }, 5)) end
+      gen_server.stop(pid, "normal", 5)
+   end)
+
    it("lets another actor answer a deferred call through reply", function()
       local pid = assert(gen_server.start("support.counter", { start = 4 }))
       local helper = smarm.spawn(replier)

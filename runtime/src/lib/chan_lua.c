@@ -13,10 +13,12 @@
 #include "lib/args.h"
 #include "lib/net_lua.h"
 #include "lib/recv_lua.h"
+#include "lib/smarm_lua.h"
 #include "vm/luavm.h"
 #include "core/runtime.h"
 #include "base/sanitize.h"
 #include "core/scheduler.h"
+#include "base/park.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
@@ -372,6 +374,167 @@ static int l_channel(lua_State *L)
     chan_lua_push(L, c, CHAN_TX);
     chan_lua_push(L, c, CHAN_RX);
     return 2;
+}
+
+/* ---- the calls' reply channels (package.preload["smarm.chan.raw"], for smarm.gen) ----
+ * A gen_server call used to make a channel (two objects, each with its metatable) and let
+ * both go, and the server's copy of tx went only at its collection, through a finalizer:
+ * about a third of a call's instructions. A caller now keeps one tx and one rx object and
+ * gives them a fresh channel per call; a server that has sent its one reply lets go of its
+ * copy at once. */
+
+/* ep, a live object of kind's made by this file, to hold c (taking over one reference); the
+ * channel it held before is let go. */
+static void ep_rebind(chan_ep *ep, chan *c, int kind)
+{
+    chan *old = ep->c;
+    ep->c = c;
+    ep->released = 0;
+    if (old)
+        chan_release(old, kind);
+}
+
+/* The object at idx if it is a live (not spent) endpoint of kind, else NULL. */
+static chan_ep *renewable_ep(lua_State *L, int idx, int kind)
+{
+    chan_ep *ep = to_ep(L, idx);
+    if (!ep || ep->kind != kind || ep->ref)
+        return NULL;
+    if (!ep->c && ep->released) /* spent by tx:release or rx:release: its __gc is gone */
+        return NULL;
+    return ep;
+}
+
+/**
+ * raw.renew(tx, rx) -> tx, rx
+ * Gives tx and rx (objects an earlier renew returned, or nil) one new channel, received by
+ * the calling actor, letting go of what they held; nil or an object that is not a live
+ * endpoint of the kind is replaced by a new object.
+ */
+static int l_raw_renew(lua_State *L)
+{
+    actor *a = luavm_actor(L);
+    lua_settop(L, 2);
+    luaL_checkstack(L, 6, "smarm.gen");
+    chan_ep *tx = renewable_ep(L, 1, CHAN_TX), *rx = renewable_ep(L, 2, CHAN_RX);
+    /* metatables first: no raise can come between chan_new and the objects */
+    if (!tx)
+        push_mt(L, CHAN_TX);
+    if (!rx)
+        push_mt(L, CHAN_RX);
+    lua_settop(L, 2);
+    chan *c = chan_new(a->rt, a->pid);
+    if (!c)
+        return luaL_error(L, "smarm.gen: out of memory (a reply channel)");
+    if (tx) {
+        ep_rebind(tx, c, CHAN_TX);
+        lua_pushvalue(L, 1);
+    } else {
+        chan_lua_push(L, c, CHAN_TX);
+    }
+    if (rx) {
+        ep_rebind(rx, c, CHAN_RX);
+        chan_set_owner(c, a->pid);
+        lua_pushvalue(L, 2);
+    } else {
+        chan_lua_push(L, c, CHAN_RX);
+    }
+    return 2;
+}
+
+/**
+ * raw.call_send(pid, msg, tx, rx) -> true, now | nil, "dead"
+ * A call's request, in one C call where it took three: renew(tx, rx) (both objects an
+ * earlier renew returned, kept by the caller; msg refers to tx), smarm.send(pid, msg), then
+ * tx lets go of the channel (the request's copy keeps it open). now is smarm.now() at the
+ * send, for a wait that may have to go on after "closed". Raises as smarm.send.
+ */
+static int l_raw_call_send(lua_State *L)
+{
+    lua_settop(L, 4);
+    chan_ep *tx = renewable_ep(L, 3, CHAN_TX), *rx = renewable_ep(L, 4, CHAN_RX);
+    if (!tx || !rx)
+        return luaL_error(L, "smarm.gen: a reply channel's objects expected");
+    actor *a = luavm_actor(L);
+    chan *c = chan_new(a->rt, a->pid);
+    if (!c)
+        return luaL_error(L, "smarm.gen: out of memory (a reply channel)");
+    ep_rebind(tx, c, CHAN_TX);
+    ep_rebind(rx, c, CHAN_RX);
+    chan_set_owner(c, a->pid);
+    lua_settop(L, 2);
+    int n = smarm_lua_send(L);
+    /* not reached when the send raised: the caller's next renew or drop lets go of it */
+    if (tx->c) {
+        tx->c = NULL;
+        chan_release(c, CHAN_TX);
+    }
+    if (n == 1 && lua_toboolean(L, -1)) {
+        lua_pushnumber(L, (lua_Number)park_now_ns() / 1e9);
+        return 2;
+    }
+    return n;
+}
+
+/**
+ * raw.drop(ep)
+ * Lets go of ep's channel (as release) and leaves the object for a later renew. Nothing for
+ * anything else.
+ */
+static int l_raw_drop(lua_State *L)
+{
+    chan_ep *ep = to_ep(L, 1);
+    if (ep && ep->c && !ep->ref) {
+        chan *c = ep->c;
+        ep->c = NULL;
+        chan_release(c, ep->kind);
+    }
+    return 0;
+}
+
+/**
+ * raw.reply(tx, value, last) -> true | nil, "closed"
+ * tx:send(value); with last, the object then lets go of the channel as tx:release() (no
+ * finalizer left for the collector). A released tx is "closed" here, not an error: a reply
+ * handle kept past the reply that spent it.
+ */
+static int l_raw_reply(lua_State *L)
+{
+    chan_ep *ep = to_ep(L, 1);
+    if (ep && ep->kind == CHAN_TX && !ep->c && ep->released) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "closed");
+        return 2;
+    }
+    int last = lua_toboolean(L, 3);
+    lua_settop(L, 2);
+    int n = l_tx_send(L);
+    if (last && !ep->ref)
+        ep_release(L, CHAN_TX, "gen.reply");
+    return n;
+}
+
+/**
+ * raw.is_tx(v) -> boolean
+ * Whether v is a channel's tx object (live, released or sent from: any this file made).
+ */
+static int l_raw_is_tx(lua_State *L)
+{
+    chan_ep *ep = to_ep(L, 1);
+    lua_pushboolean(L, ep && ep->kind == CHAN_TX);
+    return 1;
+}
+
+static const luaL_Reg raw_funcs[] = {
+    {"is_tx", l_raw_is_tx}, {"renew", l_raw_renew}, {"call_send", l_raw_call_send},
+    {"drop", l_raw_drop},   {"reply", l_raw_reply}, {NULL, NULL},
+};
+
+int chan_lua_open_raw(lua_State *L)
+{
+    lua_newtable(L);
+    luaL_register(L, NULL, raw_funcs);
+    return 1;
 }
 
 /* ---- select ---- */

@@ -141,9 +141,13 @@ static int smarm_index(lua_State *L)
 }
 
 static const luaL_Reg preloads[] = {
-    {"smarm.net.raw", net_lua_open},           {"smarm.table", table_lua_open},
-    {"smarm.reload.raw", reload_lua_open_raw}, {"smarm.selective.raw", recv_lua_open},
-    {"smarm.dist.raw", dist_lua_open},         {NULL, NULL},
+    {"smarm.net.raw", net_lua_open},
+    {"smarm.table", table_lua_open},
+    {"smarm.reload.raw", reload_lua_open_raw},
+    {"smarm.selective.raw", recv_lua_open},
+    {"smarm.dist.raw", dist_lua_open},
+    {"smarm.chan.raw", chan_lua_open_raw},
+    {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;
 

@@ -142,6 +142,8 @@ int ljx_jit_retune(lua_State *L)
     return 0;
 }
 
+void *ljx_alloc_data(lua_State *L) { return G(L)->allocd; }
+
 void *ljx_lightud(lua_State *L, uint64_t bits)
 {
     TValue o;
@@ -1382,6 +1384,13 @@ static inline TValue *short_slot(GCtab *r, const char *s, size_t n)
     return tvref(r->array) + SC_BASE + (h & (SC_N - 1));
 }
 
+/* The other slot of e's pair (short_cached). */
+static inline TValue *short_pair(GCtab *r, TValue *e)
+{
+    TValue *base = tvref(r->array) + SC_BASE;
+    return base + ((size_t)(e - base) ^ 1);
+}
+
 static inline uint64_t load8(const char *p)
 {
     uint64_t v;
@@ -1428,17 +1437,28 @@ static inline int short_hit(cTValue *e, const char *s, size_t n)
 
 /* The string of those n bytes if the cache holds it, else NULL (a miss, a longer string, or
  * a state whose roots are not made yet). Makes no call: its callers need no frame for a hit
- * (a hit took 65 instructions, 19 of them saving and restoring registers). */
+ * (a hit took 65 instructions, 19 of them saving and restoring registers). A string is in its
+ * slot or in the slot's pair (the slot with the last bit flipped): direct-mapped, two strings
+ * that a message decodes one after the other and that share a slot pushed each other out at
+ * every message (a gen_server call's protocol tag, random per process, took the slot of one
+ * of the request's keys in 5 runs out of 16, and its six strings cost 300 more
+ * instructions a call). */
 static inline GCstr *short_cached(lua_State *L, const char *s, size_t n)
 {
     GCtab *r = n <= LJX_SHORT_STRING ? roots_of(L) : NULL;
-    TValue *e = r ? short_slot(r, s, n) : NULL;
-    return e && short_hit(e, s, n) ? strV(e) : NULL;
+    if (!r)
+        return NULL;
+    TValue *e = short_slot(r, s, n);
+    if (short_hit(e, s, n))
+        return strV(e);
+    TValue *pair = short_pair(r, e);
+    return short_hit(pair, s, n) ? strV(pair) : NULL;
 }
 
 /* A miss, out of line (both callers reach it by a tail call): the string, kept in its slot
- * (the roots are made on a state's first short string); with push, made after a collector
- * step and pushed, as lua_pushlstring would. */
+ * (what the slot held moves to the pair: of two strings that share a slot, both stay); the
+ * roots are made on a state's first short string. With push, made after a
+ * collector step and pushed, as lua_pushlstring would. */
 static __attribute__((noinline)) GCstr *short_miss(lua_State *L, const char *s, size_t n, int push)
 {
     if (push)
@@ -1446,7 +1466,10 @@ static __attribute__((noinline)) GCstr *short_miss(lua_State *L, const char *s, 
     GCtab *r = n <= LJX_SHORT_STRING ? ljx_roots_made(L) : NULL;
     GCstr *str = lj_str_new(L, s, n);
     if (r) {
-        setstrV(L, short_slot(r, s, n), str);
+        TValue *e = short_slot(r, s, n);
+        if (!tvisnil(e))
+            copyTV(L, short_pair(r, e), e);
+        setstrV(L, e, str);
         lj_gc_anybarriert(L, r);
     }
     if (push) {
@@ -1471,6 +1494,11 @@ void *ljx_short_string(lua_State *L, const char *s, size_t n)
 {
     GCstr *str = short_cached(L, s, n);
     return str ? str : short_miss(L, s, n, 0);
+}
+
+int ljx_short_string_cached(lua_State *L, const char *s, size_t n)
+{
+    return short_cached(L, s, n) != NULL;
 }
 
 /* registry_lookup without a usable hint: looks the key up and leaves one. */

@@ -67,6 +67,10 @@ const char *ljx_string_at(lua_State *L, int idx, size_t *len);
  * when its size is size, else NULL: lua_type, lua_objlen and lua_touserdata in one call (a
  * socket's methods check their object on every call). */
 void *ljx_udata_at(lua_State *L, int idx, size_t size);
+
+/* The state's allocator data, as lua_getallocf gives it (a call into LuaJIT that link-time
+ * optimization cannot inline: luavm_actor's, several times a message). */
+void *ljx_alloc_data(lua_State *L);
 /* The pointer of a light userdata read by ljx (its bits), in L's state. */
 void *ljx_lightud(lua_State *L, uint64_t bits);
 size_t ljx_table_len(const void *table);                      /* raw #t (a border) */
@@ -216,15 +220,17 @@ void *ljx_roots(lua_State *L);
 void *ljx_roots_made(lua_State *L);
 
 /* lua_pushlstring for the decoder: a string of up to LJX_SHORT_STRING bytes that is one of
- * the last few the state made here (by length and first and last bytes) is pushed from the
- * roots, without hashing it and probing the string table, whose bucket is a line of its own
- * (a gen_server request has six such strings: its tag, keys, and the protocol's own). A
- * string kept there stays alive until another takes its place. */
+ * the last few the state made here (by length and first and last bytes, two to a slot) is pushed
+ * from the roots, without hashing it and probing the string table, whose bucket is a line of its
+ * own (a gen_server request has six such strings: its tag, keys, and the protocol's own). A string
+ * kept there stays alive until another takes its place. */
 #define LJX_SHORT_STRING 32
 void ljx_push_short_string(lua_State *L, const char *s, size_t n);
 /* The same string (a GCstr *), not pushed, and without the GC step lua_pushlstring may
  * take first: for decoders that make their objects with the GC held. */
 void *ljx_short_string(lua_State *L, const char *s, size_t n);
+/* Whether the cache holds the string of those n bytes now (nothing is made): for tests. */
+int ljx_short_string_cached(lua_State *L, const char *s, size_t n);
 
 /* A slot of the roots for what a parked wait scans on each wake (an rx, select's arms): the
  * value at stack index idx (0: nil) is kept there, anchored, until the next call; and

@@ -323,12 +323,7 @@ void luavm_registry_keep(lua_State *L, const void *key) { ljx_registry_set(L, ke
 
 void luavm_registry_set(lua_State *L, const void *key, int idx) { ljx_registry_set(L, key, idx); }
 
-actor *luavm_actor(lua_State *L)
-{
-    void *ud;
-    lua_getallocf(L, &ud);
-    return ud;
-}
+actor *luavm_actor(lua_State *L) { return ljx_alloc_data(L); }
 
 smarm_runtime *luavm_runtime(lua_State *L) { return luavm_actor(L)->rt; }
 

@@ -29,6 +29,13 @@ function M.handle_call(req, from, state)
       -- hand the reply handle to another actor, which answers for us
       smarm.send(req[2], { from = from, value = state.n })
       return "noreply", state
+   elseif op == "keep" then
+      -- answer, and keep the reply handle past its reply
+      state.kept = from
+      return "reply", "kept", state
+   elseif op == "reply_kept" then
+      -- a second reply through the kept handle: what gen_server.reply returned
+      return "reply", { gen_server.reply(state.kept, "again") }, state
    elseif op == "nil" then
       return "reply", nil, state
    elseif op == "stop" then
