@@ -47,7 +47,11 @@ typedef struct luavm_shared {
     /* the library's reload step (lib/reload_lua.c), run at a safe point on the actor's main
      * state when the epoch moved and the state has file modules loaded */
     int (*take_reload)(lua_State *L);
-    char *package_path;                 /* app_dir's entries, prepended to LUA_PATH */
+    char *package_path; /* app_dir's entries, prepended to LUA_PATH */
+    /* the package.path a state's package library starts with, as the first state to open
+     * one made it (NULL until then): the require of a state that has not opened its own
+     * searches there (luavm.c's require_unopened) */
+    _Atomic(char *) search_path;
     void (*push_library)(lua_State *L); /* pushes the state's smarm table (require "smarm") */
     /* modules of the library above that are C functions (package.preload entries, e.g. the
      * primitives under smarm.net); {NULL, NULL}-terminated, or NULL */

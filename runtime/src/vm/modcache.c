@@ -276,6 +276,59 @@ int modcache_searcher(lua_State *L)
     return 1;
 }
 
+/* The first template of path whose file, with name in place of each '?', opens for
+ * reading (package.searchpath's rule), written into out; 0 if none does or a name would not
+ * fit. */
+static int search_file(const char *name, const char *path, char *out, size_t cap)
+{
+    size_t nlen = strlen(name);
+    for (const char *t = path; *t;) {
+        const char *end = strchr(t, ';');
+        if (!end)
+            end = t + strlen(t);
+        size_t n = 0;
+        int fits = 1;
+        for (const char *c = t; c < end && fits; c++) {
+            if (*c == '?') {
+                fits = n + nlen < cap;
+                for (size_t i = 0; fits && i < nlen; i++)
+                    out[n++] = name[i] == '.' ? '/' : name[i];
+            } else {
+                fits = n + 1 < cap;
+                if (fits)
+                    out[n++] = *c;
+            }
+        }
+        if (fits && n > 0) {
+            out[n] = 0;
+            FILE *f = fopen(out, "r");
+            if (f) {
+                fclose(f);
+                return 1;
+            }
+        }
+        t = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int modcache_load_unopened(lua_State *L, const char *name, const char *path)
+{
+    for (const struct smarm_embedded_module *e = smarm_embedded_modules; e->name; e++) {
+        if (strcmp(e->name, name) == 0) {
+            char chunk[128];
+            snprintf(chunk, sizeof chunk, "=[smarm] %s", name);
+            return cache_load(L, name, name, e->source, e->len, chunk);
+        }
+    }
+    char file[1024]; /* a longer name goes the package library's way */
+    if (!path || !search_file(name, path, file, sizeof file))
+        return 0;
+    char chunk[sizeof file + 1];
+    snprintf(chunk, sizeof chunk, "@%s", file);
+    return cache_load(L, file, name, NULL, 0, chunk);
+}
+
 void modcache_free(luavm_shared *vm)
 {
     for (luavm_module *m = vm->modules; m;) {

@@ -9,6 +9,12 @@
 /* The package searcher in front of the file searchers: loads module `name` into L through
  * the cache (embedded library modules first, then package.path). */
 int modcache_searcher(lua_State *L);
+/* For a state that has not opened its package library: pushes the chunk of module name,
+ * one of the library's (smarm.*) or the first file for it on path (package.path's form:
+ * templates separated by ';', each '?' standing for the name with its dots as slashes), as
+ * modcache_searcher would, and returns 1; 0 (nothing pushed) when neither has it or path is
+ * NULL. Raises as the searcher does (a file that does not compile). */
+int modcache_load_unopened(lua_State *L, const char *name, const char *path);
 /* Frees every cached module (the runtime is being freed). */
 void modcache_free(luavm_shared *vm);
 /* Compiles module name's file again (name as it was required; any thread) and publishes the
