@@ -65,7 +65,8 @@ end
 -- The tables of the request a call sends, kept for the next call (see M.call).
 local call_msg, call_from
 -- The tx and rx a call's reply comes through, kept for the next call: each call gives them
--- a new channel (chan.renew) rather than making two objects, and lets go of it at its end.
+-- a new channel (chan.call_send) rather than making two objects, and lets go of it at its
+-- end.
 local chan = require "smarm.chan.raw"
 local call_tx, call_rx
 
@@ -85,7 +86,7 @@ function M.call(dest, request, timeout, fname, tag)
    -- Taken while in use: a call nested in a finalizer that runs meanwhile makes its own.
    local tx, rx = call_tx, call_rx
    call_tx, call_rx = nil, nil
-   if not tx then tx, rx = chan.renew() end
+   if not tx then tx, rx = smarm.channel() end
    -- The request's two tables are the last call's: the send copies them, and they are
    -- emptied of the request right after (a call nested in a finalizer that runs during the
    -- send finds them taken, and makes its own). Made with room for their keys: a
@@ -159,7 +160,7 @@ function M.reply(from, value, fname)
    local box = reply_box or {}
    reply_box = nil
    box[1] = value
-   local ok, sent, why = pcall(chan.reply, tx, box, true)
+   local ok, sent, why = pcall(chan.reply, tx, box)
    box[1] = nil
    reply_box = box
    if not ok then error(blame(fname, sent, "msg[1]", "value"), 2) end

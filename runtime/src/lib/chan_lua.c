@@ -379,9 +379,9 @@ static int l_channel(lua_State *L)
 /* ---- the calls' reply channels (package.preload["smarm.chan.raw"], for smarm.gen) ----
  * A gen_server call used to make a channel (two objects, each with its metatable) and let
  * both go, and the server's copy of tx went only at its collection, through a finalizer:
- * about a third of a call's instructions. A caller now keeps one tx and one rx object and
- * gives them a fresh channel per call; a server that has sent its one reply lets go of its
- * copy at once. */
+ * with the checks of the reply handle, about a tenth of a call's instructions. A caller now
+ * keeps one tx and one rx object (smarm.channel's, the first time) and gives them a new
+ * channel per call; a server that has sent its one reply lets go of its copy at once. */
 
 /* ep, a live object of kind's made by this file, to hold c (taking over one reference); the
  * channel it held before is let go. */
@@ -395,7 +395,7 @@ static void ep_rebind(chan_ep *ep, chan *c, int kind)
 }
 
 /* The object at idx if it is a live (not spent) endpoint of kind, else NULL. */
-static chan_ep *renewable_ep(lua_State *L, int idx, int kind)
+static chan_ep *live_ep(lua_State *L, int idx, int kind)
 {
     chan_ep *ep = to_ep(L, idx);
     if (!ep || ep->kind != kind || ep->ref)
@@ -406,53 +406,17 @@ static chan_ep *renewable_ep(lua_State *L, int idx, int kind)
 }
 
 /**
- * raw.renew(tx, rx) -> tx, rx
- * Gives tx and rx (objects an earlier renew returned, or nil) one new channel, received by
- * the calling actor, letting go of what they held; nil or an object that is not a live
- * endpoint of the kind is replaced by a new object.
- */
-static int l_raw_renew(lua_State *L)
-{
-    actor *a = luavm_actor(L);
-    lua_settop(L, 2);
-    luaL_checkstack(L, 6, "smarm.gen");
-    chan_ep *tx = renewable_ep(L, 1, CHAN_TX), *rx = renewable_ep(L, 2, CHAN_RX);
-    /* metatables first: no raise can come between chan_new and the objects */
-    if (!tx)
-        push_mt(L, CHAN_TX);
-    if (!rx)
-        push_mt(L, CHAN_RX);
-    lua_settop(L, 2);
-    chan *c = chan_new(a->rt, a->pid);
-    if (!c)
-        return luaL_error(L, "smarm.gen: out of memory (a reply channel)");
-    if (tx) {
-        ep_rebind(tx, c, CHAN_TX);
-        lua_pushvalue(L, 1);
-    } else {
-        chan_lua_push(L, c, CHAN_TX);
-    }
-    if (rx) {
-        ep_rebind(rx, c, CHAN_RX);
-        chan_set_owner(c, a->pid);
-        lua_pushvalue(L, 2);
-    } else {
-        chan_lua_push(L, c, CHAN_RX);
-    }
-    return 2;
-}
-
-/**
  * raw.call_send(pid, msg, tx, rx) -> true, now | nil, "dead"
- * A call's request, in one C call where it took three: renew(tx, rx) (both objects an
- * earlier renew returned, kept by the caller; msg refers to tx), smarm.send(pid, msg), then
- * tx lets go of the channel (the request's copy keeps it open). now is smarm.now() at the
- * send, for a wait that may have to go on after "closed". Raises as smarm.send.
+ * A call's request, in one C call where it took four: tx and rx (a live pair the caller
+ * keeps for its calls, held by its frame; msg refers to tx) get a new channel, received by
+ * the caller, and let go of the one they held; smarm.send(pid, msg); then tx lets go of
+ * the new one (the request's copy keeps it open). now is smarm.now() at the send, for a
+ * wait that may have to go on after "closed". Raises as smarm.send.
  */
 static int l_raw_call_send(lua_State *L)
 {
     lua_settop(L, 4);
-    chan_ep *tx = renewable_ep(L, 3, CHAN_TX), *rx = renewable_ep(L, 4, CHAN_RX);
+    chan_ep *tx = live_ep(L, 3, CHAN_TX), *rx = live_ep(L, 4, CHAN_RX);
     if (!tx || !rx)
         return luaL_error(L, "smarm.gen: a reply channel's objects expected");
     actor *a = luavm_actor(L);
@@ -464,7 +428,7 @@ static int l_raw_call_send(lua_State *L)
     chan_set_owner(c, a->pid);
     lua_settop(L, 2);
     int n = smarm_lua_send(L);
-    /* not reached when the send raised: the caller's next renew or drop lets go of it */
+    /* not reached when the send raised: the caller drops both (raw.drop) */
     if (tx->c) {
         tx->c = NULL;
         chan_release(c, CHAN_TX);
@@ -478,8 +442,8 @@ static int l_raw_call_send(lua_State *L)
 
 /**
  * raw.drop(ep)
- * Lets go of ep's channel (as release) and leaves the object for a later renew. Nothing for
- * anything else.
+ * Lets go of ep's channel (as release) and leaves the object live for a later call_send.
+ * Nothing for anything else.
  */
 static int l_raw_drop(lua_State *L)
 {
@@ -493,10 +457,10 @@ static int l_raw_drop(lua_State *L)
 }
 
 /**
- * raw.reply(tx, value, last) -> true | nil, "closed"
- * tx:send(value); with last, the object then lets go of the channel as tx:release() (no
- * finalizer left for the collector). A released tx is "closed" here, not an error: a reply
- * handle kept past the reply that spent it.
+ * raw.reply(tx, value) -> true | nil, "closed"
+ * tx:send(value), then the object lets go of the channel as tx:release() (no finalizer
+ * left for the collector): a call has one reply. A released tx is "closed" here, not an
+ * error: a reply handle kept past the reply that spent it.
  */
 static int l_raw_reply(lua_State *L)
 {
@@ -506,11 +470,9 @@ static int l_raw_reply(lua_State *L)
         lua_pushliteral(L, "closed");
         return 2;
     }
-    int last = lua_toboolean(L, 3);
     lua_settop(L, 2);
-    int n = l_tx_send(L);
-    if (last && !ep->ref)
-        ep_release(L, CHAN_TX, "gen.reply");
+    int n = l_tx_send(L); /* raises unless ep is a live tx */
+    ep_release(L, CHAN_TX, "gen.reply");
     return n;
 }
 
@@ -526,8 +488,9 @@ static int l_raw_is_tx(lua_State *L)
 }
 
 static const luaL_Reg raw_funcs[] = {
-    {"is_tx", l_raw_is_tx}, {"renew", l_raw_renew}, {"call_send", l_raw_call_send},
-    {"drop", l_raw_drop},   {"reply", l_raw_reply}, {NULL, NULL},
+    {"is_tx", l_raw_is_tx}, {"call_send", l_raw_call_send},
+    {"drop", l_raw_drop},   {"reply", l_raw_reply},
+    {NULL, NULL},
 };
 
 int chan_lua_open_raw(lua_State *L)

@@ -23,8 +23,8 @@ void *chan_lua_take_rx(void *ud);
 void chan_lua_push(lua_State *L, chan *c, enum chan_kind kind);
 /* Makes the rx at idx (a monitor's) answer mon.ref with ref. May raise out of memory. */
 void chan_lua_monitor_ref(lua_State *L, int idx, uint64_t ref);
-/* package.preload["smarm.chan.raw"]: renew, drop and reply, a gen_server call's reply
- * channel (lua/smarm/gen.lua). */
+/* package.preload["smarm.chan.raw"]: is_tx, call_send, drop and reply, a gen_server call's
+ * reply channel (lua/smarm/gen.lua). */
 int chan_lua_open_raw(lua_State *L);
 /* The same, as the codec's endpoint hook (codec_endpoints.push). */
 void chan_lua_push_ref(lua_State *L, void *c, int kind);
