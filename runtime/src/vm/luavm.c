@@ -804,7 +804,8 @@ static int require_unopened(lua_State *L, const char *name)
     if (!path)
         return 0;
     int top = lua_gettop(L);
-    luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16);
+    if (luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16) != NULL)
+        return 0; /* something else than a table there: the real require tells */
     lua_getfield(L, -1, name);
     if (lua_toboolean(L, -1)) { /* loaded (fast_require checked for the mark) */
         lua_replace(L, top + 1);
