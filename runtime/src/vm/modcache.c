@@ -252,9 +252,10 @@ int modcache_list_files(luavm_shared *vm, int (*each)(const char *key, const cha
     return r;
 }
 
-int modcache_searcher(lua_State *L)
+/* Pushes the loader of the library's module name and returns 1; 0 (nothing pushed) if the
+ * library has no module of that name. */
+static int load_embedded(lua_State *L, const char *name)
 {
-    const char *name = luaL_checkstring(L, 1);
     for (const struct smarm_embedded_module *e = smarm_embedded_modules; e->name; e++) {
         if (strcmp(e->name, name) == 0) {
             char chunk[128];
@@ -262,6 +263,14 @@ int modcache_searcher(lua_State *L)
             return cache_load(L, name, name, e->source, e->len, chunk);
         }
     }
+    return 0;
+}
+
+int modcache_searcher(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    if (load_embedded(L, name))
+        return 1;
     /* package.searchpath(name, package.path) finds the file */
     lua_getfield(L, LUA_GLOBALSINDEX, "package");
     lua_getfield(L, -1, "searchpath");
@@ -314,13 +323,8 @@ static int search_file(const char *name, const char *path, char *out, size_t cap
 
 int modcache_load_unopened(lua_State *L, const char *name, const char *path)
 {
-    for (const struct smarm_embedded_module *e = smarm_embedded_modules; e->name; e++) {
-        if (strcmp(e->name, name) == 0) {
-            char chunk[128];
-            snprintf(chunk, sizeof chunk, "=[smarm] %s", name);
-            return cache_load(L, name, name, e->source, e->len, chunk);
-        }
-    }
+    if (load_embedded(L, name))
+        return 1;
     char file[1024]; /* a longer name goes the package library's way */
     if (!path || !search_file(name, path, file, sizeof file))
         return 0;
