@@ -223,8 +223,8 @@ function M.start(behaviour, module, args, opts, link, fname)
    return pid
 end
 
--- one C call: type, getmetatable and an __index lookup were two hundred instructions, twice
--- in each call a server answers
+-- one C call where type, getmetatable (its __metatable field) and an __index lookup were,
+-- twice in each call a server answers
 local is_tx = chan.is_tx
 
 --- Whether v is the tx of a channel (the supervisor's requests carry one as reply).
