@@ -3,37 +3,25 @@
 -- rules (package.loaded first, the module's name as its argument, true for a module that
 -- returns nothing, an error for a loop), and the package library opened later agrees.
 local smarm = require "smarm"
-
--- The reply tagged tag (earlier specs may have left other messages in this inbox).
-local function reply(tag)
-   while true do
-      local m = assert(smarm.recv(5), "no reply")
-      if type(m) == "table" and m.tag == tag then return m end
-   end
-end
-
--- Runs body(parent, tag) in a new actor and returns what it sent.
-local function in_actor(tag, body)
-   smarm.spawn(body, smarm.self(), tag)
-   return reply(tag)
-end
+local inbox = require "support.inbox"
 
 describe("require", function()
    it("loads the library's modules and files without opening the package library", function()
-      local m = in_actor("unopened", function(parent, tag)
+      smarm.spawn(function(parent)
          local s = require "smarm"
          local gen_server = require "smarm.gen_server"
          local counter = require "support.counter"
          local loaded = debug.getregistry()._LOADED
          s.send(parent, {
-            tag = tag,
+            unopened = true,
             package = loaded.package ~= nil,
             global = rawget(_G, "package") ~= nil,
             gen_server = type(gen_server.call) == "function",
             counter = type(counter.handle_call) == "function",
             same = require("support.counter") == counter and loaded["support.counter"] == counter,
          })
-      end)
+      end, smarm.self())
+      local m = inbox.expect("unopened")
       assert.is_false(m.package)
       assert.is_false(m.global)
       assert.is_true(m.gen_server)
@@ -42,7 +30,7 @@ describe("require", function()
    end)
 
    it("keeps require's rules, and the package library opened later agrees", function()
-      local m = in_actor("rules", function(parent, tag)
+      smarm.spawn(function(parent)
          local s = require "smarm"
          local first = require "support.require_nothing"
          local again = require "support.require_nothing"
@@ -50,7 +38,7 @@ describe("require", function()
          local ok2, err2 = pcall(require, "support.require_loop")
          local counter = require "support.counter"
          s.send(parent, {
-            tag = tag,
+            rules = true,
             first = first,
             again = again,
             loads = rawget(_G, "require_nothing_loads"),
@@ -61,7 +49,8 @@ describe("require", function()
                and package.loaded["support.require_nothing"] == true,
             missing = select(2, pcall(require, "support.no_such_module")),
          })
-      end)
+      end, smarm.self())
+      local m = inbox.expect("rules")
       assert.are.equal(true, m.first)
       assert.are.equal(true, m.again)
       assert.are.equal(1, m.loads)

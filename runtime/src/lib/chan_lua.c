@@ -87,14 +87,20 @@ static chan_ep *check_ep(lua_State *L, int idx, int kind, const char *fname)
     return ep;
 }
 
+/* ep lets go of its channel, if it holds one (the object stays, holding none). */
+static void ep_let_go(chan_ep *ep)
+{
+    chan *c = ep->c;
+    ep->c = NULL;
+    if (c)
+        chan_release(c, ep->kind);
+}
+
 static int l_ep_gc(lua_State *L)
 {
     chan_ep *ep = to_ep(L, 1);
-    if (ep && ep->c) {
-        chan *c = ep->c;
-        ep->c = NULL;
-        chan_release(c, ep->kind);
-    }
+    if (ep)
+        ep_let_go(ep);
     return 0;
 }
 
@@ -316,17 +322,21 @@ static int l_tx_send(lua_State *L)
 
 /* The endpoint at index 1 (kind's, alive) lets go of its channel and is dead afterwards:
  * nothing is left for its finalizer to do (a monitor keeps its own metatable, for mon.ref). */
-static int ep_release(lua_State *L, int kind, const char *fname)
+/* ep, the live endpoint object at index 1, lets go of its channel and takes the spent
+ * metatable (a monitor keeps its own). */
+static void ep_spend(lua_State *L, chan_ep *ep)
 {
-    chan_ep *ep = check_ep(L, 1, kind, fname);
-    chan *c = ep->c;
-    ep->c = NULL;
+    ep_let_go(ep);
     ep->released = 1;
-    chan_release(c, kind);
     if (!ep->ref) {
-        push_spent_mt(L, kind);
+        push_spent_mt(L, ep->kind);
         lua_setmetatable(L, 1);
     }
+}
+
+static int ep_release(lua_State *L, int kind, const char *fname)
+{
+    ep_spend(L, check_ep(L, 1, kind, fname));
     return 0;
 }
 
@@ -383,15 +393,13 @@ static int l_channel(lua_State *L)
  * keeps one tx and one rx object (smarm.channel's, the first time) and gives them a new
  * channel per call; a server that has sent its one reply lets go of its copy at once. */
 
-/* ep, a live object of kind's made by this file, to hold c (taking over one reference); the
+/* ep, a live object made by this file, to hold c (taking over one reference); the
  * channel it held before is let go. */
-static void ep_rebind(chan_ep *ep, chan *c, int kind)
+static void ep_rebind(chan_ep *ep, chan *c)
 {
-    chan *old = ep->c;
+    ep_let_go(ep);
     ep->c = c;
     ep->released = 0;
-    if (old)
-        chan_release(old, kind);
 }
 
 /* The object at idx if it is a live (not spent) endpoint of kind, else NULL. */
@@ -423,16 +431,13 @@ static int l_raw_call_send(lua_State *L)
     chan *c = chan_new(a->rt, a->pid);
     if (!c)
         return luaL_error(L, "smarm.gen: out of memory (a reply channel)");
-    ep_rebind(tx, c, CHAN_TX);
-    ep_rebind(rx, c, CHAN_RX);
+    ep_rebind(tx, c);
+    ep_rebind(rx, c);
     chan_set_owner(c, a->pid);
     lua_settop(L, 2);
     int n = smarm_lua_send(L);
     /* not reached when the send raised: the caller drops both (raw.drop) */
-    if (tx->c) {
-        tx->c = NULL;
-        chan_release(c, CHAN_TX);
-    }
+    ep_let_go(tx);
     if (n == 1 && lua_toboolean(L, -1)) {
         lua_pushnumber(L, (lua_Number)park_now_ns() / 1e9);
         return 2;
@@ -448,11 +453,8 @@ static int l_raw_call_send(lua_State *L)
 static int l_raw_drop(lua_State *L)
 {
     chan_ep *ep = to_ep(L, 1);
-    if (ep && ep->c && !ep->ref) {
-        chan *c = ep->c;
-        ep->c = NULL;
-        chan_release(c, ep->kind);
-    }
+    if (ep && !ep->ref)
+        ep_let_go(ep);
     return 0;
 }
 
@@ -472,7 +474,7 @@ static int l_raw_reply(lua_State *L)
     }
     lua_settop(L, 2);
     int n = l_tx_send(L); /* raises unless ep is a live tx */
-    ep_release(L, CHAN_TX, "gen.reply");
+    ep_spend(L, ep);
     return n;
 }
 

@@ -11,6 +11,7 @@
 
 #include <lua.h>
 
+#include "base/bytes.h"
 #include "base/wire.h"
 #include "core/actor.h" /* the receiver's flat_key */
 #include "vm/ljx.h"
@@ -22,29 +23,6 @@
 #include "lj_ctype.h" /* ctype_ctsG: whether the FFI is loaded; CTID_INT64/UINT64 */
 #include "lj_cdata.h"
 #include "lj_gc.h" /* lj_gc_anybarriert */
-
-/* n bytes from src to dst, and whether n bytes at a and b agree: for the few bytes of a key
- * a loop here, where memcpy and memcmp were calls of their own (about 15 instructions each
- * for a one-byte key, once per key sent and once per key received) */
-static inline void copy_short(char *dst, const char *src, size_t n)
-{
-    if (n > 16) {
-        memcpy(dst, src, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        dst[i] = src[i];
-}
-
-static inline int same_short(const char *a, const unsigned char *b, size_t n)
-{
-    if (n > 16)
-        return memcmp(a, b, n) == 0;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)a[i] != b[i])
-            return 0;
-    return 1;
-}
 
 /* -- Encoder ---------------------------------------------------------------------------- */
 
@@ -72,7 +50,7 @@ static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
                 *p++ = (char)(n | 0x80);
             *p++ = (char)(n >> (n >= 0x80 ? 7 : 0));
         }
-        copy_short(p, strdata(s), n);
+        bytes_copy_short(p, strdata(s), n);
         return p + n;
     }
     if (tvisbool(o)) {
@@ -427,7 +405,7 @@ static void dec_key(lua_State *L, TValue *o, const unsigned char **pp, actor *a)
     }
     size_t n = tag - WIRE_SSTR;
     GCstr *s = a->vm.flat_key;
-    if (s && s->len == n && same_short(strdata(s), p + 1, n)) {
+    if (s && s->len == n && bytes_eq(strdata(s), p + 1, n)) {
         setstrV(L, o, s);
         *pp = p + 1 + n;
         return;

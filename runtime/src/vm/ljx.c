@@ -1,6 +1,7 @@
 /* ljx: the few LuaJIT internals the runtime needs (yieldability, int64 cdata, JIT set-up).
  * Layout-dependent: must be compiled against the headers of the very LuaJIT it links with. */
 #include "vm/ljx.h"
+#include "base/bytes.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -1391,48 +1392,9 @@ static inline TValue *short_pair(GCtab *r, TValue *e)
     return base + ((size_t)(e - base) ^ 1);
 }
 
-static inline uint64_t load8(const char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint32_t load4(const char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static inline uint16_t load2(const char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
-/* a and b hold the same n bytes (n <= LJX_SHORT_STRING): words from the front and one that
- * ends at the n-th byte, never a byte past it. A call to memcmp for a key's few bytes was a
- * fifth of a cache hit's 90 instructions. */
-static inline int short_eq(const char *a, const char *b, size_t n)
-{
-    if (n >= 8) {
-        for (size_t i = 0; i + 8 < n; i += 8)
-            if (load8(a + i) != load8(b + i))
-                return 0;
-        return load8(a + n - 8) == load8(b + n - 8);
-    }
-    if (n >= 4)
-        return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
-    if (n >= 2)
-        return load2(a) == load2(b) && load2(a + n - 2) == load2(b + n - 2);
-    return n == 0 || a[0] == b[0];
-}
-
 static inline int short_hit(cTValue *e, const char *s, size_t n)
 {
-    return tvisstr(e) && strV(e)->len == n && short_eq(strVdata(e), s, n);
+    return tvisstr(e) && strV(e)->len == n && bytes_eq(strVdata(e), s, n);
 }
 
 /* The string of those n bytes if the cache holds it, else NULL (a miss, a longer string, or

@@ -788,10 +788,10 @@ static int push_preload(lua_State *L, luavm_shared *vm, const char *name)
     return 0;
 }
 
-/* require in a state that has not opened its package library, as the real require would
- * answer it (package.loaded first, then the preload table's loaders, then a module of the
- * library (smarm.*) or a file on the path a new state's package.path has, through the
- * cache, as the cache's searcher would find it; the loader called with the name,
+/* require in a state that has not opened its package library, for a name package.loaded
+ * does not hold, as the real require would answer it (the preload table's loaders, then a
+ * module of the library (smarm.*) or a file on the path a new state's package.path has,
+ * through the cache, as the cache's searcher would find it; the loader called with the name,
  * package.loaded[name] marked meanwhile, then set to what it returned or true) without
  * opening the package library: its tables, closures and path strings, and the collections
  * they cost, were 71,000 of the 222,000 instructions a new supervisor child took to start.
@@ -804,15 +804,9 @@ static int require_unopened(lua_State *L, const char *name)
     if (!path)
         return 0;
     int top = lua_gettop(L);
+    /* not loaded (fast_require looked) */
     if (luaL_findtable(L, LUA_REGISTRYINDEX, "_LOADED", 16) != NULL)
         return 0; /* something else than a table there: the real require tells */
-    lua_getfield(L, -1, name);
-    if (lua_toboolean(L, -1)) { /* loaded (fast_require checked for the mark) */
-        lua_replace(L, top + 1);
-        lua_settop(L, top + 1);
-        return 1;
-    }
-    lua_pop(L, 1);
     if (!push_preload(L, vm, name) && !modcache_load_unopened(L, name, path)) {
         lua_settop(L, top);
         return 0;
@@ -847,13 +841,16 @@ static int fast_require(lua_State *L)
         push_library(L);
         return 1;
     }
-    /* a module require_unopened is loading, or failed to load, as the package library says
-     * of its own */
+    /* package.loaded first, as the real require looks: a module loaded is returned here; one
+     * require_unopened is loading, or failed to load, raises as the package library says of
+     * its own (whose mark, another light userdata, is left to it) */
     lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
     if (lua_istable(L, -1)) {
         lua_getfield(L, -1, name);
         if (lua_touserdata(L, -1) == (void *)&require_sentinel)
             return luaL_error(L, "loop or previous error loading module '%s'", name);
+        if (lua_toboolean(L, -1) && !lua_islightuserdata(L, -1))
+            return 1;
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
