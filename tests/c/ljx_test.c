@@ -3,6 +3,7 @@
  * holding the collector, an allocation-free protected call. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -536,6 +537,75 @@ static void short_strings_sharing_a_slot_both_stay(void **state)
     lua_close(L);
 }
 
+/* What a wait's C function records of its Lua caller: the line, the chunk, and the call
+ * site's hints for a waker (the call's bytecode, its prototype, the calling function, its
+ * frame), written when the call site changes and left alone at the same one. */
+static struct {
+    const void *chunk, *at;
+    char file[56];
+    int32_t line;
+    _Atomic(const void *) site[LJX_SITE_HINTS];
+} where;
+
+static int note_where(lua_State *L)
+{
+    ljx_caller_where(L, &where.chunk, where.file, sizeof where.file, &where.line, &where.at,
+                     where.site);
+    return 0;
+}
+
+static const void *site(int i) { return atomic_load(&where.site[i]); }
+
+static void caller_where_fills_the_site_hints_when_the_site_changes(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    lua_register(L, "note_where", note_where);
+    memset(&where, 0, sizeof where);
+    /* called from C, not from Lua: nothing is written */
+    lua_getglobal(L, "note_where");
+    lua_call(L, 0, 0);
+    assert_null(where.at);
+    for (int i = 0; i < LJX_SITE_HINTS; i++)
+        assert_null(site(i));
+    static const char code[] = "return function(k)\n"
+                               "  if k == 1 then note_where() else\n"
+                               "  note_where() end\n"
+                               "end";
+    assert_int_equal(luaL_loadbuffer(L, code, strlen(code), "=sites"), 0);
+    lua_call(L, 0, 1);
+    const void *fn = lua_topointer(L, -1);
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 1);
+    lua_call(L, 1, 0);
+    assert_int_equal(where.line, 2);
+    assert_string_equal(where.file, "sites");
+    const void *pc = site(LJX_SITE_PC), *proto = site(LJX_SITE_PROTO),
+               *frame = site(LJX_SITE_FRAME);
+    assert_ptr_equal(site(LJX_SITE_FN), fn);
+    assert_non_null(pc);
+    assert_non_null(proto);
+    assert_non_null(frame);
+    assert_ptr_equal((const char *)pc + 4, where.at); /* the call instruction, before the return */
+    /* the same site: left alone (the hints were cleared to see it) */
+    for (int i = 0; i < LJX_SITE_HINTS; i++)
+        atomic_store(&where.site[i], NULL);
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 1);
+    lua_call(L, 1, 0);
+    for (int i = 0; i < LJX_SITE_HINTS; i++)
+        assert_null(site(i));
+    /* another site of the same function: its call instruction, the same prototype */
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 2);
+    lua_call(L, 1, 0);
+    assert_int_equal(where.line, 3);
+    assert_ptr_equal(site(LJX_SITE_FN), fn);
+    assert_ptr_equal(site(LJX_SITE_PROTO), proto);
+    assert_true((const char *)site(LJX_SITE_PC) > (const char *)pc);
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +622,7 @@ int main(void)
         cmocka_unit_test(wait_anchor_keeps_its_value_until_cleared),
         cmocka_unit_test(short_strings_are_the_bytes_asked_for),
         cmocka_unit_test(short_strings_sharing_a_slot_both_stay),
+        cmocka_unit_test(caller_where_fills_the_site_hints_when_the_site_changes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,15 +147,18 @@ typedef struct actor_vm {
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
     /* a digest of the last key that was not flat_key (vm/flat.c) */
     uint32_t flat_key_seen;
-    uint64_t body_at; /* when its body began, after its boot (ns; 0 = not yet) */
-    /* its state and coroutine for a thread that wakes it from its timer (the warm hook: only
-     * prefetched, so a stale value does no harm; atomic, since that thread may read them while
-     * the actor's own thread sets them). Last: actor_vm_reset clears what comes before them
-     * with a memset. */
+    uint64_t body_at;           /* when its body began, after its boot (ns; 0 = not yet) */
+    unsigned char warm_pad[16]; /* the hints below begin a cache line (see actor) */
+    /* for a thread that wakes it (the warm hook), its state and coroutine, and where its last
+     * wait returns to in its Lua code (vm/ljx.h's LJX_SITE_HINTS addresses): only prefetched,
+     * so a stale value does no harm; atomic, since that thread may read them while the
+     * actor's own thread sets them. Last: actor_vm_reset clears what comes before them with a
+     * memset. */
     _Atomic(void *) warm_state;
     _Atomic(void *) warm_co;
+    _Atomic(const void *) warm_site[4];
 } actor_vm;
-_Static_assert(offsetof(actor_vm, warm_co) + sizeof(_Atomic(void *)) == sizeof(actor_vm),
+_Static_assert(offsetof(actor_vm, warm_site) + 4 * sizeof(_Atomic(void *)) == sizeof(actor_vm),
                "actor_vm's warm hints come last (actor_vm_reset clears the fields before them)");
 
 /* Counters for introspection (those every message touches first). */
@@ -223,8 +226,9 @@ typedef struct actor_names {
 /* Aligned to cache lines, so the hot fields at the front of its parts (the inbox, run, vm,
  * stats) always fill the same few lines. The stats begin a line: their first 64 bytes are
  * what every park and switch writes (parks, messages, slices, the stack samples, the wait's
- * call site), which straddled two lines when they began 8 bytes into one; the run part is
- * kept 8 bytes short of that so that the alignment costs no padding (896 bytes). */
+ * call site), which straddled two lines when they began 8 bytes into one. The vm part's warm
+ * hints fill one line of their own: a waker reads them all, before anything of the record
+ * it asked for has arrived (1,024 bytes in all). */
 typedef struct actor {
     _Alignas(64) struct smarm_runtime *rt;
     uint64_t pid;
@@ -236,6 +240,10 @@ typedef struct actor {
     actor_names names;
     uint64_t parent;
 } actor;
+_Static_assert(offsetof(actor, vm.warm_state) % 64 == 0 &&
+                   offsetof(actor, vm.warm_site[3]) / 64 == offsetof(actor, vm.warm_state) / 64,
+               "an actor's warm hints share one cache line");
+_Static_assert(sizeof(actor) == 1024, "an actor record is 1,024 bytes (four to a page)");
 
 /* A fresh tenancy's scheduling state, with its stack shape (0 = the defaults). */
 static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack_guard)
@@ -273,6 +281,8 @@ static inline void actor_vm_reset(actor_vm *v, int boot_kind, char *payload, siz
     memset(v, 0, offsetof(actor_vm, warm_state));
     atomic_store_explicit(&v->warm_state, NULL, memory_order_relaxed);
     atomic_store_explicit(&v->warm_co, NULL, memory_order_relaxed);
+    for (int i = 0; i < 4; i++)
+        atomic_store_explicit(&v->warm_site[i], NULL, memory_order_relaxed);
     v->boot_kind = boot_kind;
     v->boot = payload;
     v->boot_len = len;

@@ -746,7 +746,7 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
  * most of it formatting a name that rarely changes). The name is formatted only when the
  * chunk is another than *chunk. */
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
-                      const void **at)
+                      const void **at, _Atomic(const void *) *site)
 {
     cTValue *f = L->base - 1;
     if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
@@ -762,6 +762,15 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
         return;
     *at = pc;
     GCproto *pt = funcproto(fn);
+    if (site) {
+        /* what the return reads: the call instruction before pc, the frame's function and
+         * its prototype's constants (kbase, from the function's bytecode start) */
+        atomic_store_explicit(&site[LJX_SITE_PC], (const void *)(pc - 1), memory_order_relaxed);
+        atomic_store_explicit(&site[LJX_SITE_PROTO], (const void *)&pt->k, memory_order_relaxed);
+        atomic_store_explicit(&site[LJX_SITE_FN], (const void *)fn, memory_order_relaxed);
+        atomic_store_explicit(&site[LJX_SITE_FRAME], (const void *)(frame_prevl(f) - 1),
+                              memory_order_relaxed);
+    }
     BCPos pos = proto_bcpos(pt, pc) - 1;
     *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;
     GCstr *name = proto_chunkname(pt);
@@ -864,9 +873,17 @@ void ljx_state_prefetch(lua_State *L)
     prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
 }
 
-void ljx_wake_prefetch(lua_State *L, lua_State *co)
+void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site)
 {
     GG_State *gg = (GG_State *)(void *)L;
+    /* first: a core keeps a few dozen misses in flight and drops the prefetches past them */
+    if (site) {
+        for (int i = 0; i < LJX_SITE_HINTS; i++) {
+            const void *p = atomic_load_explicit(&site[i], memory_order_relaxed);
+            if (p)
+                __builtin_prefetch(p, 0);
+        }
+    }
     /* the coroutine, the collector's counters (the resume's collection check), the VM state
      * and current thread the resume writes, the hot counters its loops count down */
     __builtin_prefetch(co, 1);

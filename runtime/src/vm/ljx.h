@@ -95,9 +95,15 @@ int ljx_state_resettable(lua_State *L);
  * read. */
 void ljx_state_prefetch(lua_State *L);
 
+/* Where a wait returns to in its Lua caller (ljx_caller_where fills them in): the call's
+ * bytecode address, its prototype's constants pointer and the calling function. The return
+ * from the wait reads the three lines first, cold in a woken actor of many. Hints only. */
+enum { LJX_SITE_PC, LJX_SITE_PROTO, LJX_SITE_FN, LJX_SITE_FRAME, LJX_SITE_HINTS };
+
 /* The same for a wake of co, the body coroutine of L's state: the lines a resume reads first
- * (not the reset's registry, image and JIT fields). A hint: nothing is read. */
-void ljx_wake_prefetch(lua_State *L, lua_State *co);
+ * (not the reset's registry, image and JIT fields), and those of the wait's call site (site:
+ * LJX_SITE_HINTS addresses, or NULL). A hint: nothing is read but site. */
+void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site);
 
 /* A state's image: the copy ljx_state_reset writes back. */
 typedef struct ljx_image ljx_image;
@@ -208,9 +214,10 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
 /* Inside a C function called from Lua: writes its Lua caller's line to *line and, if the
  * chunk is not *chunk (then updated), the chunk's name to file (n bytes). Leaves all alone
  * when no Lua function called it, or when the call's bytecode address is *at (the last
- * one written; then updated). Whoever else writes line or file clears *at. */
+ * one written; then updated). Whoever else writes line or file clears *at. With a new *at,
+ * site (LJX_SITE_HINTS entries, or NULL) gets the call site's addresses for a waker. */
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
-                      const void **at);
+                      const void **at, _Atomic(const void *) *site);
 
 /* The state's roots (see ljx.c): an array table no Lua code reaches, or NULL when not made;
  * ljx_roots_made makes it on first use (it may raise out of memory). flat.c keeps its

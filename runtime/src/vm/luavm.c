@@ -1487,7 +1487,7 @@ void luavm_warm(actor *a)
     void *L = atomic_load_explicit(&a->vm.warm_state, memory_order_relaxed);
     void *co = atomic_load_explicit(&a->vm.warm_co, memory_order_relaxed);
     if (L && co)
-        ljx_wake_prefetch(L, co);
+        ljx_wake_prefetch(L, co, a->vm.warm_site);
 }
 
 void luavm_release(actor *a)
