@@ -606,6 +606,82 @@ static void caller_where_fills_the_site_hints_when_the_site_changes(void **state
     lua_close(L);
 }
 
+/* A cycle between waits sweeps the strings only when some were made since its last sweep:
+ * one without puts off freeing the dead ones (never a live one), and the next cycle after a
+ * new string frees them. */
+static void cycle_sweeps_strings_only_after_new_ones(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    uint32_t strings = 0;
+    /* only the cycles below run (a cycle begins at the collector's pause) */
+    run(L, "collectgarbage() collectgarbage('setpause', 100000)");
+    run(L, "keep = {} for i = 1, 200 do keep[i] = 'str' .. i end\n"
+           "function drop() for i = 1, 200, 2 do keep[i] = false end end");
+    ljx_gc_cycle(L, &strings);
+    assert_int_equal(strings, ljx_string_count(L)); /* swept: the count is noted */
+    uint32_t all = strings;
+    /* half of them die; no string is made (a chunk run from source would make its text a
+     * string: a function made before is called instead): the cycle leaves them */
+    lua_getglobal(L, "drop");
+    lua_call(L, 0, 0);
+    ljx_gc_cycle(L, &strings);
+    assert_int_equal(ljx_string_count(L), all);
+    assert_int_equal(strings, all);
+    ljx_gc_cycle(L, &strings);
+    assert_int_equal(ljx_string_count(L), all);
+    /* the live ones are intact, and a dead one made again is the same string, alive */
+    check(L, "for i = 2, 200, 2 do if keep[i] ~= 'str' .. i then return false end end\n"
+             "keep[1] = 'str' .. 1 return keep[1] == 'str1'");
+    /* one new string: the next cycles free the 99 dead (the whites swap at every cycle, so
+     * some may wait for the second) */
+    run(L, "fresh = 'a string not made before'");
+    ljx_gc_cycle(L, &strings);
+    ljx_gc_cycle(L, &strings);
+    run(L, "fresh2 = 'and another'");
+    ljx_gc_cycle(L, &strings);
+    /* the chunks run since made five strings of their own (their text, two literals) */
+    assert_true(ljx_string_count(L) <= all + 5 - 99);
+    check(L, "for i = 2, 200, 2 do if keep[i] ~= 'str' .. i then return false end end\n"
+             "return keep[1] == 'str1' and fresh == 'a string not made before'");
+    lua_close(L);
+}
+
+/* Strings dying, coming back and made anew across cycles that skip their sweep and cycles
+ * that do not: every live string keeps its bytes (the sanitizer builds would see a freed one
+ * read), and the state's count of strings stays bounded. */
+static void strings_survive_cycles_that_skip_their_sweep(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    uint32_t strings = 0;
+    run(L, "collectgarbage() collectgarbage('setpause', 100000)");
+    run(L, "keep, round = {}, 0\n"
+           "function step()\n"
+           "  round = round + 1\n"
+           "  for i = 1, 40 do\n"
+           "    local k = 'k' .. ((round * 7 + i * 13) % 150)\n"
+           "    if keep[k] and keep[k] ~= k then error('lost ' .. k) end\n"
+           "    if (round + i) % 3 == 0 then keep[k] = k else keep[k] = nil end\n"
+           "  end\n"
+           "  if round % 5 == 0 then keep['new' .. round] = 'new' .. round end\n"
+           "  for k, v in pairs(keep) do if k ~= v then error('bad ' .. k) end end\n"
+           "end");
+    uint32_t most = 0;
+    for (int i = 0; i < 400; i++) {
+        run(L, "step()");
+        ljx_gc_cycle(L, &strings);
+        if (ljx_string_count(L) > most)
+            most = ljx_string_count(L);
+    }
+    check(L, "local n = 0 for k, v in pairs(keep) do n = n + 1 if k ~= v then return false end "
+             "end return n > 0");
+    assert_true(most < 1000); /* 150 keys, 80 made for the rounds and the library's own */
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +699,8 @@ int main(void)
         cmocka_unit_test(short_strings_are_the_bytes_asked_for),
         cmocka_unit_test(short_strings_sharing_a_slot_both_stay),
         cmocka_unit_test(caller_where_fills_the_site_hints_when_the_site_changes),
+        cmocka_unit_test(cycle_sweeps_strings_only_after_new_ones),
+        cmocka_unit_test(strings_survive_cycles_that_skip_their_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

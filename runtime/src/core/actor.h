@@ -95,6 +95,7 @@ typedef struct actor_vm {
      * collected at a resume (vm/collect.h); NULL until then */
     void **gc_log;
     uint32_t gc_log_n;
+    uint32_t gc_strings;         /* its string count at its last cycle's string sweep (vm/ljx.h) */
     uint32_t code_epoch;         /* the module cache's reload epoch this state last looked at */
     unsigned char general;       /* an arena or a kept block: allocations take the general path */
     unsigned char in_cont;       /* a wait's continuation runs (protected, GC held: vm/body.c) */
@@ -147,8 +148,8 @@ typedef struct actor_vm {
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
     /* a digest of the last key that was not flat_key (vm/flat.c) */
     uint32_t flat_key_seen;
-    uint64_t body_at;           /* when its body began, after its boot (ns; 0 = not yet) */
-    unsigned char warm_pad[16]; /* the hints below begin a cache line (see actor) */
+    uint64_t body_at;          /* when its body began, after its boot (ns; 0 = not yet) */
+    unsigned char warm_pad[8]; /* the hints below begin a cache line (see actor) */
     /* for a thread that wakes it (the warm hook), its state and coroutine, and where its last
      * wait returns to in its Lua code (vm/ljx.h's LJX_SITE_HINTS addresses): only prefetched,
      * so a stale value does no harm; atomic, since that thread may read them while the

@@ -76,7 +76,7 @@ void collect_between_waits(actor *a)
     touch_lines(a->vm.boot_objs, a->vm.boot_objs_len, log, a->vm.gc_log_n, n);
     a->vm.gc_log_n = 0;
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
-    ljx_gc_cycle(a->vm.co);
+    ljx_gc_cycle(a->vm.co, &a->vm.gc_strings);
     a->vm.room_owed = !ljx_gc_room_min(a->vm.co, room_after_cycle(a));
 }
 

@@ -204,8 +204,11 @@ int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div);
 /* Runs a collection cycle of L, begun at a pause, through its sweep now, in a protected call;
  * the __gc finalizers it found due are left to the steps of the code that runs next (where
  * an error one raises surfaces as before). Out of memory there (the sweep's end may shrink
- * the string table) leaves the cycle to later steps. */
-void ljx_gc_cycle(lua_State *L);
+ * the string table) leaves the cycle to later steps. *strings is the state's string count
+ * after its last cycle here that swept the strings (0 at first): while no string has been
+ * made since (the count is the same), the strings are not swept, which only puts off the
+ * freeing of those that died (see ljx.c); the count is updated after each sweep. */
+void ljx_gc_cycle(lua_State *L, uint32_t *strings);
 
 /* Calls fn(L, ud) in protected mode, like lua_cpcall but allocating nothing. Returns 0, or
  * the LUA_ERR* status of an error fn raised, with the error value pushed on L. */
@@ -236,6 +239,8 @@ void ljx_push_short_string(lua_State *L, const char *s, size_t n);
 /* The same string (a GCstr *), not pushed, and without the GC step lua_pushlstring may
  * take first: for decoders that make their objects with the GC held. */
 void *ljx_short_string(lua_State *L, const char *s, size_t n);
+/* The number of strings interned in L's state (alive or not yet swept): for tests. */
+uint32_t ljx_string_count(lua_State *L);
 /* Whether the cache holds the string of those n bytes now (nothing is made): for tests. */
 int ljx_short_string_cached(lua_State *L, const char *s, size_t n);
 
