@@ -213,9 +213,13 @@ def generate(flavour, cc, regen_path):
            "for o in $in; do echo \"ADDMOD $$o\"; done; echo SAVE; echo END; } "
            "| ar -M && ranlib $out",
            "AR $out")
+    # LuaJIT's objects carry link-time optimization bytecode beside their machine code
+    # (scripts/setup): lj_alloc.o loses it, or the release link would compile its calls
+    # from the bytecode, where they still name mmap.
     w.rule("luajit_redirect",
            "d=$out.x && rm -rf $$d && mkdir -p $$d && (cd $$d && ar x \"$$OLDPWD/$in\" lj_alloc.o) "
-           "&& objcopy --redefine-sym mmap64=smarm_arena_mmap "
+           "&& objcopy -R '.gnu.lto_*' -R '.gnu.debuglto_*' --strip-symbol __gnu_lto_v1 "
+           "--strip-symbol __gnu_lto_slim --redefine-sym mmap64=smarm_arena_mmap "
            "--redefine-sym munmap=smarm_arena_munmap --redefine-sym mremap=smarm_arena_mremap "
            "$$d/lj_alloc.o "
            "&& ! nm $$d/lj_alloc.o | grep -Eq ' U (mmap|mmap64|munmap|mremap)$$' "

@@ -14,6 +14,13 @@ status=0
 #                       lua_gettop, and luaL_error, which does not return
 #   ljx_arena_new       LuaJIT's allocator set-up: no Lua code runs
 #   ljx_registry_set    the registry hints (vm/ljx.c): table stores run no Lua code
+#   luavm_registry_keep, luavm_registry_set
+#                       ljx_registry_set inlined (LuaJIT's C is link-time optimized too)
+#   modcache_push_loaded, l_raw_loaded
+#                       the same hints, looked up before lua_newtable and made again after
+#                       it (its collector step, placed at the function's end, returns to
+#                       the table's creation); kept only across lj_lightud_intern,
+#                       lj_tab_set and a stack growth, which run no Lua code
 #   registry_get_slow   the same, and a stack growth
 #   luavm_boot          the new-state reserve, used only inside new_state, before the boot's
 #                       protected call (vm/luavm.c)
@@ -22,7 +29,7 @@ status=0
 #   recv_any            the receive scratch buffer and its busy flag (lib/net_tcp.c): the
 #                       bytes are copied before lua_pushlstring's collector step
 reviewed="encode_nested ljx_arena_new ljx_registry_set registry_get_slow luavm_boot
-pick_across recv_any"
+pick_across recv_any luavm_registry_keep luavm_registry_set modcache_push_loaded l_raw_loaded"
 
 out=$(scripts/tls-audit "$SMARM_LUA")
 while IFS= read -r line; do
