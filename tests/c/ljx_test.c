@@ -615,8 +615,9 @@ static void cycle_sweeps_strings_only_after_new_ones(void **state)
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
     uint32_t strings = 0;
-    /* only the cycles below run (a cycle begins at the collector's pause) */
-    run(L, "collectgarbage() collectgarbage('setpause', 100000)");
+    /* only the cycles below run (a cycle begins at the collector's pause), and no trace is
+     * recorded (a loop's compile may make strings: its penalties are random) */
+    run(L, "jit.off() collectgarbage() collectgarbage('setpause', 100000)");
     run(L, "keep = {} for i = 1, 200 do keep[i] = 'str' .. i end\n"
            "function drop() for i = 1, 200, 2 do keep[i] = false end end");
     ljx_gc_cycle(L, &strings);
@@ -627,10 +628,13 @@ static void cycle_sweeps_strings_only_after_new_ones(void **state)
     lua_getglobal(L, "drop");
     lua_call(L, 0, 0);
     ljx_gc_cycle(L, &strings);
-    assert_int_equal(ljx_string_count(L), all);
-    assert_int_equal(strings, all);
+    /* the 100 dead stay but for those of the one chain the atomic step sweeps (the chain
+     * a string lands in depends on the state's random hash seed) */
+    assert_true(ljx_string_count(L) > all - 10);
+    assert_int_equal(strings, ljx_string_count(L));
+    uint32_t left = strings;
     ljx_gc_cycle(L, &strings);
-    assert_int_equal(ljx_string_count(L), all);
+    assert_true(ljx_string_count(L) > left - 10);
     /* the live ones are intact, and a dead one made again is the same string, alive */
     check(L, "for i = 2, 200, 2 do if keep[i] ~= 'str' .. i then return false end end\n"
              "keep[1] = 'str' .. 1 return keep[1] == 'str1'");

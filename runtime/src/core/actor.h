@@ -95,7 +95,7 @@ typedef struct actor_vm {
      * collected at a resume (vm/collect.h); NULL until then */
     void **gc_log;
     uint32_t gc_log_n;
-    uint32_t gc_strings;         /* its string count at its last cycle's string sweep (vm/ljx.h) */
+    uint32_t gc_strings;         /* its string count at the end of its last cycle (vm/ljx.h) */
     uint32_t code_epoch;         /* the module cache's reload epoch this state last looked at */
     unsigned char general;       /* an arena or a kept block: allocations take the general path */
     unsigned char in_cont;       /* a wait's continuation runs (protected, GC held: vm/body.c) */

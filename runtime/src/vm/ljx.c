@@ -701,6 +701,8 @@ static void gc_cycle_protected(lua_State *L, void *ud)
     global_State *g = G(L);
     TValue *stand_in = tvref(L->stack);
     uint32_t *strings = ud;
+    /* read before the atomic step, whose sweep of one chain may free a string */
+    int none_made = g->str.num == *strings;
     setmref(g->jit_base, stand_in);
     lj_gc_step(L); /* from the pause through the mark phase */
     setmref(g->jit_base, NULL);
@@ -710,12 +712,11 @@ static void gc_cycle_protected(lua_State *L, void *ud)
     lj_gc_step(L); /* the atomic phase (and one string chain's sweep) */
     g->gc.stepmul = 0;
     if (g->gc.state == GCSsweepstring) {
-        if (g->str.num != *strings) {
-            sweep_strings(g);
-            *strings = g->str.num;
-        } else {
+        if (none_made)
             skip_string_sweep(g);
-        }
+        else
+            sweep_strings(g);
+        *strings = g->str.num;
     }
     setmref(g->jit_base, stand_in);
     lj_gc_step(L); /* the sweep, up to the finalizers it found due (if any) */

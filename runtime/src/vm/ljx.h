@@ -205,9 +205,9 @@ int ljx_gc_cycle_due(lua_State *L, size_t min_room, unsigned div);
  * the __gc finalizers it found due are left to the steps of the code that runs next (where
  * an error one raises surfaces as before). Out of memory there (the sweep's end may shrink
  * the string table) leaves the cycle to later steps. *strings is the state's string count
- * after its last cycle here that swept the strings (0 at first): while no string has been
- * made since (the count is the same), the strings are not swept, which only puts off the
- * freeing of those that died (see ljx.c); the count is updated after each sweep. */
+ * at the end of its last cycle here (0 at first, then updated): when no string has been
+ * made since (the count is the same), the cycle does not sweep the strings, which only puts
+ * off the freeing of those that died (see ljx.c). */
 void ljx_gc_cycle(lua_State *L, uint32_t *strings);
 
 /* Calls fn(L, ud) in protected mode, like lua_cpcall but allocating nothing. Returns 0, or
