@@ -903,11 +903,12 @@ void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site)
     GG_State *gg = (GG_State *)(void *)L;
     /* first: a core keeps a few dozen misses in flight and drops the prefetches past them */
     if (site) {
-        for (int i = 0; i < LJX_SITE_HINTS; i++) {
-            const void *p = atomic_load_explicit(&site[i], memory_order_relaxed);
-            if (p)
-                __builtin_prefetch(p, 0);
-        }
+        /* a hint not set yet is NULL: a prefetch never faults */
+#pragma GCC unroll 4
+        for (int i = 0; i < LJX_SITE_HINTS; i++)
+            __builtin_prefetch(atomic_load_explicit(&site[i], memory_order_relaxed), 0);
+        /* issued in this order: the compiler would mix them with the ones below */
+        __asm__ volatile("" ::: "memory");
     }
     /* the coroutine, the collector's counters (the resume's collection check), the VM state
      * and current thread the resume writes, the hot counters its loops count down */
