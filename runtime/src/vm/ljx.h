@@ -96,8 +96,9 @@ int ljx_state_resettable(lua_State *L);
 void ljx_state_prefetch(lua_State *L);
 
 /* Where a wait returns to in its Lua caller (ljx_caller_where fills them in): the call's
- * bytecode address, its prototype's constants pointer and the calling function. The return
- * from the wait reads the three lines first, cold in a woken actor of many. Hints only. */
+ * bytecode address, its prototype's constants pointer, the calling function and its frame
+ * slot. The return from the wait reads those four lines first, cold in a woken actor of
+ * many. Hints only. */
 enum { LJX_SITE_PC, LJX_SITE_PROTO, LJX_SITE_FN, LJX_SITE_FRAME, LJX_SITE_HINTS };
 
 /* The same for a wake of co, the body coroutine of L's state: the lines a resume reads first

@@ -1482,6 +1482,9 @@ static void reset_protected(lua_State *L, void *ud)
     }
 }
 
+_Static_assert(sizeof(((actor_vm *)0)->warm_site) == LJX_SITE_HINTS * sizeof(void *),
+               "an actor's call-site hints are vm/ljx.h's");
+
 void luavm_warm(actor *a)
 {
     void *L = atomic_load_explicit(&a->vm.warm_state, memory_order_relaxed);
