@@ -148,19 +148,20 @@ typedef struct actor_vm {
     unsigned libs_open;  /* the standard libraries this actor opened in its state */
     /* a digest of the last key that was not flat_key (vm/flat.c) */
     uint32_t flat_key_seen;
-    uint64_t body_at;          /* when its body began, after its boot (ns; 0 = not yet) */
-    unsigned char warm_pad[8]; /* the hints below begin a cache line (see actor) */
-    /* for a thread that wakes it (the warm hook), its state and coroutine, and where its last
-     * wait returns to in its Lua code (vm/ljx.h's LJX_SITE_HINTS addresses): only prefetched,
-     * so a stale value does no harm; atomic, since that thread may read them while the
-     * actor's own thread sets them. Last: actor_vm_reset clears what comes before them with a
-     * memset. */
-    _Atomic(void *) warm_state;
-    _Atomic(void *) warm_co;
-    _Atomic(const void *) warm_site[4];
+    uint64_t body_at; /* when its body began, after its boot (ns; 0 = not yet) */
 } actor_vm;
-_Static_assert(offsetof(actor_vm, warm_site) + 4 * sizeof(_Atomic(void *)) == sizeof(actor_vm),
-               "actor_vm's warm hints come last (actor_vm_reset clears the fields before them)");
+
+/* What a thread that wakes the actor asks the cache for (the vm layer's warm hook, and a
+ * send before its push): its state and coroutine, and where its last wait returns to in its
+ * Lua code (vm/ljx.h's LJX_SITE_HINTS addresses). Only prefetched, so a stale value does no
+ * harm; atomic, since that thread may read them while the actor's own thread sets them (or
+ * a stale timer of the slot's last tenant while a spawn clears them). */
+#define ACTOR_WARM_SITES 4
+typedef struct actor_warm {
+    _Atomic(void *) state;
+    _Atomic(void *) co;
+    _Atomic(const void *) site[ACTOR_WARM_SITES];
+} actor_warm;
 
 /* Counters for introspection (those every message touches first). */
 typedef struct actor_stats {
@@ -227,23 +228,21 @@ typedef struct actor_names {
 /* Aligned to cache lines, so the hot fields at the front of its parts (the inbox, run, vm,
  * stats) always fill the same few lines. The stats begin a line: their first 64 bytes are
  * what every park and switch writes (parks, messages, slices, the stack samples, the wait's
- * call site), which straddled two lines when they began 8 bytes into one. The vm part's warm
- * hints fill one line of their own: a waker reads them all, before anything of the record
- * it asked for has arrived (1,024 bytes in all). */
+ * call site), which straddled two lines when they began 8 bytes into one. The warm hints
+ * fill one line of their own: a waker reads them all, before anything of the record it
+ * asked for has arrived (1,024 bytes in all). */
 typedef struct actor {
     _Alignas(64) struct smarm_runtime *rt;
     uint64_t pid;
     mailbox inbox;
     actor_run run;
     actor_vm vm;
+    _Alignas(64) actor_warm warm;
     _Alignas(64) actor_stats stats;
     actor_exit ex;
     actor_names names;
     uint64_t parent;
 } actor;
-_Static_assert(offsetof(actor, vm.warm_state) % 64 == 0 &&
-                   offsetof(actor, vm.warm_site[3]) / 64 == offsetof(actor, vm.warm_state) / 64,
-               "an actor's warm hints share one cache line");
 _Static_assert(sizeof(actor) == 1024, "an actor record is 1,024 bytes (four to a page)");
 
 /* A fresh tenancy's scheduling state, with its stack shape (0 = the defaults). */
@@ -277,17 +276,21 @@ static inline void actor_run_reset(actor_run *r, size_t stack_size, size_t stack
 static inline void actor_vm_reset(actor_vm *v, int boot_kind, char *payload, size_t len,
                                   size_t max_heap)
 {
-    /* the warm hints last, with atomic stores: a stale timer of the slot's last tenant may
-     * fire now and read them on another thread (the warm hook) */
-    memset(v, 0, offsetof(actor_vm, warm_state));
-    atomic_store_explicit(&v->warm_state, NULL, memory_order_relaxed);
-    atomic_store_explicit(&v->warm_co, NULL, memory_order_relaxed);
-    for (int i = 0; i < 4; i++)
-        atomic_store_explicit(&v->warm_site[i], NULL, memory_order_relaxed);
+    memset(v, 0, sizeof *v);
     v->boot_kind = boot_kind;
     v->boot = payload;
     v->boot_len = len;
     v->max_heap = max_heap;
+}
+
+/* No hints (a fresh tenancy, a state closed): atomic stores, since a stale timer of the
+ * slot's last tenant may fire and read them on another thread. */
+static inline void actor_warm_clear(actor_warm *w)
+{
+    atomic_store_explicit(&w->state, NULL, memory_order_relaxed);
+    atomic_store_explicit(&w->co, NULL, memory_order_relaxed);
+    for (int i = 0; i < ACTOR_WARM_SITES; i++)
+        atomic_store_explicit(&w->site[i], NULL, memory_order_relaxed);
 }
 
 #endif

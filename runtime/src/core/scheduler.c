@@ -773,6 +773,7 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
     actor_run_reset(&a->run, opts ? opts->stack_size : 0, opts ? opts->stack_guard : 0);
     actor_vm_reset(&a->vm, boot_kind, payload, len,
                    opts && opts->max_heap ? opts->max_heap : rt->cfg.max_heap);
+    actor_warm_clear(&a->warm);
     memset(&a->stats, 0, sizeof a->stats);
     atomic_fetch_add_explicit(&rt->spawned, 1, memory_order_relaxed);
     if (TRACE_ON(rt))
@@ -840,7 +841,7 @@ int sched_send(smarm_runtime *rt, uint64_t pid, msg *m)
     }
     /* the line of the warm hints, which the wake's warm hook reads (make_runnable): asked for
      * now, its miss overlaps the push's on the inbox instead of following it */
-    __builtin_prefetch(&a->vm.warm_state);
+    __builtin_prefetch(&a->warm);
     if (mailbox_push(&a->inbox, pid_gen(pid), m) < 0) {
         msg_free(m);
         return -1;

@@ -320,10 +320,9 @@ static int l_tx_send(lua_State *L)
     return 1;
 }
 
-/* The endpoint at index 1 (kind's, alive) lets go of its channel and is dead afterwards:
- * nothing is left for its finalizer to do (a monitor keeps its own metatable, for mon.ref). */
-/* ep, the live endpoint object at index 1, lets go of its channel and takes the spent
- * metatable (a monitor keeps its own). */
+/* ep, the live endpoint object at index 1, lets go of its channel and is dead afterwards:
+ * nothing is left for its finalizer to do; it takes the spent metatable (a monitor keeps its
+ * own, for mon.ref). */
 static void ep_spend(lua_State *L, chan_ep *ep)
 {
     ep_let_go(ep);

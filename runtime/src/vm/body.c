@@ -358,7 +358,7 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     a->stats.parks++;
     stackwatch_sample(a, __builtin_frame_address(0));
     ljx_caller_where(L, &a->stats.where_chunk, a->stats.where, sizeof a->stats.where,
-                     &a->stats.where_line, &a->stats.where_pc, a->vm.warm_site);
+                     &a->stats.where_line, &a->stats.where_pc, a->warm.site);
     host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
     if (__builtin_expect(h != NULL, 0)) {
         /* a host thread (embedding) is its own body: it sleeps on its parker, by the

@@ -787,15 +787,13 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
         return;
     *at = pc;
     GCproto *pt = funcproto(fn);
-    if (site) {
-        /* what the return reads: the call instruction before pc, the frame's function and
-         * its prototype's constants (kbase, from the function's bytecode start) */
-        atomic_store_explicit(&site[LJX_SITE_PC], (const void *)(pc - 1), memory_order_relaxed);
-        atomic_store_explicit(&site[LJX_SITE_PROTO], (const void *)&pt->k, memory_order_relaxed);
-        atomic_store_explicit(&site[LJX_SITE_FN], (const void *)fn, memory_order_relaxed);
-        atomic_store_explicit(&site[LJX_SITE_FRAME], (const void *)(frame_prevl(f) - 1),
-                              memory_order_relaxed);
-    }
+    /* what the return reads: the call instruction before pc, the frame's function and its
+     * prototype's constants (kbase, from the function's bytecode start) */
+    atomic_store_explicit(&site[LJX_SITE_PC], (const void *)(pc - 1), memory_order_relaxed);
+    atomic_store_explicit(&site[LJX_SITE_PROTO], (const void *)&pt->k, memory_order_relaxed);
+    atomic_store_explicit(&site[LJX_SITE_FN], (const void *)fn, memory_order_relaxed);
+    atomic_store_explicit(&site[LJX_SITE_FRAME], (const void *)(frame_prevl(f) - 1),
+                          memory_order_relaxed);
     BCPos pos = proto_bcpos(pt, pc) - 1;
     *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;
     GCstr *name = proto_chunkname(pt);
@@ -901,15 +899,13 @@ void ljx_state_prefetch(lua_State *L)
 void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site)
 {
     GG_State *gg = (GG_State *)(void *)L;
-    /* first: a core keeps a few dozen misses in flight and drops the prefetches past them */
-    if (site) {
-        /* a hint not set yet is NULL: a prefetch never faults */
+    /* first: a core keeps a few dozen misses in flight and drops the prefetches past them (a
+     * hint not set yet is NULL: a prefetch never faults) */
 #pragma GCC unroll 4
-        for (int i = 0; i < LJX_SITE_HINTS; i++)
-            __builtin_prefetch(atomic_load_explicit(&site[i], memory_order_relaxed), 0);
-        /* issued in this order: the compiler would mix them with the ones below */
-        __asm__ volatile("" ::: "memory");
-    }
+    for (int i = 0; i < LJX_SITE_HINTS; i++)
+        __builtin_prefetch(atomic_load_explicit(&site[i], memory_order_relaxed), 0);
+    /* issued in this order: the compiler would mix them with the ones below */
+    __asm__ volatile("" ::: "memory");
     /* the coroutine, the collector's counters (the resume's collection check), the VM state
      * and current thread the resume writes, the hot counters its loops count down */
     __builtin_prefetch(co, 1);

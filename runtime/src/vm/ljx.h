@@ -103,7 +103,7 @@ enum { LJX_SITE_PC, LJX_SITE_PROTO, LJX_SITE_FN, LJX_SITE_FRAME, LJX_SITE_HINTS 
 
 /* The same for a wake of co, the body coroutine of L's state: the lines a resume reads first
  * (not the reset's registry, image and JIT fields), and those of the wait's call site (site:
- * LJX_SITE_HINTS addresses, or NULL). A hint: nothing is read but site. */
+ * LJX_SITE_HINTS addresses). A hint: nothing is read but site. */
 void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site);
 
 /* A state's image: the copy ljx_state_reset writes back. */
@@ -219,7 +219,7 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud);
  * chunk is not *chunk (then updated), the chunk's name to file (n bytes). Leaves all alone
  * when no Lua function called it, or when the call's bytecode address is *at (the last
  * one written; then updated). Whoever else writes line or file clears *at. With a new *at,
- * site (LJX_SITE_HINTS entries, or NULL) gets the call site's addresses for a waker. */
+ * site (LJX_SITE_HINTS entries) gets the call site's addresses for a waker. */
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
                       const void **at, _Atomic(const void *) *site);
 

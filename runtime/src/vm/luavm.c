@@ -1188,8 +1188,8 @@ int luavm_boot(actor *a)
     }
     ljx_gc_room(L, first_cycle_room(a->pid));
     collect_booted(a, fresh, heap_fresh_at(a->run.heap_cache));
-    atomic_store_explicit(&a->vm.warm_state, (void *)L, memory_order_relaxed);
-    atomic_store_explicit(&a->vm.warm_co, (void *)a->vm.co, memory_order_relaxed);
+    atomic_store_explicit(&a->warm.state, (void *)L, memory_order_relaxed);
+    atomic_store_explicit(&a->warm.co, (void *)a->vm.co, memory_order_relaxed);
     return bc.nargs;
 }
 
@@ -1201,8 +1201,7 @@ static void forget_state(actor *a)
     a->vm.L = NULL;
     a->vm.co = NULL;
     a->vm.image = NULL;
-    atomic_store_explicit(&a->vm.warm_state, NULL, memory_order_relaxed);
-    atomic_store_explicit(&a->vm.warm_co, NULL, memory_order_relaxed);
+    actor_warm_clear(&a->warm);
     a->vm.arena = NULL;
     a->vm.arena_lo = 0;
     a->vm.arena_span = 0;
@@ -1482,15 +1481,14 @@ static void reset_protected(lua_State *L, void *ud)
     }
 }
 
-_Static_assert(sizeof(((actor_vm *)0)->warm_site) == LJX_SITE_HINTS * sizeof(void *),
-               "an actor's call-site hints are vm/ljx.h's");
+_Static_assert(ACTOR_WARM_SITES == LJX_SITE_HINTS, "an actor's call-site hints are vm/ljx.h's");
 
 void luavm_warm(actor *a)
 {
-    void *L = atomic_load_explicit(&a->vm.warm_state, memory_order_relaxed);
-    void *co = atomic_load_explicit(&a->vm.warm_co, memory_order_relaxed);
+    void *L = atomic_load_explicit(&a->warm.state, memory_order_relaxed);
+    void *co = atomic_load_explicit(&a->warm.co, memory_order_relaxed);
     if (L && co)
-        ljx_wake_prefetch(L, co, a->vm.warm_site);
+        ljx_wake_prefetch(L, co, a->warm.site);
 }
 
 void luavm_release(actor *a)
