@@ -1,5 +1,6 @@
 /* End-to-end tests of the scheduler through the public API: Lua programs run as the
- * root actor and check their own results with assert, so a wrong result is exit status 1. */
+ * root actor and check their own results with assert, so a wrong result is exit status 1.
+ * One test also reaches into the core, through its test hook at an actor's death. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,12 @@
 #include <unistd.h>
 
 #include "smarm.h"
+
+#include "core/actor.h"
+#include "core/pg.h"
+#include "core/registry.h"
+#include "core/runtime.h"
+#include "core/scheduler.h"
 
 /* Runs code as the root actor of a fresh runtime; returns its exit status. */
 static int run_with(const char *code, int schedulers, uint32_t max_actors)
@@ -656,6 +663,65 @@ static void blocking_calls_move_actors_to_the_pool_and_back(void **state)
     smarm_runtime_free(rt);
 }
 
+/* A registration and a join of an actor that is dying, made after its inbox closed and before
+ * its slot reads DONE (the test hook runs them there, on the dying actor's thread): both
+ * succeed, since the actor is still alive, and its death must still release them. Before the
+ * death released names and groups after DONE, that window left the name on the dead actor's
+ * record, and the next actor spawned into it read as named ("already_named"). */
+static actor *raced_actor, *next_actor;
+static int raced_register = 99, raced_join = 99;
+
+static void register_while_dying(smarm_runtime *rt, actor *a)
+{
+    if (a->pid == rt->root_pid)
+        return;
+    if (raced_actor) {
+        if (!next_actor)
+            next_actor = a;
+        return;
+    }
+    raced_actor = a;
+    raced_register = registry_register(rt, "raced", a->pid);
+    raced_join = pg_join(rt, "raced", a->pid);
+}
+
+static void a_name_given_while_dying_is_released_with_the_actor(void **state)
+{
+    (void)state;
+    /* nothing looks the name or the group up before the next actor registers: a lookup
+     * finds the dead holder and drops the binding, which would hide what is checked */
+    const char *code = "local s = require 'smarm'\n"
+                       "local p, m = s.spawn_monitor(function() end)\n"
+                       "assert(m:recv(30), 'the actor ended')\n"
+                       "local q = s.spawn(function() require('smarm').recv() end)\n"
+                       "local ok, why = s.register('fresh', q)\n"
+                       "assert(ok, 'the next actor is not named: ' .. tostring(why))\n"
+                       "assert(s.whereis('raced') == nil, 'no name on a dead actor')\n"
+                       "assert(#s.pg.members('raced') == 0, 'no dead member')\n"
+                       "assert(s.register('raced'), 'the name is free')\n"
+                       "s.send(q, 'stop')\n";
+    smarm_config cfg;
+    smarm_config_init(&cfg);
+    cfg.schedulers = 1;
+    smarm_runtime *rt = NULL;
+    assert_int_equal(smarm_runtime_new(&cfg, &rt), 0);
+    raced_actor = next_actor = NULL;
+    sched_finalize_test_hook = register_while_dying;
+    int status = -1;
+    assert_int_equal(smarm_run_string(rt, code, 0, NULL, &status), 0);
+    sched_finalize_test_hook = NULL;
+    assert_non_null(raced_actor);
+    assert_int_equal(raced_register, REG_OK);
+    assert_int_equal(raced_join, 0);
+    /* the next actor took the dead one's record (one scheduler: its slot cache is LIFO) */
+    assert_ptr_equal(next_actor, raced_actor);
+    assert_int_equal(status, 0);
+    /* every actor has ended: no record holds a name or a join */
+    assert_null(raced_actor->names.name);
+    assert_int_equal(raced_actor->names.pg_joins, 0);
+    smarm_runtime_free(rt);
+}
+
 int main(void)
 {
     alarm(240);
@@ -682,6 +748,7 @@ int main(void)
         cmocka_unit_test(recv_inside_coroutine_wrap_parks_off_the_main_coroutine),
         cmocka_unit_test(crashing_actor_does_not_affect_others),
         cmocka_unit_test(actor_erroring_after_a_recv_park_reports_its_crash),
+        cmocka_unit_test(a_name_given_while_dying_is_released_with_the_actor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

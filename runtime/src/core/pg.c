@@ -1,10 +1,17 @@
 /* Process groups under one mutex: a hash table of groups, each an array of members
  * with the node and incarnation shape the distribution will need (a single
- * node for now). Liveness is read from slot words under the lock. */
+ * node for now). Liveness is read from slot words under the lock.
+ *
+ * A death takes the lock only when the actor is in a group: its finalize marks the slot
+ * DONE, then (after a full fence) reads the actor's count of joins; a join counts itself,
+ * then (after a full fence) reads the slot again and undoes itself if it finds DONE. One of
+ * the two sees the other's write, so no dead member is left and no count stays on the
+ * record for the next actor in it (core/registry.c does the same for names). */
 #include "base/critical.h"
 #include "core/pg.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +40,16 @@ struct pg {
     uint32_t incarnation;
     uint64_t rng;
 };
+
+/* An actor's count of joins: written under the lock, read by its finalize without it. */
+static inline uint32_t joins_of(const actor *a)
+{
+    return __atomic_load_n(&a->names.pg_joins, __ATOMIC_RELAXED);
+}
+static inline void set_joins(actor *a, uint32_t n)
+{
+    __atomic_store_n(&a->names.pg_joins, n, __ATOMIC_RELAXED);
+}
 
 static int alive(struct smarm_runtime *rt, uint64_t pid)
 {
@@ -85,8 +102,8 @@ static group **find(struct pg *g, const char *name)
 static void remove_at(struct smarm_runtime *rt, group *gr, uint32_t i)
 {
     actor *a = sched_actor(rt, gr->m[i].pid);
-    if (a && a->pid == gr->m[i].pid && a->names.pg_joins)
-        a->names.pg_joins--;
+    if (a && a->pid == gr->m[i].pid && joins_of(a))
+        set_joins(a, joins_of(a) - 1);
     gr->m[i] = gr->m[--gr->n];
 }
 
@@ -134,7 +151,15 @@ int pg_join(struct smarm_runtime *rt, const char *name, uint64_t pid)
         gr->cap = cap;
     }
     gr->m[gr->n++] = (member){pid, 0, g->incarnation};
-    a->names.pg_joins++;
+    set_joins(a, joins_of(a) + 1);
+    /* the death may have begun since alive(): if its finalize read no joins, it is this
+     * side that must see the slot DONE (see the top of the file) */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!alive(rt, pid)) {
+        remove_at(rt, gr, gr->n - 1);
+        drop_if_empty(g, p);
+        rc = -1;
+    }
 out:
     mutex_unlock(&g->lock);
     return rc;
@@ -229,11 +254,12 @@ static int leave_all(ht_node *n, void *ud)
 void pg_finalize(struct smarm_runtime *rt, actor *a)
 {
     struct pg *g = rt->pg;
-    if (!g || !a->names.pg_joins)
+    /* the caller marked a's slot DONE and fenced: a join still to come fails */
+    if (!g || !joins_of(a))
         return;
     mutex_lock(&g->lock);
     uint64_t pid = a->pid;
     hashtab_filter(&g->groups, leave_all, &pid);
-    a->names.pg_joins = 0;
+    set_joins(a, 0);
     mutex_unlock(&g->lock);
 }

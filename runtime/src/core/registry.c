@@ -1,11 +1,18 @@
 /* Names: a hash table (base/hashtab.h) from name to pid under one mutex. Liveness is
  * read from the slot word (atomic) under the lock, so no other lock nests in it;
  * bindings to dead actors are dropped at their death and, should one race
- * that, on contact. */
+ * that, on contact.
+ *
+ * A death does not take the lock unless the actor holds a name. Its finalize marks the
+ * slot DONE, then (after a full fence) reads the actor's name; a registration of that
+ * actor writes the name, then (after a full fence) reads the slot again and undoes
+ * itself if it finds DONE. Of two such sides one sees the other's write, so a name is
+ * never left on a dead actor's record (the next actor in it would read as named). */
 #include "base/critical.h"
 #include "core/registry.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +42,16 @@ static int alive(struct smarm_runtime *rt, uint64_t pid)
         return 0;
     uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
     return slot_word_gen(w) == pid_gen(pid) && slot_word_state(w) != SLOT_DONE;
+}
+
+/* The actor's name pointer: written under the lock, read by its finalize without it. */
+static inline char *name_of(const actor *a)
+{
+    return __atomic_load_n(&a->names.name, __ATOMIC_RELAXED);
+}
+static inline void set_name(actor *a, char *name)
+{
+    __atomic_store_n(&a->names.name, name, __ATOMIC_RELAXED);
 }
 
 static void free_binding(ht_node *n) { free(n); }
@@ -74,9 +91,10 @@ static void drop(struct smarm_runtime *rt, struct registry *r, binding **p)
 {
     binding *b = (binding *)hashtab_unlink(&r->names, (ht_node **)p);
     actor *a = sched_actor(rt, b->pid);
-    if (a && a->names.name && strcmp(a->names.name, b->name) == 0) {
-        free(a->names.name);
-        a->names.name = NULL;
+    char *own = a ? name_of(a) : NULL;
+    if (own && strcmp(own, b->name) == 0) {
+        set_name(a, NULL);
+        free(own);
     }
     free(b);
 }
@@ -97,7 +115,7 @@ static int bind(struct registry *r, const char *name, uint32_t h, actor *a, uint
     b->node.hash = h;
     b->node.key = b->name;
     hashtab_insert(&r->names, &b->node);
-    a->names.name = own;
+    set_name(a, own);
     return REG_OK;
 }
 
@@ -115,12 +133,19 @@ int registry_register(struct smarm_runtime *rt, const char *name, uint64_t pid)
         rc = REG_TAKEN;
     } else if (!a || !alive(rt, pid)) {
         rc = REG_DEAD;
-    } else if (a->names.name) {
+    } else if (name_of(a)) {
         rc = REG_NAMED;
     } else {
         if (*p)
             drop(rt, r, p); /* the last holder died: the name heals */
         rc = bind(r, name, h, a, pid);
+        /* the death may have begun since alive(): if its finalize read no name, it is
+         * this side that must see the slot DONE (see the top of the file) */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (rc == REG_OK && !alive(rt, pid)) {
+            drop(rt, r, find(r, name, h));
+            rc = REG_DEAD;
+        }
     }
     mutex_unlock(&r->lock);
     return rc;
@@ -177,15 +202,17 @@ uint64_t registry_whereis(struct smarm_runtime *rt, const char *name)
 void registry_finalize(struct smarm_runtime *rt, actor *a)
 {
     struct registry *r = rt->registry;
-    if (!r)
+    /* the caller marked a's slot DONE and fenced: a registration still to come fails */
+    if (!r || !name_of(a))
         return;
     mutex_lock(&r->lock);
-    if (a->names.name) {
-        binding **p = find(r, a->names.name, hashtab_hash(a->names.name));
+    char *name = name_of(a);
+    if (name) {
+        set_name(a, NULL);
+        binding **p = find(r, name, hashtab_hash(name));
         if (*p && (*p)->pid == a->pid)
             drop(rt, r, p);
-        free(a->names.name);
-        a->names.name = NULL;
+        free(name);
     }
     mutex_unlock(&r->lock);
 }
@@ -195,8 +222,8 @@ void registry_name_of(struct smarm_runtime *rt, actor *a, char *buf, unsigned le
     struct registry *r = rt->registry;
     buf[0] = 0;
     mutex_lock(&r->lock);
-    if (a->names.name) {
-        strncpy(buf, a->names.name, len - 1);
+    if (name_of(a)) {
+        strncpy(buf, name_of(a), len - 1);
         buf[len - 1] = 0;
     }
     mutex_unlock(&r->lock);

@@ -933,24 +933,36 @@ static enum exit_class exit_class_of(const actor *a)
     return ENDED_OTHER;
 }
 
+void (*sched_finalize_test_hook)(smarm_runtime *rt, actor *a);
+
 static void finalize(smarm_runtime *rt, actor *a)
 {
     enum exit_class why = exit_class_of(a);
     atomic_fetch_add_explicit(&rt->exits[why], 1, memory_order_relaxed);
     if (TRACE_ON(rt)) {
         trace_rec(sched_current(), TRACE_EXIT, a->pid, 0, 0, why);
-        if (a->names.name)
-            trace_keep_name(rt, a->pid, a->names.name);
+        /* copied under the registry's lock: another actor may unregister it meanwhile (a
+         * slice title keeps its first 255 bytes) */
+        char name[256];
+        registry_name_of(rt, a, name, sizeof name);
+        if (name[0])
+            trace_keep_name(rt, a->pid, name);
     }
     uint32_t idx = pid_index(a->pid), gen = pid_gen(a->pid);
     slot *sl = slot_at(&rt->slots, idx);
     /* the order matters to whoever a notice wakes: by the time a monitor or a
      * link hears of the death, sends to the pid fail, its name and groups are
-     * free and the slot reads DONE; the slot is reused only after all of it */
+     * free and the slot reads DONE; the slot is reused only after all of it.
+     * The name and groups go after DONE, past a full fence: a registration or a
+     * join of this pid that began before then either is seen here or sees DONE
+     * and undoes itself (core/registry.c), and an actor with neither takes no lock */
     mailbox_close(&a->inbox);
+    if (__builtin_expect(sched_finalize_test_hook != NULL, 0))
+        sched_finalize_test_hook(rt, a);
+    slot_set_done(sl, gen);
+    atomic_thread_fence(memory_order_seq_cst);
     registry_finalize(rt, a);
     pg_finalize(rt, a);
-    slot_set_done(sl, gen);
     stab_finalize(rt, a);
     exit_finalize(rt, a);
     free(a->vm.boot);

@@ -236,6 +236,9 @@ void sched_abandon_overflowed(actor *a);
 /* Requests a stop of pid (root-exit sweep): it ends at its next wait, reported as killed. */
 void sched_stop(smarm_runtime *rt, uint64_t pid, int how);
 actor *sched_actor(smarm_runtime *rt, uint64_t pid); /* NULL if index out of range */
+/* Tests only (NULL otherwise): called at an actor's death on the thread that ends it, after
+ * its inbox closed and before its slot reads DONE, its name and its groups are released. */
+extern void (*sched_finalize_test_hook)(smarm_runtime *rt, actor *a);
 /* Stops every live actor with how: STOP_SWEEP at the root's exit (reason "shutdown"), STOP_KILL
  * for a second SIGINT/SIGTERM. */
 void sched_sweep(smarm_runtime *rt, int how);
