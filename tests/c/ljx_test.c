@@ -556,6 +556,47 @@ static int note_where(lua_State *L)
 
 static const void *site(int i) { return atomic_load(&where.site[i]); }
 
+/* After the call, the first table constructor's template and its node part: what a message
+ * loop's reply (`send(next, {hop = k + 1})`) copies next, hinted so that a waker asks for
+ * them; none when no constructor follows. */
+static void caller_where_hints_the_template_of_the_reply_after_the_call(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    lua_register(L, "note_where", note_where);
+    memset(&where, 0, sizeof where);
+    static const char code[] = "local function f(k)\n"
+                               "  if k == 1 then note_where() return {hop = k + 1} end\n"
+                               "  note_where() return k\n"
+                               "end\n"
+                               "local util = require 'jit.util'\n"
+                               "for i = -1, -20, -1 do\n"
+                               "  local c = util.funck(f, i)\n"
+                               "  if type(c) == 'table' then return f, c end\n"
+                               "end\n";
+    assert_int_equal(luaL_loadbuffer(L, code, strlen(code), "=template"), 0);
+    lua_call(L, 0, 2);
+    const void *tpl = lua_topointer(L, -1);
+    assert_non_null(tpl);
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 1);
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "hop");
+    assert_int_equal(lua_tointeger(L, -1), 2);
+    lua_pop(L, 2);
+    assert_ptr_equal(site(LJX_SITE_TEMPLATE), tpl);
+    assert_non_null(site(LJX_SITE_TEMPLATE_NODE));
+    assert_ptr_not_equal(site(LJX_SITE_TEMPLATE_NODE), tpl);
+    /* the other call site: no constructor after it */
+    lua_pushinteger(L, 2);
+    lua_call(L, 1, 1);
+    assert_null(site(LJX_SITE_TEMPLATE));
+    assert_null(site(LJX_SITE_TEMPLATE_NODE));
+    lua_close(L);
+}
+
 static void caller_where_fills_the_site_hints_when_the_site_changes(void **state)
 {
     (void)state;
@@ -710,6 +751,7 @@ int main(void)
         cmocka_unit_test(short_strings_are_the_bytes_asked_for),
         cmocka_unit_test(short_strings_sharing_a_slot_both_stay),
         cmocka_unit_test(caller_where_fills_the_site_hints_when_the_site_changes),
+        cmocka_unit_test(caller_where_hints_the_template_of_the_reply_after_the_call),
         cmocka_unit_test(cycle_sweeps_strings_only_after_new_ones),
         cmocka_unit_test(strings_survive_cycles_that_skip_their_sweep),
     };

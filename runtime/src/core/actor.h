@@ -156,7 +156,7 @@ typedef struct actor_vm {
  * Lua code (vm/ljx.h's LJX_SITE_HINTS addresses). Only prefetched, so a stale value does no
  * harm; atomic, since that thread may read them while the actor's own thread sets them (or
  * a stale timer of the slot's last tenant while a spawn clears them). */
-#define ACTOR_WARM_SITES 4
+#define ACTOR_WARM_SITES 6 /* with state and co: one cache line */
 typedef struct actor_warm {
     _Atomic(void *) state;
     _Atomic(void *) co;

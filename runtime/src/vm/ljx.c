@@ -766,6 +766,20 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
     return st;
 }
 
+/* The template table of the first TDUP (a table constructor with constant keys) among the
+ * few instructions from pc on, or NULL: what a message loop's reply copies after its wait. */
+#define SITE_SCAN 16
+static const GCtab *site_template(const GCproto *pt, const BCIns *pc)
+{
+    const BCIns *end = proto_bc(pt) + pt->sizebc;
+    for (int i = 0; i < SITE_SCAN && pc + i < end; i++) {
+        BCIns ins = pc[i];
+        if (bc_op(ins) == BC_TDUP)
+            return gco2tab(proto_kgc(pt, ~(ptrdiff_t)bc_d(ins)));
+    }
+    return NULL;
+}
+
 /* From inside a C function called from Lua: the calling Lua function's chunk and line,
  * straight from the frame (lua_getstack and lua_getinfo cost a thousand instructions more,
  * most of it formatting a name that rarely changes). The name is formatted only when the
@@ -794,6 +808,10 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
     atomic_store_explicit(&site[LJX_SITE_FN], (const void *)fn, memory_order_relaxed);
     atomic_store_explicit(&site[LJX_SITE_FRAME], (const void *)(frame_prevl(f) - 1),
                           memory_order_relaxed);
+    const GCtab *tpl = site_template(pt, pc);
+    atomic_store_explicit(&site[LJX_SITE_TEMPLATE], (const void *)tpl, memory_order_relaxed);
+    atomic_store_explicit(&site[LJX_SITE_TEMPLATE_NODE],
+                          tpl ? (const void *)noderef(tpl->node) : NULL, memory_order_relaxed);
     BCPos pos = proto_bcpos(pt, pc) - 1;
     *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;
     GCstr *name = proto_chunkname(pt);
@@ -901,7 +919,7 @@ void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site)
     GG_State *gg = (GG_State *)(void *)L;
     /* first: a core keeps a few dozen misses in flight and drops the prefetches past them (a
      * hint not set yet is NULL: a prefetch never faults) */
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int i = 0; i < LJX_SITE_HINTS; i++)
         __builtin_prefetch(atomic_load_explicit(&site[i], memory_order_relaxed), 0);
     /* issued in this order: the compiler would mix them with the ones below */

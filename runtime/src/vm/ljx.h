@@ -98,8 +98,18 @@ void ljx_state_prefetch(lua_State *L);
 /* Where a wait returns to in its Lua caller (ljx_caller_where fills them in): the call's
  * bytecode address, its prototype's constants pointer, the calling function and its frame
  * slot. The return from the wait reads those four lines first, cold in a woken actor of
- * many. Hints only. */
-enum { LJX_SITE_PC, LJX_SITE_PROTO, LJX_SITE_FN, LJX_SITE_FRAME, LJX_SITE_HINTS };
+ * many. Then the template of the first table constructor after the call (`{hop = k + 1}`)
+ * and its node part, which the constructor copies: two misses one after the other in a
+ * message loop that builds its reply. Hints only (NULL: none). */
+enum {
+    LJX_SITE_PC,
+    LJX_SITE_PROTO,
+    LJX_SITE_FN,
+    LJX_SITE_FRAME,
+    LJX_SITE_TEMPLATE,
+    LJX_SITE_TEMPLATE_NODE,
+    LJX_SITE_HINTS
+};
 
 /* The same for a wake of co, the body coroutine of L's state: the lines a resume reads first
  * (not the reset's registry, image and JIT fields), and those of the wait's call site (site:
