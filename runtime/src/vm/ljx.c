@@ -784,6 +784,10 @@ static const GCtab *site_template(const GCproto *pt, const BCIns *pc)
  * straight from the frame (lua_getstack and lua_getinfo cost a thousand instructions more,
  * most of it formatting a name that rarely changes). The name is formatted only when the
  * chunk is another than *chunk. */
+static void caller_where_changed(cTValue *f, const BCIns *pc, const void **chunk, char *file,
+                                 size_t n, int32_t *line, const void **at,
+                                 _Atomic(const void *) *site);
+
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
                       const void **at, _Atomic(const void *) *site)
 {
@@ -796,6 +800,15 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
      * untouched */
     if ((const void *)pc == *at)
         return;
+    caller_where_changed(f, pc, chunk, file, n, line, at, site);
+}
+
+/* The rest, out of line: inlined, it made every wait save the registers it needs. */
+static __attribute__((noinline)) void caller_where_changed(cTValue *f, const BCIns *pc,
+                                                           const void **chunk, char *file, size_t n,
+                                                           int32_t *line, const void **at,
+                                                           _Atomic(const void *) *site)
+{
     GCfunc *fn = frame_func(frame_prevl(f));
     if (!isluafunc(fn))
         return;
