@@ -33,6 +33,13 @@ static void run(lua_State *L, const char *code)
         fail_msg("%s: %s", code, lua_tostring(L, -1));
 }
 
+/* Runs code as a chunk named name, leaving its nres results on the stack. */
+static void run_named(lua_State *L, const char *code, const char *name, int nres)
+{
+    assert_int_equal(luaL_loadbuffer(L, code, strlen(code), name), 0);
+    lua_call(L, 0, nres);
+}
+
 /* Run code that must return true. */
 static void check(lua_State *L, const char *code)
 {
@@ -575,8 +582,7 @@ static void caller_where_hints_the_template_of_the_reply_after_the_call(void **s
                                "  local c = util.funck(f, i)\n"
                                "  if type(c) == 'table' then return f, c end\n"
                                "end\n";
-    assert_int_equal(luaL_loadbuffer(L, code, strlen(code), "=template"), 0);
-    lua_call(L, 0, 2);
+    run_named(L, code, "=template", 2);
     const void *tpl = lua_topointer(L, -1);
     assert_non_null(tpl);
     lua_pop(L, 1);
@@ -613,8 +619,7 @@ static void caller_where_fills_the_site_hints_when_the_site_changes(void **state
                                "  if k == 1 then note_where() else\n"
                                "  note_where() end\n"
                                "end";
-    assert_int_equal(luaL_loadbuffer(L, code, strlen(code), "=sites"), 0);
-    lua_call(L, 0, 1);
+    run_named(L, code, "=sites", 1);
     const void *fn = lua_topointer(L, -1);
     lua_pushvalue(L, -1);
     lua_pushinteger(L, 1);

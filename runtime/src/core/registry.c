@@ -222,8 +222,9 @@ void registry_name_of(struct smarm_runtime *rt, actor *a, char *buf, unsigned le
     struct registry *r = rt->registry;
     buf[0] = 0;
     mutex_lock(&r->lock);
-    if (name_of(a)) {
-        strncpy(buf, name_of(a), len - 1);
+    const char *name = name_of(a);
+    if (name) {
+        strncpy(buf, name, len - 1);
         buf[len - 1] = 0;
     }
     mutex_unlock(&r->lock);
