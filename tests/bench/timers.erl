@@ -10,12 +10,12 @@ main(Args) ->
     N = bench_args:arg(Args, 1, 100000),
     Self = self(),
     T0 = erlang:monotonic_time(nanosecond),
-    [spawn(fun() -> sleeper(Self) end) || _ <- lists:seq(1, N)],
+    spawn_sleepers(Self, N),
     Late = collect(N, 0),
     SleepMs = (erlang:monotonic_time(nanosecond) - T0) / 1.0e6,
     Sink = spawn(fun() -> sink(Self, N) end),
     T1 = erlang:monotonic_time(nanosecond),
-    [erlang:send_after(1, Sink, I) || I <- lists:seq(1, N)],
+    send_afters(Sink, 1, N),
     receive all -> ok end,
     SendMs = (erlang:monotonic_time(nanosecond) - T1) / 1.0e6,
     io:format("sleep: ~p processes x 10 ms in ~.1f ms, mean lateness ~.3f ms~n",
@@ -23,6 +23,18 @@ main(Args) ->
     io:format("send_after: ~p timers to one process in ~.1f ms~n", [N, SendMs]),
     io:format("RESULT total_ms=~.1f~n", [SleepMs + SendMs]),
     erlang:halt(0).
+
+%% Counted loops, as the Lua side's: a list comprehension would also build the
+%% list of N integers and the list of N results, work the Lua side does not do.
+spawn_sleepers(_Self, 0) -> ok;
+spawn_sleepers(Self, K) ->
+    spawn(fun() -> sleeper(Self) end),
+    spawn_sleepers(Self, K - 1).
+
+send_afters(_Sink, I, N) when I > N -> ok;
+send_afters(Sink, I, N) ->
+    erlang:send_after(1, Sink, I),
+    send_afters(Sink, I + 1, N).
 
 sleeper(Parent) ->
     T0 = erlang:monotonic_time(nanosecond),

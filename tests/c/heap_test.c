@@ -1,8 +1,8 @@
 /* Tests of the actor heap allocator: class boundaries and alignment, fresh blocks
  * within as few cache lines as they can, realloc keeping contents, magazines moving
  * between threads through the depot without fresh memory, callers without a cache,
- * two threads churning at once, and heap_owns (run under the tsan and asan flavours
- * too). */
+ * two threads churning at once, heap_owns, and a wire buffer made of heap blocks (run
+ * under the tsan and asan flavours too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/heap.h"
+#include "base/wire.h"
 
 static void *alloc(heap *h, heap_cache *c, size_t n) { return heap_realloc(h, c, NULL, 0, n); }
 static void release(heap *h, heap_cache *c, void *p, size_t n) { heap_realloc(h, c, p, n, 0); }
@@ -168,6 +169,47 @@ static void callers_without_a_cache_use_the_depot(void **state)
     heap_destroy(&h);
 }
 
+/* A wire buffer of heap blocks (a spawn payload) grows through the classes and past them,
+ * keeping its bytes; fitted to its length it is freed as a block of that length, which goes
+ * back to the freeing thread's cache. */
+static void a_heap_wire_buffer_grows_in_heap_blocks_and_frees_to_the_heap(void **state)
+{
+    (void)state;
+    heap h;
+    heap_cache c = {0}, other = {0};
+    heap_init(&h);
+    wire_buf b;
+    wire_buf_init_heap(&b, &h, &c);
+    for (int i = 0; i < 6000; i++) { /* 64, 128, ... 4096 bytes, then 8192: malloc's */
+        unsigned char x = (unsigned char)(i * 7);
+        assert_int_equal(wire_buf_append(&b, &x, 1), 0);
+        assert_true(b.cap >= b.len);
+    }
+    assert_true(b.cap > HEAP_MAX_SMALL);
+    for (int i = 0; i < 6000; i++)
+        assert_int_equal((unsigned char)b.data[i], (unsigned char)(i * 7));
+    /* fitted back under the classes: a heap block again, bytes kept */
+    char *fit = heap_realloc(b.heap, b.cache, b.data, b.cap, 100);
+    assert_non_null(fit);
+    b.data = fit;
+    b.len = b.cap = 100;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal((unsigned char)b.data[i], (unsigned char)(i * 7));
+    /* freed on another thread (its cache): that cache hands the block out next */
+    b.cache = &other;
+    wire_buf_free(&b);
+    assert_null(b.data);
+    assert_ptr_equal(alloc(&h, &other, 100), fit);
+    release(&h, &other, fit, 100);
+    /* emptied, it is still a heap buffer */
+    assert_int_equal(wire_buf_append(&b, "x", 1), 0);
+    assert_true(heap_owns(b.data));
+    wire_buf_free(&b);
+    heap_cache_flush(&h, &c);
+    heap_cache_flush(&h, &other);
+    heap_destroy(&h);
+}
+
 struct churn {
     heap *h;
     unsigned seed;
@@ -268,6 +310,7 @@ int main(void)
         cmocka_unit_test(callers_without_a_cache_use_the_depot),
         cmocka_unit_test(two_threads_churning_never_share_a_block),
         cmocka_unit_test(heap_owns_its_small_blocks_only),
+        cmocka_unit_test(a_heap_wire_buffer_grows_in_heap_blocks_and_frees_to_the_heap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

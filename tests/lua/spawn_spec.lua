@@ -215,4 +215,35 @@ describe("exit", function()
       end, smarm.self())
       assert.are.equal("before", smarm.recv(5))
    end)
+   it("carries arguments of any size, and drops those of an actor killed before it ran", function()
+      -- the payload (the function's bytecode and its arguments) is a block of the actor heap:
+      -- it grows through the size classes and past them (malloc's), and is fitted to its length
+      local self = smarm.self()
+      for _, n in ipairs({ 0, 1, 60, 61, 200, 500, 1000, 3000, 3900, 4000, 4100, 5000, 70000 }) do
+         smarm.spawn(function(parent, str, k)
+            local sm = require "smarm"
+            sm.send(parent, { len = #str, ok = str == string.rep("x", k) })
+         end, self, string.rep("x", n), n)
+         assert.are.same({ len = n, ok = true }, assert(smarm.recv(5)))
+      end
+      -- killed while queued, before their boot: the payload and the channel it carries are
+      -- let go (the channel's last sender gone, its receiver reads closed)
+      for _, n in ipairs({ 10, 3000, 70000 }) do
+         local tx, rx = smarm.channel()
+         local pid, mon = smarm.spawn_monitor(function(t, str)
+            t:send(#str)
+         end, tx, string.rep("y", n))
+         tx = nil
+         collectgarbage()
+         smarm.kill(pid)
+         local reason = assert(mon:recv(5)).reason
+         assert.is_truthy(reason == "killed" or reason == "normal")
+         local got = { rx:recv(5) }
+         if reason == "killed" then
+            assert.are.same({ nil, "closed" }, got)
+         else
+            assert.are.same({ n }, got)
+         end
+      end
+   end)
 end)

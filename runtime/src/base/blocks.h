@@ -2,7 +2,11 @@
  * size per thread, as glibc's per-thread cache would hand them out without its size classes
  * and checks. Messages take them (most are one 64-byte node) and so do channels (a
  * gen_server call makes one: calloc and free were 400 of its instructions). A block freed on
- * another thread joins that thread's list; a thread's lists go back to malloc when it ends. */
+ * another thread joins that thread's list. A list that is full goes whole to a depot shared
+ * by the process, and a thread whose list ran dry takes one from there before it asks
+ * malloc: messages sent from one scheduler to actors of another (a server's requests) come
+ * back to their maker's side by whole lists, where glibc took one of its arena locks per
+ * block on both sides. A thread's lists go back to malloc when it ends. */
 #ifndef SMARM_BASE_BLOCKS_H
 #define SMARM_BASE_BLOCKS_H
 
@@ -28,8 +32,14 @@ typedef struct blocks_tls {
 extern __thread blocks_tls blocks_mine __attribute__((tls_model("initial-exec")));
 
 /* blocks_put off its fast path: registers the thread's lists for the drain at its end, or
- * frees b (its list is full, or the registration failed). */
+ * hands the full list to the depot and starts a new one with b, or frees b (the depot is
+ * full, or the registration failed). */
 void blocks_put_slow(void *b, block_list *l);
+/* blocks_get off its fast path (the thread's list is empty): a list from the depot, or
+ * malloc's block of the class. */
+void *blocks_get_slow(int k);
+/* Blocks malloc gave this module so far (all threads; for tests). */
+size_t blocks_malloced(void);
 
 /* The list for a block of n bytes (n <= BLOCK_LARGE). */
 static inline int blocks_class(size_t n) { return n > BLOCK_SMALL; }
@@ -45,7 +55,7 @@ static inline void *blocks_get(size_t n)
         l->n--;
         return b;
     }
-    return malloc(k ? BLOCK_LARGE : BLOCK_SMALL);
+    return blocks_get_slow(k);
 }
 
 static inline void blocks_push(block_list *l, void *b)

@@ -26,6 +26,7 @@
  * objects and turns the prefix into 0x0f; wire_release drops those of a message freed undelivered.
  */
 #include "base/wire.h"
+#include "base/heap.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,10 +52,26 @@ void wire_buf_init(wire_buf *b)
 {
     b->data = NULL;
     b->len = b->cap = 0;
+    b->heap = NULL;
+    b->cache = NULL;
+}
+
+void wire_buf_init_heap(wire_buf *b, heap *h, heap_cache *cache)
+{
+    wire_buf_init(b);
+    b->heap = h;
+    b->cache = cache;
 }
 
 void wire_buf_free(wire_buf *b)
 {
+    if (b->heap) {
+        if (b->data)
+            heap_free(b->heap, b->cache, b->data, b->cap);
+        b->data = NULL;
+        b->len = b->cap = 0;
+        return;
+    }
     free(b->data);
     wire_buf_init(b);
 }
@@ -68,7 +85,8 @@ int wire_buf_grow(wire_buf *b, size_t n)
     size_t cap = b->cap ? b->cap : 64;
     while (cap - b->len < n)
         cap *= 2;
-    char *p = realloc(b->data, cap);
+    char *p =
+        b->heap ? heap_realloc(b->heap, b->cache, b->data, b->cap, cap) : realloc(b->data, cap);
     if (p == NULL)
         return -1;
     b->data = p;

@@ -40,13 +40,23 @@ enum wire_tag {
     WIRE_FIXINT_MAX = 127,
 };
 
-/* A growable byte buffer (malloc/realloc). Zero-initialised is a valid empty buffer. */
+/* A growable byte buffer: malloc/realloc's memory, or blocks of an actor heap (a spawn
+ * payload, made on one scheduler thread and freed on another: base/heap.h moves such blocks
+ * between threads by whole magazines, where glibc's arenas took a lock per block).
+ * Zero-initialised is a valid empty malloc buffer. */
+struct heap;
+struct heap_cache;
 typedef struct wire_buf {
     char *data;
-    size_t len, cap;
+    size_t len, cap;   /* a heap buffer's data is a block of cap bytes */
+    struct heap *heap; /* NULL: malloc's */
+    struct heap_cache *cache;
 } wire_buf;
 
 void wire_buf_init(wire_buf *b);
+/* An empty buffer whose blocks come from h through the calling thread's cache (as
+ * heap_alloc's: NULL off the schedulers). */
+void wire_buf_init_heap(wire_buf *b, struct heap *h, struct heap_cache *cache);
 void wire_buf_free(wire_buf *b);  /* frees data; the buffer is empty and reusable after */
 void wire_buf_reset(wire_buf *b); /* len = 0, keeps the memory */
 /* Appends n bytes; 0, or -1 when out of memory. */

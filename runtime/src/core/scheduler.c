@@ -832,6 +832,17 @@ int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *pa
     return 0;
 }
 
+void sched_drop_payload(actor *a, heap_cache *cache)
+{
+    if (!a->vm.boot)
+        return;
+    if (a->vm.boot_kind == BOOT_FUNC)
+        heap_free(&a->rt->heap, cache, a->vm.boot, a->vm.boot_len);
+    else
+        free(a->vm.boot);
+    a->vm.boot = NULL;
+}
+
 int sched_send(smarm_runtime *rt, uint64_t pid, msg *m)
 {
     actor *a = sched_actor(rt, pid);
@@ -965,8 +976,8 @@ static void finalize(smarm_runtime *rt, actor *a)
     pg_finalize(rt, a);
     stab_finalize(rt, a);
     exit_finalize(rt, a);
-    free(a->vm.boot);
-    a->vm.boot = NULL;
+    /* the cache of whichever thread this is may not be the actor's last: the depot's */
+    sched_drop_payload(a, NULL);
 #if defined(SMARM_TSAN)
     if (a->run.fiber) {
         __tsan_destroy_fiber(a->run.fiber);

@@ -175,6 +175,10 @@ int64_t sched_reserve_slot(smarm_runtime *rt);
 void sched_unreserve_slot(smarm_runtime *rt, int64_t idx);
 int sched_spawn_reserved(smarm_runtime *rt, int64_t idx, int boot_kind, char *payload, size_t len,
                          spawn_opts *opts, uint64_t parent, uint64_t *pid_out);
+/* Frees a's spawn payload, if it still holds one: a BOOT_FUNC payload is a block of the
+ * runtime's heap of exactly its length (lib/smarm_lua.c makes it), returned through cache
+ * (the calling thread's, or NULL: the depot); the others are malloc's. */
+void sched_drop_payload(actor *a, struct heap_cache *cache);
 /* Delivers m to pid's inbox and wakes it. 0, or -1 if pid is dead (m freed). */
 int sched_send(smarm_runtime *rt, uint64_t pid, msg *m);
 /* Wakes pid if it is parked (enqueues it); a stale or running pid is left alone. */

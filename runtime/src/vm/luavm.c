@@ -1116,8 +1116,7 @@ void luavm_drop_boot(actor *a)
         uint32_t bclen = rd_u32(a->vm.boot);
         wire_release(a->vm.boot + 4 + bclen, a->vm.boot_len - 4 - bclen);
     }
-    free(a->vm.boot);
-    a->vm.boot = NULL;
+    sched_drop_payload(a, a->run.heap_cache); /* it runs on this thread */
 }
 
 static lua_State *pool_take(actor *a);
