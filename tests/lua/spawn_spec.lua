@@ -233,7 +233,7 @@ describe("exit", function()
          local pid, mon = smarm.spawn_monitor(function(t, str)
             t:send(#str)
          end, tx, string.rep("y", n))
-         tx = nil
+         tx = nil -- luacheck: ignore 311 (dropped for the collection below)
          collectgarbage()
          smarm.kill(pid)
          local reason = assert(mon:recv(5)).reason
