@@ -6,6 +6,44 @@
 
 #include "base/critical.h"
 
+__thread blocks_tls blocks_mine __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t blocks_key;
+static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
+static int blocks_key_ok;
+
+/* The thread's end: its lists go back to malloc. */
+static void blocks_drain(void *p)
+{
+    blocks_tls *t = p;
+    for (int k = 0; k < 2; k++) {
+        while (t->lists[k].head) {
+            void *b = t->lists[k].head;
+            t->lists[k].head = *(void **)b;
+            free(b);
+        }
+        t->lists[k].n = 0;
+    }
+    t->registered = 0; /* a later put in another destructor registers again */
+}
+
+static void blocks_key_make(void)
+{
+    blocks_key_ok = pthread_key_create(&blocks_key, blocks_drain) == 0;
+}
+
+/* Whether the thread's lists are drained at its end (registering them if not yet): a thread
+ * keeps no block in them before. */
+static int registered(void)
+{
+    if (!blocks_mine.registered) {
+        pthread_once(&blocks_once, blocks_key_make);
+        if (blocks_key_ok && pthread_setspecific(blocks_key, &blocks_mine) == 0)
+            blocks_mine.registered = 1;
+    }
+    return blocks_mine.registered;
+}
+
 /* Full lists a thread gave up, per size, linked through the second word of their first
  * block; at most DEPOT_MAX of each (about 2 MB of 128-byte blocks), past which a full
  * list's blocks go back to malloc one by one as before. */
@@ -17,7 +55,6 @@ static struct {
 } depot = {PTHREAD_MUTEX_INITIALIZER, {NULL, NULL}, {0, 0}};
 
 static _Atomic size_t malloced;
-static int registered(void);
 
 size_t blocks_malloced(void) { return atomic_load_explicit(&malloced, memory_order_relaxed); }
 
@@ -67,44 +104,6 @@ void *blocks_get_slow(int k)
     }
     atomic_fetch_add_explicit(&malloced, 1, memory_order_relaxed);
     return malloc(k ? BLOCK_LARGE : BLOCK_SMALL);
-}
-
-__thread blocks_tls blocks_mine __attribute__((tls_model("initial-exec")));
-
-static pthread_key_t blocks_key;
-static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
-static int blocks_key_ok;
-
-/* The thread's end: its lists go back to malloc. */
-static void blocks_drain(void *p)
-{
-    blocks_tls *t = p;
-    for (int k = 0; k < 2; k++) {
-        while (t->lists[k].head) {
-            void *b = t->lists[k].head;
-            t->lists[k].head = *(void **)b;
-            free(b);
-        }
-        t->lists[k].n = 0;
-    }
-    t->registered = 0; /* a later put in another destructor registers again */
-}
-
-static void blocks_key_make(void)
-{
-    blocks_key_ok = pthread_key_create(&blocks_key, blocks_drain) == 0;
-}
-
-/* Whether the thread's lists are drained at its end (registering them if not yet): a thread
- * keeps no block in them before. */
-static int registered(void)
-{
-    if (!blocks_mine.registered) {
-        pthread_once(&blocks_once, blocks_key_make);
-        if (blocks_key_ok && pthread_setspecific(blocks_key, &blocks_mine) == 0)
-            blocks_mine.registered = 1;
-    }
-    return blocks_mine.registered;
 }
 
 void blocks_put_slow(void *b, block_list *l)

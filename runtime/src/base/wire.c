@@ -65,15 +65,24 @@ void wire_buf_init_heap(wire_buf *b, heap *h, heap_cache *cache)
 
 void wire_buf_free(wire_buf *b)
 {
-    if (b->heap) {
-        if (b->data)
-            heap_free(b->heap, b->cache, b->data, b->cap);
-        b->data = NULL;
-        b->len = b->cap = 0;
-        return;
-    }
-    free(b->data);
-    wire_buf_init(b);
+    if (!b->heap)
+        free(b->data);
+    else if (b->data)
+        heap_free(b->heap, b->cache, b->data, b->cap);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+int wire_buf_fit(wire_buf *b)
+{
+    if (!b->heap || !b->data || b->len == b->cap)
+        return 0;
+    char *p = heap_realloc(b->heap, b->cache, b->data, b->cap, b->len);
+    if (!p)
+        return -1;
+    b->data = p;
+    b->cap = b->len;
+    return 0;
 }
 
 void wire_buf_reset(wire_buf *b) { b->len = 0; }

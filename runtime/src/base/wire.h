@@ -57,7 +57,11 @@ void wire_buf_init(wire_buf *b);
 /* An empty buffer whose blocks come from h through the calling thread's cache (as
  * heap_alloc's: NULL off the schedulers). */
 void wire_buf_init_heap(wire_buf *b, struct heap *h, struct heap_cache *cache);
-void wire_buf_free(wire_buf *b);  /* frees data; the buffer is empty and reusable after */
+void wire_buf_free(wire_buf *b); /* frees data; the buffer is empty and reusable after */
+/* Makes a heap buffer's block exactly len bytes (cap = len: freed as a block of its length,
+ * as a spawn payload is); the same block when len is in cap's size class. 0, or -1 when out of
+ * memory (the buffer unchanged). A malloc buffer is left as it is. */
+int wire_buf_fit(wire_buf *b);
 void wire_buf_reset(wire_buf *b); /* len = 0, keeps the memory */
 /* Appends n bytes; 0, or -1 when out of memory. */
 int wire_buf_append(wire_buf *b, const void *p, size_t n);

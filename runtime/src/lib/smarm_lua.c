@@ -25,7 +25,6 @@
 #include "core/runtime.h"
 #include "core/chan.h"
 #include "core/exit.h"
-#include "base/heap.h"
 #include "base/wire.h"
 #include "core/preempt.h"
 #include "core/registry.h"
@@ -167,23 +166,16 @@ static int do_spawn(lua_State *L, int fidx, spawn_opts *o, int try_mode, const c
             chan_release(mc, CHAN_TX);
         return luaL_error(L, "%s: %s", fname, err);
     }
-    /* a block of exactly its length, which is what the child frees it as (sched_drop_payload):
-     * the same block when the length falls in the capacity's size class */
-    char *fit = heap_realloc(b.heap, b.cache, b.data, b.cap, b.len);
-    if (!fit) {
-        size_t args_at = 4 + *(uint32_t *)b.data;
-        wire_release(b.data + args_at, b.len - args_at);
-        wire_buf_free(&b);
-        sched_unreserve_slot(a->rt, idx);
-        if (mc)
-            chan_release(mc, CHAN_TX);
-        return luaL_error(L, "%s: out of memory", fname);
-    }
-    b.data = fit;
-    b.cap = b.len;
     uint64_t pid;
-    /* the payload buffer is handed over */
-    int rc = sched_spawn_reserved(a->rt, idx, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
+    /* the payload buffer is handed over, as a block of exactly its length: what the child
+     * frees it as (sched_drop_payload) */
+    int rc;
+    if (wire_buf_fit(&b) == 0) {
+        rc = sched_spawn_reserved(a->rt, idx, BOOT_FUNC, b.data, b.len, o, a->pid, &pid);
+    } else {
+        sched_unreserve_slot(a->rt, idx);
+        rc = SMARM_ENOMEM;
+    }
     if (rc != 0) {
         /* the arguments may hold channel references: they go with the payload */
         size_t args_at = 4 + *(uint32_t *)b.data;
