@@ -80,3 +80,38 @@ describe("an actor woken by a send", function()
       assert.is_true(moves * 5 < hops, ("%d of %d runs moved cores"):format(moves, hops))
    end)
 end)
+
+describe("an actor woken by another's death", function()
+   -- the dead actor's scheduler finalizes it and then looks for work: whom the death wakes
+   -- (here a trapped exit signal) runs there next, as if woken by a running actor. Through the
+   -- shared queue the idle scheduler's spin took it, so a spawn_link-and-wait loop moved
+   -- cores at every cycle (4.7 against 1.5 us per cycle at 2 schedulers).
+   it("runs next where that one ended (a spawn_link loop stays on one core)", function()
+      if stats().schedulers < 2 then
+         pending("needs at least 2 schedulers")
+         return
+      end
+      local rx = smarm.trap_exit(true)
+      local function bye()
+         require("smarm").exit("bye")
+      end
+      local cycles = 300
+      local me = smarm.self()
+      local moves0 = smarm.info(me).migrations
+      local before = stats()
+      for _ = 1, cycles do
+         local pid = smarm.spawn_link(bye)
+         local sig = assert(rx:recv(T), "no exit signal")
+         assert.are.equal(pid, sig.from)
+         assert.are.equal("bye", sig.reason)
+      end
+      local moves = smarm.info(me).migrations - moves0
+      local runs = stats().runs - before.runs
+      smarm.trap_exit(false)
+      -- each cycle runs the child from the root's runnext, then the root from the child's
+      assert.is_true(runs * 10 >= cycles * 2 * 8,
+                     ("%d runs from the runnext in %d cycles"):format(runs, cycles))
+      assert.is_true(moves * 5 < cycles,
+                     ("the root moved cores %d times in %d cycles"):format(moves, cycles))
+   end)
+end)

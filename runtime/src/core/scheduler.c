@@ -576,7 +576,7 @@ static void make_runnable(smarm_runtime *rt, uint32_t idx)
     sched *s = sched_current();
     /* a pool thread (smarm.blocking) has no runnext: nothing would ever take it */
     if (s && s->rt == rt && s->kind == SCHED_LOOP &&
-        atomic_load_explicit(&s->cur, memory_order_relaxed)) {
+        (atomic_load_explicit(&s->cur, memory_order_relaxed) || s->finalizing)) {
         /* it runs here as soon as its waker leaves: unless it ran here lately, its lines
          * come in meanwhile */
         if (!ran_lately(s, idx))
@@ -1199,7 +1199,12 @@ static void run_actor(sched *s, uint32_t idx)
         case LEAVE_DONE:
             give_stack(s, a->run.stk);
             a->run.stk = NULL;
+            /* whom its death wakes runs next here, where this scheduler is about to look
+             * for work anyway: through the shared queue an idle sibling took it, and a
+             * spawn_link-and-wait loop moved cores at every cycle */
+            s->finalizing = 1;
             finalize(s->rt, a);
+            s->finalizing = 0;
             return;
         case LEAVE_BLOCKING:
             /* off to a pool thread, holding its stack; the slot stays RUNNING, so wakes

@@ -56,6 +56,10 @@ typedef struct sched {
     _Atomic int home_shared;
     _Atomic int covered; /* a spare stands in for this scheduler (it sits in a C call) */
     int spin_shift;      /* the idle spin lasts SPIN_NS >> spin_shift (see spin_for_work) */
+    /* an actor that ended here is being finalized: an actor its death wakes (a link's exit
+     * signal, a monitor's notice) runs here next, as if the dead one had woken it while it
+     * ran (scheduler.c, make_runnable). In what was padding */
+    int finalizing;
     /* CLOCK_MONOTONIC ns at which the actor running here, on its first slice, is preempted
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
     _Atomic uint64_t probation_until;
