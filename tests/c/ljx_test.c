@@ -545,8 +545,9 @@ static void short_strings_sharing_a_slot_both_stay(void **state)
 }
 
 /* What a wait's C function records of its Lua caller: the line, the chunk, and the call
- * site's hints for a waker (the call's bytecode, its prototype, the calling function, its
- * frame), written when the call site changes and left alone at the same one. */
+ * site's hints for a waker (the call's bytecode, its prototype, the calling function's
+ * bytecode pointer, its frame), written when the call site changes and left alone at the
+ * same one, but for the frame's slot, which follows the stack. */
 static struct {
     const void *chunk, *at;
     char file[56];
@@ -628,27 +629,70 @@ static void caller_where_fills_the_site_hints_when_the_site_changes(void **state
     assert_string_equal(where.file, "sites");
     const void *pc = site(LJX_SITE_PC), *proto = site(LJX_SITE_PROTO),
                *frame = site(LJX_SITE_FRAME);
-    assert_ptr_equal(site(LJX_SITE_FN), fn);
+    /* the closure's field the return reads (its bytecode pointer), past its header */
+    const char *fn_pc = site(LJX_SITE_FN);
+    assert_true(fn_pc > (const char *)fn && fn_pc < (const char *)fn + 64);
     assert_non_null(pc);
     assert_non_null(proto);
     assert_non_null(frame);
     assert_ptr_equal((const char *)pc + 4, where.at); /* the call instruction, before the return */
-    /* the same site: left alone (the hints were cleared to see it) */
+    /* the same site: left alone (the hints were cleared to see it), but for the frame's
+     * slot, the same one at the same depth */
     for (int i = 0; i < LJX_SITE_HINTS; i++)
         atomic_store(&where.site[i], NULL);
     lua_pushvalue(L, -1);
     lua_pushinteger(L, 1);
     lua_call(L, 1, 0);
     for (int i = 0; i < LJX_SITE_HINTS; i++)
-        assert_null(site(i));
+        if (i != LJX_SITE_FRAME)
+            assert_null(site(i));
+    assert_ptr_equal(site(LJX_SITE_FRAME), frame);
     /* another site of the same function: its call instruction, the same prototype */
     lua_pushvalue(L, -1);
     lua_pushinteger(L, 2);
     lua_call(L, 1, 0);
     assert_int_equal(where.line, 3);
-    assert_ptr_equal(site(LJX_SITE_FN), fn);
+    assert_ptr_equal(site(LJX_SITE_FN), fn_pc);
     assert_ptr_equal(site(LJX_SITE_PROTO), proto);
     assert_true((const char *)site(LJX_SITE_PC) > (const char *)pc);
+    lua_close(L);
+}
+
+/* The frame's slot of the same call site moves with the stack: called deeper, or after the
+ * stack grew and moved (a message loop's coroutine grew once after its first wait, and its
+ * hint pointed into the freed stack at 97% of a ring's waits). */
+static void caller_where_follows_the_frame_to_where_the_stack_put_it(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    lua_register(L, "note_where", note_where);
+    memset(&where, 0, sizeof where);
+    static const char code[] = "local function f() note_where() end\n"
+                               "local function deep(n)\n"
+                               "  if n == 0 then f() return end\n"
+                               "  deep(n - 1)\n"
+                               "end\n"
+                               "return deep";
+    run_named(L, code, "=frames", 1);
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 0);
+    lua_call(L, 1, 0);
+    const void *at = where.at, *pc = site(LJX_SITE_PC), *frame = site(LJX_SITE_FRAME);
+    assert_non_null(frame);
+    /* a thousand frames deeper: the stack grows (and is moved by the reallocation) */
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 1000);
+    lua_call(L, 1, 0);
+    assert_ptr_equal(where.at, at); /* the same call site */
+    assert_ptr_equal(site(LJX_SITE_PC), pc);
+    const void *deeper = site(LJX_SITE_FRAME);
+    assert_non_null(deeper);
+    assert_ptr_not_equal(deeper, frame);
+    /* and back at the first depth, in the grown stack: a slot of its own again */
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, 0);
+    lua_call(L, 1, 0);
+    assert_ptr_not_equal(site(LJX_SITE_FRAME), deeper);
     lua_close(L);
 }
 
@@ -757,6 +801,7 @@ int main(void)
         cmocka_unit_test(short_strings_sharing_a_slot_both_stay),
         cmocka_unit_test(caller_where_fills_the_site_hints_when_the_site_changes),
         cmocka_unit_test(caller_where_hints_the_template_of_the_reply_after_the_call),
+        cmocka_unit_test(caller_where_follows_the_frame_to_where_the_stack_put_it),
         cmocka_unit_test(cycle_sweeps_strings_only_after_new_ones),
         cmocka_unit_test(strings_survive_cycles_that_skip_their_sweep),
     };

