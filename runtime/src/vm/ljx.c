@@ -780,6 +780,10 @@ static const GCtab *site_template(const GCproto *pt, const BCIns *pc)
     return NULL;
 }
 
+/* The slot of the calling Lua function's frame that the return from the C call at f reads
+ * first (the function, below the caller's base). */
+static inline const void *caller_frame_slot(cTValue *f) { return frame_prevl(f) - 1; }
+
 /* From inside a C function called from Lua: the calling Lua function's chunk and line,
  * straight from the frame (lua_getstack and lua_getinfo cost a thousand instructions more,
  * most of it formatting a name that rarely changes). The name is formatted only when the
@@ -800,7 +804,7 @@ void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, in
      * untouched. The frame's slot may have moved (the coroutine's stack was grown or kept
      * for another body since): in a ring the hint had gone stale in 97% of the waits */
     if ((const void *)pc == *at) {
-        const void *slot = frame_prevl(f) - 1;
+        const void *slot = caller_frame_slot(f);
         if (atomic_load_explicit(&site[LJX_SITE_FRAME], memory_order_relaxed) != slot)
             atomic_store_explicit(&site[LJX_SITE_FRAME], slot, memory_order_relaxed);
         return;
@@ -826,8 +830,7 @@ static __attribute__((noinline)) void caller_where_changed(cTValue *f, const BCI
     /* the field the return reads: a closure is carved at 16 bytes, and its pc, 32 bytes in,
      * lies on the line after the header one time in two */
     atomic_store_explicit(&site[LJX_SITE_FN], (const void *)&fn->l.pc, memory_order_relaxed);
-    atomic_store_explicit(&site[LJX_SITE_FRAME], (const void *)(frame_prevl(f) - 1),
-                          memory_order_relaxed);
+    atomic_store_explicit(&site[LJX_SITE_FRAME], caller_frame_slot(f), memory_order_relaxed);
     const GCtab *tpl = site_template(pt, pc);
     atomic_store_explicit(&site[LJX_SITE_TEMPLATE], (const void *)tpl, memory_order_relaxed);
     atomic_store_explicit(&site[LJX_SITE_TEMPLATE_NODE],

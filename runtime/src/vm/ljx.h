@@ -96,8 +96,10 @@ int ljx_state_resettable(lua_State *L);
 void ljx_state_prefetch(lua_State *L);
 
 /* Where a wait returns to in its Lua caller (ljx_caller_where fills them in): the call's
- * bytecode address, its prototype's constants pointer, the calling function and its frame
- * slot. The return from the wait reads those four lines first, cold in a woken actor of
+ * bytecode address, its prototype's constants pointer, the calling function's bytecode
+ * pointer (the closure's field the return reads) and its frame slot (kept up with the stack,
+ * which may move between waits at the same call site). The return from the wait reads those
+ * four lines first, cold in a woken actor of
  * many. Then the template of the first table constructor after the call (`{hop = k + 1}`)
  * and its node part, which the constructor copies: two misses one after the other in a
  * message loop that builds its reply. Hints only (NULL: none). */
