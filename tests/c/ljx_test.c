@@ -564,16 +564,31 @@ static int note_where(lua_State *L)
 
 static const void *site(int i) { return atomic_load(&where.site[i]); }
 
+/* A state whose Lua code can call note_where, with the record cleared. */
+static lua_State *where_state(void)
+{
+    lua_State *L = luaL_newstate();
+    lua_register(L, "note_where", note_where);
+    memset(&where, 0, sizeof where);
+    return L;
+}
+
+/* Calls the function on top of L's stack (and keeps it there) with the integer k. */
+static void call_with(lua_State *L, lua_Integer k)
+{
+    lua_pushvalue(L, -1);
+    lua_pushinteger(L, k);
+    lua_call(L, 1, 0);
+}
+
 /* After the call, the first table constructor's template and its node part: what a message
  * loop's reply (`send(next, {hop = k + 1})`) copies next, hinted so that a waker asks for
  * them; none when no constructor follows. */
 static void caller_where_hints_the_template_of_the_reply_after_the_call(void **state)
 {
     (void)state;
-    lua_State *L = luaL_newstate();
+    lua_State *L = where_state();
     luaL_openlibs(L);
-    lua_register(L, "note_where", note_where);
-    memset(&where, 0, sizeof where);
     static const char code[] = "local function f(k)\n"
                                "  if k == 1 then note_where() return {hop = k + 1} end\n"
                                "  note_where() return k\n"
@@ -607,9 +622,7 @@ static void caller_where_hints_the_template_of_the_reply_after_the_call(void **s
 static void caller_where_fills_the_site_hints_when_the_site_changes(void **state)
 {
     (void)state;
-    lua_State *L = luaL_newstate();
-    lua_register(L, "note_where", note_where);
-    memset(&where, 0, sizeof where);
+    lua_State *L = where_state();
     /* called from C, not from Lua: nothing is written */
     lua_getglobal(L, "note_where");
     lua_call(L, 0, 0);
@@ -622,9 +635,7 @@ static void caller_where_fills_the_site_hints_when_the_site_changes(void **state
                                "end";
     run_named(L, code, "=sites", 1);
     const void *fn = lua_topointer(L, -1);
-    lua_pushvalue(L, -1);
-    lua_pushinteger(L, 1);
-    lua_call(L, 1, 0);
+    call_with(L, 1);
     assert_int_equal(where.line, 2);
     assert_string_equal(where.file, "sites");
     const void *pc = site(LJX_SITE_PC), *proto = site(LJX_SITE_PROTO),
@@ -640,17 +651,13 @@ static void caller_where_fills_the_site_hints_when_the_site_changes(void **state
      * slot, the same one at the same depth */
     for (int i = 0; i < LJX_SITE_HINTS; i++)
         atomic_store(&where.site[i], NULL);
-    lua_pushvalue(L, -1);
-    lua_pushinteger(L, 1);
-    lua_call(L, 1, 0);
+    call_with(L, 1);
     for (int i = 0; i < LJX_SITE_HINTS; i++)
         if (i != LJX_SITE_FRAME)
             assert_null(site(i));
     assert_ptr_equal(site(LJX_SITE_FRAME), frame);
     /* another site of the same function: its call instruction, the same prototype */
-    lua_pushvalue(L, -1);
-    lua_pushinteger(L, 2);
-    lua_call(L, 1, 0);
+    call_with(L, 2);
     assert_int_equal(where.line, 3);
     assert_ptr_equal(site(LJX_SITE_FN), fn_pc);
     assert_ptr_equal(site(LJX_SITE_PROTO), proto);
@@ -664,9 +671,7 @@ static void caller_where_fills_the_site_hints_when_the_site_changes(void **state
 static void caller_where_follows_the_frame_to_where_the_stack_put_it(void **state)
 {
     (void)state;
-    lua_State *L = luaL_newstate();
-    lua_register(L, "note_where", note_where);
-    memset(&where, 0, sizeof where);
+    lua_State *L = where_state();
     static const char code[] = "local function f() note_where() end\n"
                                "local function deep(n)\n"
                                "  if n == 0 then f() return end\n"
@@ -674,24 +679,18 @@ static void caller_where_follows_the_frame_to_where_the_stack_put_it(void **stat
                                "end\n"
                                "return deep";
     run_named(L, code, "=frames", 1);
-    lua_pushvalue(L, -1);
-    lua_pushinteger(L, 0);
-    lua_call(L, 1, 0);
+    call_with(L, 0);
     const void *at = where.at, *pc = site(LJX_SITE_PC), *frame = site(LJX_SITE_FRAME);
     assert_non_null(frame);
     /* a thousand frames deeper: the stack grows (and is moved by the reallocation) */
-    lua_pushvalue(L, -1);
-    lua_pushinteger(L, 1000);
-    lua_call(L, 1, 0);
+    call_with(L, 1000);
     assert_ptr_equal(where.at, at); /* the same call site */
     assert_ptr_equal(site(LJX_SITE_PC), pc);
     const void *deeper = site(LJX_SITE_FRAME);
     assert_non_null(deeper);
     assert_ptr_not_equal(deeper, frame);
     /* and back at the first depth, in the grown stack: a slot of its own again */
-    lua_pushvalue(L, -1);
-    lua_pushinteger(L, 0);
-    lua_call(L, 1, 0);
+    call_with(L, 0);
     assert_ptr_not_equal(site(LJX_SITE_FRAME), deeper);
     lua_close(L);
 }

@@ -21,6 +21,15 @@ local function stats()
    }
 end
 
+-- whether the run has the 2 schedulers these cases need (the case is marked pending if not)
+local function two_schedulers()
+   if stats().schedulers >= 2 then
+      return true
+   end
+   pending("needs at least 2 schedulers")
+   return false
+end
+
 -- a ring member: forwards the token to next_pid, one more, until it is negative (then passes
 -- it on and ends; a member left waiting is stopped at the end of the run)
 local function member(next_pid)
@@ -37,8 +46,7 @@ end
 
 describe("an actor woken by a send", function()
    it("runs next on the sender's scheduler (a ring at 2 schedulers stays on one core)", function()
-      if stats().schedulers < 2 then
-         pending("needs at least 2 schedulers")
+      if not two_schedulers() then
          return
       end
       local n, laps = 200, 20
@@ -87,8 +95,7 @@ describe("an actor woken by another's death", function()
    -- shared queue the idle scheduler's spin took it, so a spawn_link-and-wait loop moved
    -- cores at every cycle (4.7 against 1.5 us per cycle at 2 schedulers).
    it("runs next where that one ended (a spawn_link loop stays on one core)", function()
-      if stats().schedulers < 2 then
-         pending("needs at least 2 schedulers")
+      if not two_schedulers() then
          return
       end
       local rx = smarm.trap_exit(true)
