@@ -581,9 +581,19 @@ static void call_with(lua_State *L, lua_Integer k)
     lua_call(L, 1, 0);
 }
 
-/* After the call, the first table constructor's template and its node part: what a message
- * loop's reply (`send(next, {hop = k + 1})`) copies next, hinted so that a waker asks for
- * them; none when no constructor follows. */
+/* The low 32 bits of the reference in a prototype's constant slot (a GCRef: the object's
+ * address, 32 or 64 bits wide), for comparing it with an object's address. */
+static uint32_t const_ref_low(const void *slot)
+{
+    uint32_t low;
+    memcpy(&low, slot, sizeof low);
+    return low;
+}
+
+/* After the call, the first table constructor's template: what a message loop's reply
+ * (`send(next, {hop = k + 1})`) copies next, hinted so that a waker asks for it; none when no
+ * constructor follows. And the slot of the first constant the code after the call reads (the
+ * constructor's template here), whose line of the prototype's constants is cold too. */
 static void caller_where_hints_the_template_of_the_reply_after_the_call(void **state)
 {
     (void)state;
@@ -609,13 +619,38 @@ static void caller_where_hints_the_template_of_the_reply_after_the_call(void **s
     assert_int_equal(lua_tointeger(L, -1), 2);
     lua_pop(L, 2);
     assert_ptr_equal(site(LJX_SITE_TEMPLATE), tpl);
-    assert_non_null(site(LJX_SITE_TEMPLATE_NODE));
-    assert_ptr_not_equal(site(LJX_SITE_TEMPLATE_NODE), tpl);
-    /* the other call site: no constructor after it */
+    assert_non_null(site(LJX_SITE_CONST));
+    assert_int_equal(const_ref_low(site(LJX_SITE_CONST)), (uint32_t)(uintptr_t)tpl);
+    /* the other call site: no constructor and no constant after it */
     lua_pushinteger(L, 2);
     lua_call(L, 1, 1);
     assert_null(site(LJX_SITE_TEMPLATE));
-    assert_null(site(LJX_SITE_TEMPLATE_NODE));
+    assert_null(site(LJX_SITE_CONST));
+    lua_close(L);
+}
+
+/* The first constant read after the call may be a field's key: `m.hop` in a message loop
+ * (`local k = recv().hop`) reads the string's slot before anything else. The hint is that
+ * slot, which holds the key string: its address is the one lua_tostring's bytes follow. */
+static void caller_where_hints_the_first_constant_read_after_the_call(void **state)
+{
+    (void)state;
+    lua_State *L = where_state();
+    static const char code[] = "local t = {hop = 7}\n"
+                               "return function() note_where() return t.hop end\n";
+    run_named(L, code, "=const", 1);
+    lua_pushvalue(L, -1);
+    lua_call(L, 0, 1);
+    assert_int_equal(lua_tointeger(L, -1), 7);
+    lua_pop(L, 1);
+    assert_null(site(LJX_SITE_TEMPLATE));
+    const void *slot = site(LJX_SITE_CONST);
+    assert_non_null(slot);
+    /* the slot refers to the interned "hop", whose bytes follow its header */
+    lua_pushliteral(L, "hop");
+    const char *bytes = lua_tostring(L, -1);
+    uint32_t ref = const_ref_low(slot);
+    assert_true((uint32_t)(uintptr_t)bytes > ref && (uint32_t)(uintptr_t)bytes - ref <= 32);
     lua_close(L);
 }
 
@@ -800,6 +835,7 @@ int main(void)
         cmocka_unit_test(short_strings_sharing_a_slot_both_stay),
         cmocka_unit_test(caller_where_fills_the_site_hints_when_the_site_changes),
         cmocka_unit_test(caller_where_hints_the_template_of_the_reply_after_the_call),
+        cmocka_unit_test(caller_where_hints_the_first_constant_read_after_the_call),
         cmocka_unit_test(caller_where_follows_the_frame_to_where_the_stack_put_it),
         cmocka_unit_test(cycle_sweeps_strings_only_after_new_ones),
         cmocka_unit_test(strings_survive_cycles_that_skip_their_sweep),

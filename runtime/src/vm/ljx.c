@@ -766,18 +766,40 @@ int ljx_cpcall(lua_State *L, void (*fn)(lua_State *L, void *ud), void *ud)
     return st;
 }
 
-/* The template table of the first TDUP (a table constructor with constant keys) among the
- * few instructions from pc on, or NULL: what a message loop's reply copies after its wait. */
+/* What the few instructions from pc on read first among the prototype's constants: *tpl, the
+ * template table of the first TDUP (a table constructor with constant keys), what a message
+ * loop's reply copies after its wait, or NULL; and the return value, the slot of the first
+ * GC constant one of them reads (a string key, a global's name, a template), or NULL. */
 #define SITE_SCAN 16
-static const GCtab *site_template(const GCproto *pt, const BCIns *pc)
+static const void *site_constants(const GCproto *pt, const BCIns *pc, const GCtab **tpl)
 {
     const BCIns *end = proto_bc(pt) + pt->sizebc;
-    for (int i = 0; i < SITE_SCAN && pc + i < end; i++) {
+    GCRef *kgc = mref(pt->k, GCRef);
+    const void *slot = NULL;
+    *tpl = NULL;
+    for (int i = 0; i < SITE_SCAN && pc + i < end && !*tpl; i++) {
         BCIns ins = pc[i];
-        if (bc_op(ins) == BC_TDUP)
-            return gco2tab(proto_kgc(pt, ~(ptrdiff_t)bc_d(ins)));
+        ptrdiff_t k;
+        switch (bc_op(ins)) {
+        case BC_TGETS:
+        case BC_TSETS:
+            k = ~(ptrdiff_t)bc_c(ins);
+            break;
+        case BC_TDUP:
+            *tpl = gco2tab(proto_kgc(pt, ~(ptrdiff_t)bc_d(ins)));
+            /* fall through */
+        case BC_GGET:
+        case BC_GSET:
+        case BC_KSTR:
+            k = ~(ptrdiff_t)bc_d(ins);
+            break;
+        default:
+            continue;
+        }
+        if (!slot)
+            slot = &kgc[k];
     }
-    return NULL;
+    return slot;
 }
 
 /* The slot of the calling Lua function's frame that the return from the C call at f reads
@@ -831,10 +853,10 @@ static __attribute__((noinline)) void caller_where_changed(cTValue *f, const BCI
      * lies on the line after the header one time in two */
     atomic_store_explicit(&site[LJX_SITE_FN], (const void *)&fn->l.pc, memory_order_relaxed);
     atomic_store_explicit(&site[LJX_SITE_FRAME], caller_frame_slot(f), memory_order_relaxed);
-    const GCtab *tpl = site_template(pt, pc);
+    const GCtab *tpl;
+    const void *k = site_constants(pt, pc, &tpl);
     atomic_store_explicit(&site[LJX_SITE_TEMPLATE], (const void *)tpl, memory_order_relaxed);
-    atomic_store_explicit(&site[LJX_SITE_TEMPLATE_NODE],
-                          tpl ? (const void *)noderef(tpl->node) : NULL, memory_order_relaxed);
+    atomic_store_explicit(&site[LJX_SITE_CONST], k, memory_order_relaxed);
     BCPos pos = proto_bcpos(pt, pc) - 1;
     *line = pos <= pt->sizebc ? (int32_t)lj_debug_line(pt, pos) : (int32_t)pt->firstline;
     GCstr *name = proto_chunkname(pt);

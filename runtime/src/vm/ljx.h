@@ -100,16 +100,17 @@ void ljx_state_prefetch(lua_State *L);
  * pointer (the closure's field the return reads) and its frame slot (kept up with the stack,
  * which may move between waits at the same call site). The return from the wait reads those
  * four lines first, cold in a woken actor of
- * many. Then the template of the first table constructor after the call (`{hop = k + 1}`)
- * and its node part, which the constructor copies: two misses one after the other in a
- * message loop that builds its reply. Hints only (NULL: none). */
+ * many. Then the template of the first table constructor after the call (`{hop = k + 1}`),
+ * which the constructor copies, and the slot of the first constant the code after the call
+ * reads (the key of `m.hop`, the template): the prototype's constants lie after its
+ * bytecode, on a line of their own. Hints only (NULL: none). */
 enum {
     LJX_SITE_PC,
     LJX_SITE_PROTO,
     LJX_SITE_FN,
     LJX_SITE_FRAME,
     LJX_SITE_TEMPLATE,
-    LJX_SITE_TEMPLATE_NODE,
+    LJX_SITE_CONST,
     LJX_SITE_HINTS
 };
 
