@@ -43,8 +43,10 @@ typedef struct actor_hooks {
      * lines its next run reads first (a batch of timers wakes many actors, which then run one
      * after the other, each cold after its sleep). From the thread that fires the timer, which
      * may find the actor running elsewhere by then: it reads nothing the actor writes but
-     * actor_vm's warm fields. NULL: nothing to ask for. */
-    void (*warm)(actor *a);
+     * actor_vm's warm fields. next: the actor runs next on this thread, as soon as its waker
+     * leaves (ask only for what cannot wait: see core/scheduler.c's make_runnable). NULL:
+     * nothing to ask for. */
+    void (*warm)(actor *a, int next);
 } actor_hooks;
 
 /* How actors ended, for metrics: the reasons the runtime gives, then any other. */

@@ -959,7 +959,7 @@ void ljx_state_prefetch(lua_State *L)
     prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
 }
 
-void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site)
+void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site, int dispatch)
 {
     GG_State *gg = (GG_State *)(void *)L;
     /* first: a core keeps a few dozen misses in flight and drops the prefetches past them (a
@@ -977,8 +977,11 @@ void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site)
     __builtin_prefetch(&gg->g.cur_L, 1);
     prefetch_lines(gg->hotcount, sizeof gg->hotcount, 1);
     /* the interpreter's dispatch table, a handler's address per bytecode (each state has its
-     * own): the first run of a loop after a wait reads a line of it per opcode */
-    prefetch_lines(gg->dispatch, BC__MAX * sizeof(ASMFunction), 0);
+     * own): the first run of a loop after a wait reads a line of it per opcode. Not for a
+     * wake that runs next (see core/scheduler.c's make_runnable): the branch predictor runs
+     * ahead of those reads, and its 13 prefetches held the waker up */
+    if (dispatch)
+        prefetch_lines(gg->dispatch, BC__MAX * sizeof(ASMFunction), 0);
 }
 
 int ljx_state_resettable(lua_State *L)

@@ -115,9 +115,10 @@ enum {
 };
 
 /* The same for a wake of co, the body coroutine of L's state: the lines a resume reads first
- * (not the reset's registry, image and JIT fields), and those of the wait's call site (site:
- * LJX_SITE_HINTS addresses). A hint: nothing is read but site. */
-void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site);
+ * (not the reset's registry, image and JIT fields), those of the wait's call site (site:
+ * LJX_SITE_HINTS addresses) and, with dispatch, the interpreter's dispatch table. A hint:
+ * nothing is read but site. */
+void ljx_wake_prefetch(lua_State *L, lua_State *co, _Atomic(const void *) *site, int dispatch);
 
 /* A state's image: the copy ljx_state_reset writes back. */
 typedef struct ljx_image ljx_image;

@@ -1482,12 +1482,12 @@ static void reset_protected(lua_State *L, void *ud)
 
 _Static_assert(ACTOR_WARM_SITES == LJX_SITE_HINTS, "an actor's call-site hints are vm/ljx.h's");
 
-void luavm_warm(actor *a)
+void luavm_warm(actor *a, int next)
 {
     void *L = atomic_load_explicit(&a->warm.state, memory_order_relaxed);
     void *co = atomic_load_explicit(&a->warm.co, memory_order_relaxed);
     if (L && co)
-        ljx_wake_prefetch(L, co, a->warm.site);
+        ljx_wake_prefetch(L, co, a->warm.site, !next);
 }
 
 void luavm_release(actor *a)

@@ -118,8 +118,9 @@ void luavm_close(struct actor *a);
 void luavm_release(struct actor *a);
 
 /* The actor_hooks warm hook: asks the cache for the lines of a's state and coroutine that a
- * resume reads first (from another thread; reads only actor_vm's warm fields). */
-void luavm_warm(struct actor *a);
+ * resume reads first (from another thread; reads only actor_vm's warm fields); not the
+ * dispatch table's when next (it runs right after its waker). */
+void luavm_warm(struct actor *a, int next);
 /* States waiting in the pools now, and the pooled states luavm_trim has closed so far (the
  * two read together: a trim moves states from one count to the other at once). */
 void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed);
