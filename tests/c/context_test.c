@@ -258,6 +258,63 @@ static void rounding_mode_does_not_leak_between_contexts(void **state)
     fiber_drop(&co);
 }
 
+/* The switch loads a control word only when the two contexts' differ: each of them is still
+ * every context's own when it alone differs (MXCSR's flush-to-zero bit, the x87 precision). */
+static unsigned get_mxcsr(void)
+{
+    unsigned v;
+    __asm__ volatile("stmxcsr %0" : "=m"(v));
+    return v;
+}
+
+static void set_mxcsr(unsigned v) { __asm__ volatile("ldmxcsr %0" : : "m"(v)); }
+
+static unsigned short get_x87cw(void)
+{
+    unsigned short v;
+    __asm__ volatile("fnstcw %0" : "=m"(v));
+    return v;
+}
+
+static void set_x87cw(unsigned short v) { __asm__ volatile("fldcw %0" : : "m"(v)); }
+
+#define MXCSR_FTZ 0x8000u
+#define X87_PC_MASK 0x0300u /* precision control: 00 is single precision */
+
+static volatile int co_words_ok;
+
+static void control_words_entry(void *arg)
+{
+    (void)arg;
+    fiber_started();
+    /* inherited from ctx_make's caller: neither set */
+    co_words_ok = !(get_mxcsr() & MXCSR_FTZ) && (get_x87cw() & X87_PC_MASK) == X87_PC_MASK;
+    set_mxcsr(get_mxcsr() | MXCSR_FTZ);
+    set_x87cw((unsigned short)(get_x87cw() & ~X87_PC_MASK));
+    for (;;) {
+        fiber_switch(&co, &main_fiber);
+        co_words_ok &= (get_mxcsr() & MXCSR_FTZ) && (get_x87cw() & X87_PC_MASK) == 0;
+    }
+}
+
+static void control_words_do_not_leak_between_contexts(void **state)
+{
+    (void)state;
+    unsigned mx = get_mxcsr();
+    unsigned short cw = get_x87cw();
+    assert_false(mx & MXCSR_FTZ);
+    assert_int_equal(cw & X87_PC_MASK, X87_PC_MASK);
+    fiber_make(&co, control_words_entry, NULL);
+    for (int i = 0; i < 100; i++) {
+        fiber_switch(&main_fiber, &co);
+        /* each word alone differs on the other side: both come back as they were here */
+        assert_int_equal(get_mxcsr() & ~0x3fu, mx & ~0x3fu);
+        assert_int_equal(get_x87cw(), cw);
+    }
+    assert_true(co_words_ok);
+    fiber_drop(&co);
+}
+
 /* The entry runs with an ABI-aligned stack and its backtrace ends at the trampoline. */
 static volatile uintptr_t co_frame;
 static volatile int co_depth;
@@ -344,6 +401,7 @@ int main(void)
         cmocka_unit_test(round_trips_pass_values_both_ways),
         cmocka_unit_test(callee_saved_registers_survive_switches),
         cmocka_unit_test(rounding_mode_does_not_leak_between_contexts),
+        cmocka_unit_test(control_words_do_not_leak_between_contexts),
         cmocka_unit_test(entry_is_aligned_and_backtrace_stops),
         cmocka_unit_test(returning_from_entry_aborts),
         cmocka_unit_test(bench_pingpong_switch_ns),

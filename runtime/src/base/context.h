@@ -4,7 +4,10 @@
 
 /* Saves the callee-saved registers (and the FP control words) on the current
  * stack, stores the stack pointer in *save_sp, loads load_sp and restores what
- * a previous ctx_switch (or ctx_make) left there. Returns when someone switches back. */
+ * a previous ctx_switch (or ctx_make) left there. Returns when someone switches back.
+ * The FP control words (rounding, precision, exception masks, flush-to-zero) are each
+ * context's own; MXCSR's sticky exception flags are not kept apart when its control bits
+ * are the same on both sides. */
 void ctx_switch(void **save_sp, void *load_sp);
 
 /* Prepares a fresh stack whose top is stack_top (16-byte aligned) so that the
