@@ -39,13 +39,13 @@ typedef struct actor_hooks {
     /* At most once a second, from the watchdog while every scheduler sleeps: give back what
      * the actors' code keeps for reuse and did not use since the last call. */
     void (*trim)(struct smarm_runtime *rt);
-    /* Its timer fired for a parked actor, which is about to be queued: asks the cache for the
-     * lines its next run reads first (a batch of timers wakes many actors, which then run one
-     * after the other, each cold after its sleep). From the thread that fires the timer, which
-     * may find the actor running elsewhere by then: it reads nothing the actor writes but
-     * actor_vm's warm fields. next: the actor runs next on this thread, as soon as its waker
-     * leaves (ask only for what cannot wait: see core/scheduler.c's make_runnable). NULL:
-     * nothing to ask for. */
+    /* A parked actor is being woken: asks the cache for the lines its next run reads first.
+     * next 0: its timer fired, and it is queued behind others (a batch of timers wakes many
+     * actors, which then run one after the other, each cold after its sleep); next 1: it goes
+     * to the waker's runnext and runs on this thread as soon as the waker leaves, so only
+     * what cannot wait is asked for (see core/scheduler.c's make_runnable). From the waking
+     * thread, which may find the actor running elsewhere by then: it reads nothing the actor
+     * writes but actor_vm's warm fields. NULL: nothing to ask for. */
     void (*warm)(actor *a, int next);
 } actor_hooks;
 

@@ -99,11 +99,11 @@ void ljx_state_prefetch(lua_State *L);
  * bytecode address, its prototype's constants pointer, the calling function's bytecode
  * pointer (the closure's field the return reads) and its frame slot (kept up with the stack,
  * which may move between waits at the same call site). The return from the wait reads those
- * four lines first, cold in a woken actor of
- * many. Then the template of the first table constructor after the call (`{hop = k + 1}`),
- * which the constructor copies, and the slot of the first constant the code after the call
- * reads (the key of `m.hop`, the template): the prototype's constants lie after its
- * bytecode, on a line of their own. Hints only (NULL: none). */
+ * four lines first, cold in a woken actor of many. Then the template of the first table
+ * constructor after the call (`{hop = k + 1}`), which the constructor copies, and the slot of
+ * the first constant the code after the call reads (the key of `m.hop`, the template): the
+ * prototype's constants lie after its bytecode, on a line of their own. Hints only (NULL:
+ * none). */
 enum {
     LJX_SITE_PC,
     LJX_SITE_PROTO,
