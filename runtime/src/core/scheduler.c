@@ -548,10 +548,19 @@ static void requeue(sched *s, actor *a, uint32_t idx)
  * and no other scheduler has to be woken for it. The one it displaces goes to
  * the shared queue. */
 /* Puts idx in s's runnext (with RUNNEXT_NEW for a new actor); returns the index it
- * displaced, or -1 if the slot was empty. */
+ * displaced, or -1 if the slot was empty. s is this thread's scheduler: only its owner ever
+ * sets the word non-zero (the watchdog, spares and idle siblings only empty it), so a word
+ * seen empty stays empty until this store, and a plain release store fills it (a ring's every
+ * hop puts into an empty runnext: a locked exchange there cost about 1% of the hop). A word
+ * seen full takes the exchange, since a thief may empty it meanwhile. */
 static inline int64_t swap_runnext(sched *s, uint32_t idx, uint32_t fresh)
 {
-    uint32_t prev = atomic_exchange_explicit(&s->runnext, (idx + 1) | fresh, memory_order_acq_rel);
+    uint32_t want = (idx + 1) | fresh;
+    if (!atomic_load_explicit(&s->runnext, memory_order_relaxed)) {
+        atomic_store_explicit(&s->runnext, want, memory_order_release);
+        return -1;
+    }
+    uint32_t prev = atomic_exchange_explicit(&s->runnext, want, memory_order_acq_rel);
     return prev ? (int64_t)runnext_idx(prev) : -1;
 }
 
