@@ -543,23 +543,30 @@ static void requeue(sched *s, actor *a, uint32_t idx)
         enqueue_spawner(s->rt, idx);
 }
 
-/* An actor woken by the actor running on this scheduler runs next here: it is
- * likely to consume what the waker just sent while it is hot in this cache,
- * and no other scheduler has to be woken for it. The one it displaces goes to
- * the shared queue. */
-/* Puts idx in s's runnext (with RUNNEXT_NEW for a new actor); returns the index it
- * displaced, or -1 if the slot was empty. s is this thread's scheduler: only its owner ever
- * sets the word non-zero (the watchdog, spares and idle siblings only empty it), so a word
- * seen empty stays empty until this store, and a plain release store fills it (a ring's every
- * hop puts into an empty runnext: a locked exchange there cost about 1% of the hop). A word
- * seen full takes the exchange, since a thief may empty it meanwhile. */
+/* Fills s's runnext with word n if it is empty (1), else leaves it (0). s is this thread's
+ * scheduler: only its owner ever sets the word non-zero (the watchdog, spares and idle
+ * siblings only empty it), so a word seen empty stays empty until this plain release store
+ * (a ring's every hop puts into an empty runnext: a locked exchange there cost about 1% of
+ * the hop). */
+static inline int fill_empty_runnext(sched *s, uint32_t n)
+{
+    if (atomic_load_explicit(&s->runnext, memory_order_relaxed))
+        return 0;
+    atomic_store_explicit(&s->runnext, n, memory_order_release);
+    return 1;
+}
+
+/* An actor woken by the actor running on this scheduler runs next here: it is likely to
+ * consume what the waker just sent while it is hot in this cache, and no other scheduler has
+ * to be woken for it. The one it displaces goes to the shared queue.
+ * Puts idx in s's runnext (with RUNNEXT_NEW for a new actor); returns the index it
+ * displaced, or -1 if the slot was empty. A word seen full takes the exchange, since a thief
+ * may empty it meanwhile. */
 static inline int64_t swap_runnext(sched *s, uint32_t idx, uint32_t fresh)
 {
     uint32_t want = (idx + 1) | fresh;
-    if (!atomic_load_explicit(&s->runnext, memory_order_relaxed)) {
-        atomic_store_explicit(&s->runnext, want, memory_order_release);
+    if (fill_empty_runnext(s, want))
         return -1;
-    }
     uint32_t prev = atomic_exchange_explicit(&s->runnext, want, memory_order_acq_rel);
     return prev ? (int64_t)runnext_idx(prev) : -1;
 }
@@ -1532,10 +1539,9 @@ static void place_polled(smarm_runtime *rt, sched *s, uint32_t idx, int busy)
             return;
         }
     }
-    /* only this thread sets its runnext (others only take it) */
-    if (s && s->kind == SCHED_LOOP && !atomic_load_explicit(&s->runnext, memory_order_relaxed))
-        atomic_store_explicit(&s->runnext, idx + 1, memory_order_release);
-    else if (s && s->homeq && !atomic_load_explicit(&s->home_shared, memory_order_relaxed))
+    if (s && s->kind == SCHED_LOOP && fill_empty_runnext(s, idx + 1))
+        return;
+    if (s && s->homeq && !atomic_load_explicit(&s->home_shared, memory_order_relaxed))
         runq_push(s->homeq, idx);
     else
         enqueue(rt, idx);

@@ -786,12 +786,13 @@ static const void *site_constants(const GCproto *pt, const BCIns *pc, const GCta
             k = ~(ptrdiff_t)bc_c(ins);
             break;
         case BC_TDUP:
+            k = ~(ptrdiff_t)bc_d(ins);
+            *tpl = gco2tab(gcref(kgc[k]));
+            break;
         case BC_GGET:
         case BC_GSET:
         case BC_KSTR:
             k = ~(ptrdiff_t)bc_d(ins);
-            if (bc_op(ins) == BC_TDUP)
-                *tpl = gco2tab(gcref(kgc[k]));
             break;
         default:
             continue;
