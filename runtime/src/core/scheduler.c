@@ -1269,19 +1269,26 @@ static inline int pop_home(sched *s, uint32_t *idx)
     return 1;
 }
 
+/* The owner's take of its runnext: the actor in it into *idx (1), or none (0). An exchange,
+ * since a thief or the watchdog may empty the word meanwhile. */
+static inline int take_own_runnext(sched *s, uint32_t *idx)
+{
+    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
+    if (!n)
+        return 0;
+    s->runnext_runs++;
+    *idx = runnext_idx(n);
+    return 1;
+}
+
 /* Own runnext first (but not forever: a pair of actors waking each other
  * would starve the shared queue), then the home queue and the shared queues in turns. */
 static int next_runnable(sched *s, uint32_t *idx)
 {
     smarm_runtime *rt = s->rt;
-    if (s->streak < RUNNEXT_STREAK) {
-        uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
-        if (n) {
-            s->streak++;
-            s->runnext_runs++;
-            *idx = runnext_idx(n);
-            return 1;
-        }
+    if (s->streak < RUNNEXT_STREAK && take_own_runnext(s, idx)) {
+        s->streak++;
+        return 1;
     }
     s->streak = 0;
     /* pinned actors take turns with the shared queue */
@@ -1308,13 +1315,8 @@ static int next_runnable(sched *s, uint32_t *idx)
             wake_for_work(rt);
         return 1;
     }
-    uint32_t n = atomic_exchange_explicit(&s->runnext, 0, memory_order_acq_rel);
-    if (n) {
-        s->runnext_runs++;
-        *idx = runnext_idx(n);
-        return 1;
-    }
-    return unpin(s, idx) || take_held(s, idx) || steal_spawned(s, idx) || steal_held(s, idx);
+    return take_own_runnext(s, idx) || unpin(s, idx) || take_held(s, idx) ||
+           steal_spawned(s, idx) || steal_held(s, idx);
 }
 
 /* Takes one actor from o's home queue if o shares it (it has not run out of work for a
