@@ -72,9 +72,10 @@ end_command() {
 
 fail() {
    echo "FAIL: $1"
-   echo "  status: $status"
-   echo "  stdout: $out" | head -20
-   echo "  stderr: $err" | head -20
+   # (a test that fails before its first run has no status, out or err yet)
+   echo "  status: ${status-}"
+   echo "  stdout: ${out-}" | head -20
+   echo "  stderr: ${err-}" | head -20
    failures=$((failures + 1))
 }
 
