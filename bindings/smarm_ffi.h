@@ -90,6 +90,9 @@ void smarm_ffi_log_flags(uint32_t flags);
 double smarm_ffi_wall_time(void);
 /* Writes up to max live pids into out; returns how many were written. */
 uint32_t smarm_ffi_pids(uint64_t *out, uint32_t max);
+/* 1 if the calling actor's state reads the dispatch table all the runtime's message loops
+ * share (runtime/src/vm/dispatch_share.h), else 0. */
+int smarm_ffi_dispatch_shared(void);
 /* Live actors of the caller's runtime. */
 int64_t smarm_ffi_actor_count(void);
 /* Entries in the caller's runtime's timer heap (armed wakes and sends). */

@@ -149,6 +149,9 @@ typedef struct actor_vm {
     /* a digest of the last key that was not flat_key (vm/flat.c) */
     uint32_t flat_key_seen;
     uint64_t body_at; /* when its body began, after its boot (ns; 0 = not yet) */
+    /* a check of its state's dispatch table is mapping a page over it (vm/dispatch_share.h):
+     * the preemption handler arms no hook */
+    volatile unsigned char remapping;
 } actor_vm;
 
 /* What a thread that wakes the actor asks the cache for (the vm layer's warm hook, and a

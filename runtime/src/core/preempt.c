@@ -95,8 +95,8 @@ static void preempt_handler(int sig, siginfo_t *si, void *ucv)
     int retune = (tag & RETUNE_TAG) != 0, retune_only = (tag & NO_PREEMPT_TAG) != 0;
     tag &= ~(RETUNE_TAG | NO_PREEMPT_TAG);
     /* a smarm.blocking thread runs its actor's call to the end: nothing preempts there */
-    if (s->kind == SCHED_POOL || !a || !a->vm.L || a->vm.closing || a->run.stopping ||
-        si->si_code != SI_QUEUE ||
+    if (s->kind == SCHED_POOL || !a || !a->vm.L || a->vm.closing || a->vm.remapping ||
+        a->run.stopping || si->si_code != SI_QUEUE ||
         (tag && tag != atomic_load_explicit(&s->switches, memory_order_relaxed))) {
         errno = saved_errno;
         return;

@@ -12,6 +12,7 @@
 #include "base/sanitize.h"
 #include "core/scheduler.h"
 #include "core/stable.h"
+#include "vm/dispatch_share.h"
 #include "vm/luavm.h"
 
 /* An actor's scheduler's runtime, or on a host thread its handle's (embedding) */
@@ -186,6 +187,13 @@ uint32_t smarm_ffi_pids(uint64_t *out, uint32_t max)
             out[n++] = pid_make(i, slot_word_gen(w));
     }
     return n;
+}
+
+int smarm_ffi_dispatch_shared(void)
+{
+    sched *s = sched_current();
+    actor *a = s ? atomic_load_explicit(&s->cur, memory_order_relaxed) : NULL;
+    return a && a->vm.L ? dshare_page_shared(a->vm.L) : 0;
 }
 
 int64_t smarm_ffi_actor_count(void)

@@ -12,6 +12,7 @@
 
 #include "base/sanitize.h"
 #include "core/actor.h"
+#include "vm/dispatch_share.h"
 #include "core/blocking.h"
 #include "core/exit.h"
 #include "core/host.h"
@@ -355,7 +356,9 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
      * select and rx:recv belong outside the blocking function */
     if (a->run.blocking)
         return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
-    a->stats.parks++;
+    uint64_t parks = ++a->stats.parks;
+    if (__builtin_expect((parks & (DSHARE_CHECK_EVERY - 1)) == 0, 0))
+        dshare_check(a);
     stackwatch_sample(a, __builtin_frame_address(0));
     ljx_caller_where(L, &a->stats.where_chunk, a->stats.where, sizeof a->stats.where,
                      &a->stats.where_line, &a->stats.where_pc, a->warm.site);

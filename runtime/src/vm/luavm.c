@@ -18,6 +18,7 @@
 
 #include "core/actor.h"
 #include "vm/codec.h"
+#include "vm/dispatch_share.h"
 #include "vm/collect.h"
 #include "vm/flat.h"
 #include "core/exit.h"
@@ -1057,6 +1058,18 @@ static void *newstate_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return p;
     }
     void *p = NULL;
+    if (nsize == 0 && dshare_owns(ptr, osize)) { /* lua_newstate failed */
+        dshare_free(ptr);
+        ns->a->vm.mem -= osize;
+        return NULL;
+    }
+    /* its first allocation is the GG_State (lua_newstate), which the region may hold */
+    if (!ptr && ns->allocs == 0 && nsize == DSHARE_GG_SIZE && ns->fail_at != 1 &&
+        (p = dshare_alloc()) != NULL) {
+        ns->allocs++;
+        ns->a->vm.mem += nsize;
+        return p;
+    }
     if (nsize == 0 || ++ns->allocs != ns->fail_at)
         p = alloc_in(ns->a, ptr, osize, nsize, 0);
     if (p || nsize == 0)
@@ -1068,6 +1081,63 @@ static void *newstate_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         alloc_in(ns->a, ptr, osize, 0, 0);
     }
     return p;
+}
+
+/* lua_close for a state whose GG_State may be the dispatch region's (vm/dispatch_share.h):
+ * LuaJIT frees that block last, through the state's allocation function, which the region's
+ * block must not reach. So the close goes through a closing function that gives it back and
+ * passes every other block on. (The allocation functions themselves do not ask: they run for
+ * every block.) An actor's state keeps the actor as its allocation data, which its
+ * finalizers find it by (luavm_actor); it closes with actor_alloc or, with an arena,
+ * actor_alloc_arena (luavm_close, luavm_release), which the actor tells apart. A pooled state
+ * runs no finalizer (may_recycle), and its closing function has data of its own. */
+static void *closing_actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    actor *a = ud;
+    if (nsize == 0 && dshare_owns(ptr, osize)) {
+        dshare_free(ptr);
+        a->vm.mem -= osize;
+        return NULL;
+    }
+    return a->vm.arena ? actor_alloc_arena(ud, ptr, osize, nsize)
+                       : actor_alloc(ud, ptr, osize, nsize);
+}
+
+struct closing {
+    lua_Alloc f;
+    void *ud;
+};
+
+static void *closing_pooled_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct closing *c = ud;
+    if (nsize == 0 && dshare_owns(ptr, osize)) {
+        dshare_free(ptr);
+        return NULL;
+    }
+    return c->f(c->ud, ptr, osize, nsize);
+}
+
+static void *pooled_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+static void close_lua(lua_State *L)
+{
+    void *ud;
+    lua_Alloc f = lua_getallocf(L, &ud);
+    /* newstate_alloc gives the block back itself (a state that needed the reserve) */
+    if (!dshare_owns(L, DSHARE_GG_SIZE) || f == newstate_alloc) {
+        lua_close(L);
+        return;
+    }
+    if (f == pooled_alloc) {
+        struct closing c = {f, ud};
+        lua_setallocf(L, closing_pooled_alloc, &c);
+        lua_close(L);
+        return;
+    }
+    actor *a = ud;
+    lua_setallocf(L, closing_actor_alloc, a);
+    lua_close(L);
 }
 
 /* Reports why the actor could not start and sets its reason: "memory" past max_heap,
@@ -1096,7 +1166,7 @@ static lua_State *new_state(actor *a)
     ns.fail_at = injected_failure();
     lua_State *L = lua_newstate(newstate_alloc, &ns);
     if (L && ns.used) {
-        lua_close(L);
+        close_lua(L);
         L = NULL;
     }
     if (!L) {
@@ -1220,7 +1290,7 @@ void luavm_close(actor *a)
         return;
     a->vm.closing = 1;
     lua_setallocf(a->vm.L, a->vm.arena ? actor_alloc_arena : actor_alloc, a);
-    lua_close(a->vm.L);
+    close_lua(a->vm.L);
     /* every block went back; the arena's memory goes with it */
     ljx_arena_free(a->vm.arena);
     forget_state(a);
@@ -1516,7 +1586,7 @@ void luavm_release(actor *a)
     lua_State *keep = a->vm.co && ljx_thread_renewable(a->vm.co) ? a->vm.co : NULL;
     struct reset_call rc = {vm->tmpl, a, keep, 0, 0, 0, 0};
     if (ljx_cpcall(L, reset_protected, &rc) != 0 || a->vm.mem > rc.image_bytes + POOL_STATE_MAX) {
-        lua_close(L);
+        close_lua(L);
         forget_state(a);
         return;
     }
@@ -1532,7 +1602,7 @@ void luavm_release(actor *a)
     }
     spin_unlock(&p->lock);
     if (!kept)
-        lua_close(L);
+        close_lua(L);
     else if (rc.restored)
         atomic_fetch_add_explicit(&vm->states_restored, 1, memory_order_relaxed);
     forget_state(a);
@@ -1572,7 +1642,7 @@ void luavm_trim(luavm_shared *vm)
         spin_unlock(&p->lock);
         /* a pooled state frees into the heap's depot from any thread (pooled_alloc) */
         for (uint32_t j = 0; j < k; j++)
-            lua_close(idle[j]);
+            close_lua(idle[j]);
     }
 }
 
@@ -1581,7 +1651,7 @@ static void pools_free(luavm_shared *vm)
     for (int i = 0; vm->pools && i < POOL_SLOTS; i++) {
         luavm_pool *p = &vm->pools[i];
         for (uint32_t n = atomic_load(&p->n); n > 0; n--)
-            lua_close(p->st[n - 1].L);
+            close_lua(p->st[n - 1].L);
         atomic_store(&p->n, 0);
     }
     free(vm->pools);
