@@ -12,7 +12,6 @@
 
 #include "base/sanitize.h"
 #include "core/actor.h"
-#include "vm/dispatch_share.h"
 #include "core/blocking.h"
 #include "core/exit.h"
 #include "core/host.h"
@@ -21,6 +20,7 @@
 #include "core/stackwatch.h"
 #include "vm/codec.h"
 #include "vm/collect.h"
+#include "vm/dispatch_share.h"
 #include "vm/ljx.h"
 #include "vm/luavm.h"
 

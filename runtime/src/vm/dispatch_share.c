@@ -6,7 +6,6 @@
  * the fast functions' bytecode), then nothing. Only that second page is ever mapped over. */
 #include "vm/dispatch_share.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +34,9 @@ static int state; /* 0 not tried, 1 ready, -1 unavailable (under lock) */
 static uint32_t nslots, bumped, nfree;
 static uint32_t *freelist;
 static int memfd = -1;
-/* the shared page, through a mapping of its own; set by the first state that offers a
- * usual table (under lock), with the dispatch mode that table belongs to */
+/* the shared page, through a mapping of its own; made from the first usual table a check
+ * offers (under lock) */
 static _Atomic(char *) canon;
-static uint8_t canon_mode;
-static _Atomic uint64_t shared_count;
 /* a mapping failed: no more are tried */
 static _Atomic int give_up;
 
@@ -145,11 +142,6 @@ int dshare_page_shared(const void *L)
     return c && dshare_owns(L, DSHARE_GG_SIZE) && is_shared((const char *)L + DISP_OFF, c);
 }
 
-uint64_t dshare_shared_count(void)
-{
-    return atomic_load_explicit(&shared_count, memory_order_relaxed);
-}
-
 /* The state's table as the runtime's states usually have it: JIT mode as set, no hook, no
  * trace being recorded, no profiler. */
 static int usual(global_State *g)
@@ -157,25 +149,24 @@ static int usual(global_State *g)
     return g->hookmask == 0 && G2J(g)->state == LJ_TRACE_IDLE && g->vmevmask == 0;
 }
 
-/* The shared page, made from page (a usual table) if there is none yet; NULL if g's mode is
- * not the one the shared page has. */
-static char *shared_for(global_State *g, const char *page)
+/* The shared page, made from page (a usual table) if there is none yet; NULL if it cannot
+ * be made. Whether a state's table matches it is its bytes' business (dshare_check). */
+static char *shared_page(const char *page)
 {
     char *c = atomic_load_explicit(&canon, memory_order_acquire);
     if (c)
-        return g->dispatchmode == canon_mode ? c : NULL;
+        return c;
     spin_lock(&lock);
     c = atomic_load_explicit(&canon, memory_order_relaxed);
     if (!c && pwrite(memfd, page, DISP_BYTES, 0) == (ssize_t)DISP_BYTES) {
         void *m = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
         if (m != MAP_FAILED) {
-            canon_mode = g->dispatchmode;
             c = m;
             atomic_store_explicit(&canon, c, memory_order_release);
         }
     }
     spin_unlock(&lock);
-    return c && g->dispatchmode == canon_mode ? c : NULL;
+    return c;
 }
 
 void dshare_check(actor *a)
@@ -183,21 +174,16 @@ void dshare_check(actor *a)
     lua_State *L = a->vm.L;
     if (!dshare_owns(L, DSHARE_GG_SIZE) || atomic_load_explicit(&give_up, memory_order_relaxed))
         return;
-    global_State *g = G(L);
-    if (!usual(g))
-        return;
     char *page = (char *)L + DISP_OFF;
     /* no hook is armed in the table from here until the mapping is made (preempt.c) */
     a->vm.remapping = 1;
     atomic_signal_fence(memory_order_seq_cst);
-    char *c = shared_for(g, page);
-    if (c && usual(g) && !is_shared(page, c) && memcmp(page, c, DISP_BYTES) == 0) {
+    char *c = usual(G(L)) ? shared_page(page) : NULL;
+    if (c && !is_shared(page, c) && memcmp(page, c, DISP_BYTES) == 0) {
         /* not MAP_POPULATE: on a private writable mapping it populates for writing, which
          * copies the page */
-        if (mmap(page, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, memfd, 0) !=
+        if (mmap(page, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, memfd, 0) ==
             MAP_FAILED) {
-            atomic_fetch_add_explicit(&shared_count, 1, memory_order_relaxed);
-        } else {
             /* the page may be gone: its bytes were the shared page's, so a private page with
              * them is what the state had */
             atomic_store_explicit(&give_up, 1, memory_order_relaxed);

@@ -58,7 +58,4 @@ void dshare_check(actor *a);
 /* Whether state L's dispatch page is the shared page now (introspection, tests). */
 int dshare_page_shared(const void *L);
 
-/* Dispatch pages mapped to the shared one since the process began. */
-uint64_t dshare_shared_count(void);
-
 #endif

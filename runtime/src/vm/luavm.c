@@ -1063,15 +1063,14 @@ static void *newstate_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         ns->a->vm.mem -= osize;
         return NULL;
     }
-    /* its first allocation is the GG_State (lua_newstate), which the region may hold */
-    if (!ptr && ns->allocs == 0 && nsize == DSHARE_GG_SIZE && ns->fail_at != 1 &&
-        (p = dshare_alloc()) != NULL) {
-        ns->allocs++;
-        ns->a->vm.mem += nsize;
-        return p;
-    }
-    if (nsize == 0 || ++ns->allocs != ns->fail_at)
+    if (nsize == 0 || ++ns->allocs != ns->fail_at) {
+        /* its first allocation is the GG_State (lua_newstate), which the region may hold */
+        if (!ptr && ns->allocs == 1 && nsize == DSHARE_GG_SIZE && (p = dshare_alloc())) {
+            ns->a->vm.mem += nsize;
+            return p;
+        }
         p = alloc_in(ns->a, ptr, osize, nsize, 0);
+    }
     if (p || nsize == 0)
         return p;
     /* the heap refused: the reserve answers, and the state will not be used */
