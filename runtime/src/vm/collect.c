@@ -77,7 +77,12 @@ void collect_between_waits(actor *a)
     a->vm.gc_log_n = 0;
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
     ljx_gc_cycle(a->vm.co, &a->vm.gc_strings);
-    a->vm.room_owed = !ljx_gc_room_min(a->vm.co, room_after_cycle(a));
+    size_t share = room_after_cycle(a);
+    a->vm.room_owed = !ljx_gc_room_min(a->vm.co, share);
+    /* a state that keeps little: at most COLLECT_ROOM_SMALL past its share (under max_heap
+     * too, where less garbage only keeps it further from its limit) */
+    if (!a->vm.room_owed && a->vm.mem <= COLLECT_SMALL_KEPT)
+        ljx_gc_room(a->vm.co, share > COLLECT_ROOM_SMALL ? share : COLLECT_ROOM_SMALL);
 }
 
 void collect_forget(actor *a)

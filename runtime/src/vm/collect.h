@@ -32,6 +32,16 @@
  * docs/DESIGN.md, "Room by the actors alive"). */
 #define COLLECT_ROOM_BUDGET (4u << 20)
 #define COLLECT_ROOM_MAX (256u * 1024)
+/* A state that keeps at most COLLECT_SMALL_KEPT after a cycle between waits gets at most
+ * COLLECT_ROOM_SMALL before its next (or its share of COLLECT_ROOM_BUDGET, if more), where
+ * LuaJIT's pause would give it as much as it keeps: its cycles come more often, but each
+ * sweeps fewer blocks, which its log holds and the next allocations find warm. A message
+ * loop's state keeps 13-15 KB fresh, about 25 KB recycled from the pool (a ring of 1,000
+ * took 0.94 of the time per hop); with 50 small tables of its own 0.92, with 150 (about 25
+ * KB) 1.02; a state that keeps 80 KB, past the bound, took 1.19 with half its pause's room,
+ * since every cycle walks all it keeps: docs/DESIGN.md, "A small state's room". */
+#define COLLECT_SMALL_KEPT (32u * 1024)
+#define COLLECT_ROOM_SMALL (8u * 1024)
 /* The most heap a cycle at a resume walks: a state that keeps at most COLLECT_MAX_HEAP, with
  * its room's garbage on top. */
 #define COLLECT_MAX_WALK (COLLECT_MAX_HEAP + COLLECT_ROOM_MAX)
@@ -61,8 +71,9 @@ static inline void collect_note(actor *a, void *b)
 /* At a resume from a coroutine park, before the wait's continuation: if the state's
  * collector would start a cycle soon, runs the cycle through its sweep now with its newest
  * blocks loaded ahead (the first time, it starts the log instead), and leaves it at least
- * its share of COLLECT_ROOM_BUDGET before the next. __gc
- * finalizers are not run here: the steps of the code that follows run them, as before. */
+ * its share of COLLECT_ROOM_BUDGET before the next (and, if it keeps little, at most that or
+ * COLLECT_ROOM_SMALL). __gc finalizers are not run here: the steps of the code that follows
+ * run them, as before. */
 void collect_between_waits(actor *a);
 
 /* The state is closed, abandoned or pooled: its log goes. */
