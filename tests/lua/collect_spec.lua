@@ -192,27 +192,6 @@ describe("an actor that allocates between waits", function()
       assert.is_true(r.widest >= 192, "heap grew at most " .. r.widest .. " KB between cycles")
    end)
 
-   -- Among 600 actors the share is under 7 KB: a state that keeps little (a message loop,
-   -- 15-25 KB as the allocator counts it, fresh or recycled) gets 8 KB of room, where
-   -- LuaJIT's pause would give it about what it keeps (20-33 KB of growth between cycles
-   -- here); one that keeps more than 32 KB (about 75 KB here) keeps the pause's room, since
-   -- each cycle walks all it keeps (vm/collect.h, COLLECT_SMALL_KEPT).
-   it("among many actors, gives a small state 8 KB of room and a larger one its pause's", function()
-      local idle = {}
-      for i = 1, 600 do
-         idle[i] = smarm.spawn(function() require("smarm").recv(60) end)
-      end
-      local small = lockstep(smarm.spawn(spacer, smarm.self(), 3000), 3000)
-      local large = lockstep(smarm.spawn(keeper, smarm.self(), 1500, 40, false), 1500)
-      for _, pid in ipairs(idle) do
-         smarm.send(pid, "done")
-      end
-      assert.is_true(small.widest > 0, "no cycle")
-      assert.is_true(small.widest <= 11, "heap grew " .. small.widest .. " KB between cycles")
-      assert.is_true(large.widest >= 32,
-         "heap grew at most " .. large.widest .. " KB between cycles")
-   end)
-
    -- max_heap counts garbage too: an actor under it keeps the pause's room, so that garbage
    -- it would have collected does not end it
    it("keeps LuaJIT's room under max_heap", function()

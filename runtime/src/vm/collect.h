@@ -39,7 +39,8 @@
  * loop's state keeps 13-15 KB fresh, about 25 KB recycled from the pool (a ring of 1,000
  * took 0.94 of the time per hop); with 50 small tables of its own 0.92, with 150 (about 25
  * KB) 1.02; a state that keeps 80 KB, past the bound, took 1.19 with half its pause's room,
- * since every cycle walks all it keeps: docs/DESIGN.md, "A small state's room". */
+ * since every cycle walks all it keeps: docs/DESIGN.md, "A small state's room";
+ * tests/cli/small_room_test.sh. */
 #define COLLECT_SMALL_KEPT (32u * 1024)
 #define COLLECT_ROOM_SMALL (8u * 1024)
 /* The most heap a cycle at a resume walks: a state that keeps at most COLLECT_MAX_HEAP, with
