@@ -54,11 +54,25 @@ static size_t room_after_cycle(actor *a)
     return room < COLLECT_ROOM_MAX ? room : COLLECT_ROOM_MAX;
 }
 
+/* The room after a cycle, once the collector is in its pause: at least the state's share, and
+ * for a state that keeps little at most COLLECT_ROOM_SMALL past it (under max_heap too, where
+ * less garbage only keeps it further from its limit). 0 if the collector is not in its pause
+ * yet (the cycle left finalizers due): the room is owed. */
+static int give_room(actor *a)
+{
+    size_t share = room_after_cycle(a);
+    if (!ljx_gc_room_min(a->vm.co, share))
+        return 0;
+    if (a->vm.mem <= COLLECT_SMALL_KEPT)
+        ljx_gc_room(a->vm.co, share > COLLECT_ROOM_SMALL ? share : COLLECT_ROOM_SMALL);
+    return 1;
+}
+
 void collect_between_waits(actor *a)
 {
     /* the last cycle's finalizers have run since (the code's own steps ran them): the
      * pause's threshold is set, and the room goes on top of it */
-    if (__builtin_expect(a->vm.room_owed, 0) && ljx_gc_room_min(a->vm.co, room_after_cycle(a)))
+    if (__builtin_expect(a->vm.room_owed, 0) && give_room(a))
         a->vm.room_owed = 0;
     if (!due(a))
         return;
@@ -77,12 +91,7 @@ void collect_between_waits(actor *a)
     a->vm.gc_log_n = 0;
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
     ljx_gc_cycle(a->vm.co, &a->vm.gc_strings);
-    size_t share = room_after_cycle(a);
-    a->vm.room_owed = !ljx_gc_room_min(a->vm.co, share);
-    /* a state that keeps little: at most COLLECT_ROOM_SMALL past its share (under max_heap
-     * too, where less garbage only keeps it further from its limit) */
-    if (!a->vm.room_owed && a->vm.mem <= COLLECT_SMALL_KEPT)
-        ljx_gc_room(a->vm.co, share > COLLECT_ROOM_SMALL ? share : COLLECT_ROOM_SMALL);
+    a->vm.room_owed = !give_room(a);
 }
 
 void collect_forget(actor *a)
