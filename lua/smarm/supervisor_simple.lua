@@ -9,8 +9,8 @@ local smarm = require "smarm"
 local M = {}
 
 -- h: the helpers of smarm.supervisor handed over by supervisor.run (child_main, allowed,
--- is_abnormal, warn, is_tx, started, await_down: a child's down notice, the others held back
--- in st.pending for the loop).
+-- is_abnormal, warn, is_tx, reply: answers a request and spends its tx, started, await_down:
+-- a child's down notice, the others held back in st.pending for the loop).
 local h
 
 -- The state: template (a checked child spec), kids (pid -> record {args, n, ref}),
@@ -185,7 +185,8 @@ local function on_request(st, msg)
       return h.warn(("a malformed %s request (reply is not a channel tx)"):format(req.op))
    end
    local a, b, c = f(st, req)
-   req.reply:send({ a, b, c })
+   -- the request's copy of the reply tx lets go with the answer (no finalizer left)
+   h.reply(req.reply, { a, b, c })
 end
 
 --- Runs a simple_one_for_one supervisor inline (supervisor.run calls it).

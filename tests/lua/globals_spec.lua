@@ -45,7 +45,9 @@ end
 
 describe("globals", function()
    it("opens a library on the first mention of its name, without the base library", function()
-      smarm.spawn(function(parent)
+      -- in a new state (a spawn with max_heap never takes a pooled one, whose image may hold
+      -- the libraries its last actors used)
+      smarm.spawn_opt({ max_heap = 64 * 1024 * 1024 }, function(parent)
          local s = require "smarm"
          local loaded = debug.getregistry()._LOADED
          s.send(parent, { tag = "one", debug = loaded.debug ~= nil, base = loaded._G ~= nil })

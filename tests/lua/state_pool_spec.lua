@@ -1,6 +1,7 @@
 -- The state pool: an actor whose body returned leaves its state, reset, for a later spawn.
 -- A recycled state must look new to Lua code however the last actor left it, and a state
--- the reset could not make new (FFI types, finalizers, traces, a kill) is closed instead.
+-- the reset could not make new (FFI types, finalizers, traces, a kill in the middle of its
+-- code) is closed instead.
 -- The bodies keep values they never read:
 -- luacheck: ignore 241
 
@@ -457,15 +458,78 @@ describe("state pool", function()
       assert.are.equal(p0 + r0, p + r)
    end)
 
-   it("closes the state of a killed actor", function()
+   it("recycles the state of an actor killed while it waits", function()
+      -- its body's coroutine is suspended in recv: nothing of it runs again, and nothing in
+      -- its state needs a finalizer (its released start channel has none left)
       assert.are.equal(1, pooled_by_nothing())
+      settle()
+      local p0, r0 = pool_stats()
+      local tx, rx = smarm.channel()
+      local pid, mon = smarm.spawn_monitor(function(ack)
+         local s = require "smarm"
+         rawset(_G, "killed_dirt", 1)
+         ack:send("waiting")
+         ack:release()
+         s.recv()
+      end, tx)
+      tx:release()
+      assert.are.equal("waiting", rx:recv(10))
+      smarm.kill(pid)
+      assert.are.equal("killed", await_down(mon))
+      local deadline, p, r = smarm.now() + 5
+      repeat
+         smarm.sleep(0.01)
+         p, r = pool_stats()
+      until p + r ~= p0 + r0 or smarm.now() > deadline
+      assert.are.equal(p0 + r0 + 1, p + r)
+      -- and the next actor on it finds a state as good as new
+      local recycled
+      for _ = 1, 20 do
+         local report
+         report, recycled = observed()
+         assert.is_nil(report.globals:find("killed_dirt", 1, true))
+         if recycled then break end
+      end
+      assert.is_true(recycled, "no spawn took a pooled state")
+   end)
+
+   it("closes the state of an actor killed while it holds a live channel, and closes that",
+      function()
+         -- the rx's finalizer must run at the actor's end: senders then see "closed"
+         assert.are.equal(1, pooled_by_nothing())
+         settle()
+         local p0, r0 = pool_stats()
+         local pid, mon = smarm.spawn_monitor(function(parent)
+            local s = require "smarm"
+            local tx, rx = s.channel()
+            s.send(parent, { held = tx })
+            rx:recv()
+         end, smarm.self())
+         local m = smarm.recv(10)
+         assert.is_table(m)
+         smarm.kill(pid)
+         assert.are.equal("killed", await_down(mon))
+         smarm.sleep(0.3)
+         local p, r = pool_stats()
+         assert.are.equal(p0 + r0, p + r)
+         assert.are.same({ nil, "closed" }, { m.held:send(1) })
+      end)
+
+   it("closes the state of an actor killed while parked on its C stack", function()
+      -- a wait inside a comparator table.sort calls cannot yield: the actor keeps its C
+      -- stack, and its state stops in the middle of a C call
+      assert.are.equal(1, pooled_by_nothing())
+      settle()
       local p0, r0 = pool_stats()
       local pid, mon = smarm.spawn_monitor(function(parent)
          local s = require "smarm"
-         s.send(parent, "waiting")
-         s.recv()
+         table.sort({ 2, 1 }, function(a, b)
+            s.send(parent, "sorting")
+            s.recv()
+            return a < b
+         end)
       end, smarm.self())
-      assert.are.equal("waiting", smarm.recv(10))
+      assert.are.equal("sorting", smarm.recv(10))
       smarm.kill(pid)
       assert.are.equal("killed", await_down(mon))
       smarm.sleep(0.3)

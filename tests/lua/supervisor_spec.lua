@@ -484,6 +484,46 @@ print("answered " .. #assert(supervisor.which_children(sup, 5)))
       assert.are.same({ nil, "noproc" }, { supervisor.which_children(sup) })
    end)
 
+   it("answers noproc for a supervisor that dies while a request waits", function()
+      -- terminate_child of a child that ignores its shutdown keeps the supervisor busy for
+      -- the grace (5 s); it is killed meanwhile, and the caller learns it at once
+      local sup = assert(start({
+         children = { { id = "s", shutdown = 5, start = { W, "stubborn", "s", me } } },
+      }))
+      assert(next_report("started"))
+      local t0 = smarm.now()
+      local _, cmon = smarm.spawn_monitor(function(s, parent)
+         local sv = require "smarm.supervisor"
+         require("smarm").send(parent, { answer = { sv.terminate_child(s, "s", 10) } })
+      end, sup, me)
+      assert(next_report("ignored"))
+      local mon = smarm.monitor(sup)
+      smarm.kill(sup)
+      assert.are.equal("killed", assert(mon:recv(5)).reason)
+      assert.are.same({ nil, "noproc" }, assert(next_report("answer", 5)).answer)
+      assert.are.equal("normal", assert(cmon:recv(5)).reason)
+      -- long before the grace or the request's timeout ran out (a sanity bound)
+      assert.is_true(smarm.now() - t0 < 4, "took " .. (smarm.now() - t0) .. " s")
+   end)
+
+   it("makes no channel objects per request for the caller's collector", function()
+      -- each request's reply channel goes through the same two objects, released once it
+      -- is answered (the requests used to make a new pair and a monitor each, 792 bytes a
+      -- request in all here, which a caller holding much finalized long after, cold); with
+      -- the collector stopped a request now allocates 464 bytes: its tables and the answer's
+      local sup = assert(start({ children = {} }))
+      supervisor.count_children(sup)
+      collectgarbage()
+      collectgarbage("stop")
+      local k0 = collectgarbage("count")
+      local active = 0
+      for _ = 1, 100 do active = active + supervisor.count_children(sup).active end
+      local per = (collectgarbage("count") - k0) * 1024 / 100
+      collectgarbage("restart")
+      assert.are.equal(0, active)
+      assert.is_true(per < 630, per .. " bytes a request")
+   end)
+
    it("raises bad arguments at the caller's line, naming the function and the problem",
       function()
          local raised = require("support.errors").raised_here

@@ -307,8 +307,13 @@ void body_finish(actor *a, int status)
 
 /* A stopped actor is never resumed: whatever it was doing (a parked wait, a
  * preempted trace, a pcall that would catch an error) is dropped with its
- * frames, and its state is closed on a fresh context. The stop cannot be
- * caught because nothing of the actor runs again. */
+ * frames, on a fresh context. The stop cannot be caught because nothing of the
+ * actor runs again. A state at rest, its body's coroutine suspended in a wait
+ * (a coroutine park: no C frames of its own), goes as a returned actor's does
+ * (luavm_release): back to the pool unless something in it must be finalized
+ * or cannot be reset (a supervisor's killed children used to make a new state
+ * for each restart). One stopped in the middle of its code (parked on its C
+ * stack, or never started) is closed. */
 void body_stop_entry(actor *a)
 {
     if (a->run.overflowed) {
@@ -323,7 +328,10 @@ void body_stop_entry(actor *a)
     /* stopped before its first run: the channels its spawn arguments carry are let go */
     luavm_drop_boot(a);
     body_finish(a, BODY_KILLED);
-    luavm_close(a);
+    if (a->vm.co && lua_status(a->vm.co) == LUA_YIELD)
+        luavm_release(a);
+    else
+        luavm_close(a);
     sched_leave(a, LEAVE_DONE);
 }
 

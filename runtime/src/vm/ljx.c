@@ -31,6 +31,7 @@
 #include "lj_buf.h"      /* lj_buf_ruleb128: a function's variable ranges */
 #include "lj_func.h"     /* lj_func_newL_empty: a body from a kept prototype */
 #include "lj_udata.h"    /* lj_lightud_intern: a light userdata key for a raw lookup */
+#include "lj_meta.h"     /* lj_meta_fastg: whether a userdata's metatable has a __gc */
 
 /* From LuaJIT's lualib.h, declared here because runtime/src has a lualib.h of its own. */
 LUALIB_API int luaopen_ffi(lua_State *L);
@@ -1003,9 +1004,14 @@ int ljx_state_resettable(lua_State *L)
     if (gcref(g->gc.mmudata) != NULL)
         return 0;
     /* every userdata follows the main thread in the GC's list (lj_udata_new); live or not
-     * yet swept, one with a metatable may have a __gc that must run at this actor's end */
+     * yet swept, one whose metatable has a __gc must have it run at this actor's end. One
+     * without (a released channel object: its spent metatable has none) is inert: the reset
+     * leaves it unreachable, and the next tenant's collector frees it with nothing to run. */
     for (GCobj *o = gcref(mainthread(g)->nextgc); o != NULL; o = gcref(o->gch.nextgc)) {
-        if (o->gch.gct != ~LJ_TUDATA || gcref(gco2ud(o)->metatable) != NULL)
+        if (o->gch.gct != ~LJ_TUDATA)
+            return 0;
+        GCtab *mt = tabref(gco2ud(o)->metatable);
+        if (mt != NULL && lj_meta_fastg(g, mt, MM_gc) != NULL)
             return 0;
     }
     return 1;

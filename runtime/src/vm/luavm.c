@@ -1313,8 +1313,9 @@ void luavm_abandon(actor *a)
  * actor hung from the registry, the globals, the metatables of the basic types, the hook and the
  * JIT state, and math.random's seed, package.loaded and the libraries are all made anew by the
  * boot. What a reset cannot undo makes a state ineligible (ljx_state_resettable: the FFI's C types,
- * compiled traces, userdata with a metatable, whose __gc must run at the actor's end), as
- * do a killed or abandoned actor, a crash on the main state, a heap that went over max_heap
+ * compiled traces, userdata whose metatable has a __gc, which must run at the actor's end), as
+ * do an actor killed in the middle of its code (one killed in a coroutine's wait is recycled
+ * like a returned one) or abandoned, a crash on the main state, a heap that went over max_heap
  * and a test hook's allocator. The last actor's garbage comes along until the GC takes it,
  * and counts on the new actor's memory, so a spawn with max_heap always makes a new state;
  * a state bigger than POOL_COLLECT_AT after its reset is collected in full, and one still
