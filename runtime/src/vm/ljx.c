@@ -1010,8 +1010,9 @@ int ljx_state_resettable(lua_State *L)
     for (GCobj *o = gcref(mainthread(g)->nextgc); o != NULL; o = gcref(o->gch.nextgc)) {
         if (o->gch.gct != ~LJ_TUDATA)
             return 0;
-        GCtab *mt = tabref(gco2ud(o)->metatable);
-        if (mt != NULL && lj_meta_fastg(g, mt, MM_gc) != NULL)
+        /* gcref before tabref: the latter takes a member's address, a null one's too */
+        if (gcref(gco2ud(o)->metatable) != NULL &&
+            lj_meta_fastg(g, tabref(gco2ud(o)->metatable), MM_gc) != NULL)
             return 0;
     }
     return 1;
