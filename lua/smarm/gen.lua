@@ -83,42 +83,54 @@ function M.call(dest, request, timeout, fname, tag)
    if not pid then return nil, "noproc" end
    local self = smarm.self()
    if pid == self then error(fname .. ": a server cannot call itself", 2) end
-   -- Taken while in use: a call nested in a finalizer that runs meanwhile makes its own.
-   local tx, rx = call_tx, call_rx
-   call_tx, call_rx = nil, nil
-   if not tx then tx, rx = smarm.channel() end
    -- The request's two tables are the last call's: the send copies them, and they are
    -- emptied of the request right after (a call nested in a finalizer that runs during the
-   -- send finds them taken, and makes its own). Made with room for their keys: a
+   -- call finds them taken, and makes its own). Made with room for their keys: a
    -- constructor's template cannot hold TAG, made at run time, and modules run from
    -- bytecode dumps, which drop a template's keys whose values are computed; each key added
    -- to a full table rehashed it.
    local msg, from = call_msg, call_from
    call_msg = nil
    if not msg then msg, from = tnew(0, 3), tnew(0, 2) end
-   from.pid, from.tx = self, tx
+   from.pid = self
    msg[TAG], msg.req, msg.from = tag or "call", request, from
-   -- tx and rx get a new channel, and tx lets go of it once the request is sent: from then
-   -- on only the request's copy keeps it open, so when the server dies its state is closed,
-   -- that copy goes, and rx says "closed" (no monitor needed)
-   local ok, sent, t0 = pcall(chan.call_send, pid, msg, tx, rx)
+   local v, why = M.request(pid, msg, from, "tx", wait)
    msg.req = nil
    call_msg, call_from = msg, from
+   if v then return v[1] end
+   if v == false then error(blame(fname, why, "msg.req", "request"), 2) end
+   return nil, why
+end
+
+--- Sends msg to pid with holder[key] = a reply channel's tx, and waits up to wait seconds
+-- (nil: forever) for the one reply on it (the supervisor's requests use it too).
+-- tx and rx are the actor's pair for every request (taken while in use: a request nested
+-- in a finalizer that runs meanwhile makes its own), given a new channel by chan.call_send;
+-- tx lets go of it once msg is sent, so only msg's copy keeps it open: when the server
+-- dies its state is closed, that copy goes, and rx says "closed" (no monitor needed).
+-- @return the reply table | nil, "noproc" | "timeout" | "server_down" | false, err (the
+--   send raised err)
+function M.request(pid, msg, holder, key, wait)
+   local tx, rx = call_tx, call_rx
+   call_tx, call_rx = nil, nil
+   if not tx then tx, rx = smarm.channel() end
+   holder[key] = tx
+   local ok, sent, t0 = pcall(chan.call_send, pid, msg, tx, rx)
    if not ok or not sent then
       chan.drop(tx)
       chan.drop(rx)
       call_tx, call_rx = tx, rx
-      if not ok then error(blame(fname, sent, "msg.req", "request"), 2) end
+      if not ok then return false, sent end
       return nil, "noproc"
    end
    local v, err = rx:recv(wait)
-   -- a call has one reply: the channel goes now (after a timeout, with the late reply)
+   -- a request has one reply: the channel goes now (after a timeout, with the late reply)
    chan.drop(rx)
    call_tx, call_rx = tx, rx
-   if v then return v[1] end
+   if v then return v end
    if err == "timeout" then return nil, "timeout" end
    -- "closed": the server died, or it is alive and dropped the reply handle (then no reply
-   -- can come and the call times out, as in OTP). A monitor tells which.
+   -- can come and the request times out, as in OTP). A monitor tells which.
    local left = wait and math.max(0, wait - (smarm.now() - t0))
    local mon = smarm.monitor(pid)
    local down = mon:recv(left)

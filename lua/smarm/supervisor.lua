@@ -554,49 +554,22 @@ local function on_request(st, msg)
    chan.reply(req.reply, { a, b, c })
 end
 
--- The tx and rx a request's answer comes through, kept for the next request: each request
--- gives them a new channel (chan.call_send) rather than making two objects with finalizers,
--- which a state that keeps much (a supervisor's own parent, a root holding its pids) would
--- finalize long after, cold: count_children at 100,000 children took 10-25 us with a new
--- channel and a monitor per request.
-local call_tx, call_rx
-
 -- Sends a request to sup and waits for the answer, or for sup to go. Tail-called by the
--- public functions, so error level 2 blames their caller. As gen.call: once the request is
--- sent only its copy of the reply tx keeps the channel open, so sup's death closes it, and a
--- monitor is asked only then (a closed channel from a live sup, which dropped the request,
--- leaves the call to its timeout).
+-- public functions, so error level 2 blames their caller. Through gen.request, as a
+-- gen_server call: one reply channel pair per actor, no monitor unless the channel closes
+-- (a new pair and a monitor per request, which a state that keeps much finalized long
+-- after, cold, made count_children at 100,000 children take 10-25 us).
 local function call(fname, sup, op, req, timeout)
    req.op = op
    if type(sup) == "string" then
       sup = smarm.whereis(sup)
       if not sup then return nil, "noproc" end
    end
-   -- taken while in use: a request made by a finalizer that runs meanwhile makes its own
-   local tx, rx = call_tx, call_rx
-   call_tx, call_rx = nil, nil
-   if not tx then tx, rx = smarm.channel() end
-   req.reply = tx
-   local ok, sent, t0 = pcall(chan.call_send, sup, { smarm_sup = req }, tx, rx)
+   local v, why = gen.request(sup, { smarm_sup = req }, req, "reply", timeout)
    req.reply = nil
-   if not ok or not sent then
-      chan.drop(tx)
-      chan.drop(rx)
-      call_tx, call_rx = tx, rx
-      if not ok then error(gen.blame(fname, sent, "msg.smarm_sup.child", "child", "sup"), 2) end
-      return nil, "noproc"
-   end
-   local v, err = rx:recv(timeout)
-   chan.drop(rx)
-   call_tx, call_rx = tx, rx
    if type(v) == "table" then return v[1], v[2], v[3] end
-   if err ~= "closed" then return nil, err or "timeout" end
-   local left = timeout and math.max(0, timeout - (smarm.now() - t0))
-   local mon = smarm.monitor(sup)
-   local down = mon:recv(left)
-   smarm.demonitor(mon)
-   if down then return nil, "noproc" end
-   return nil, "timeout"
+   if v == false then error(gen.blame(fname, why, "msg.smarm_sup.child", "child", "sup"), 2) end
+   return nil, why == "server_down" and "noproc" or why or "timeout"
 end
 
 -- Checks the arguments every request takes: what is wrong, or nil and the timeout
