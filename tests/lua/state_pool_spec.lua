@@ -255,6 +255,21 @@ end
 
 local function nothing() end
 
+-- n actors alive at once (each booted: it reported), then all ending normally.
+local function end_wave(n)
+   local wave, mons = {}, {}
+   for i = 1, n do
+      wave[i], mons[i] = smarm.spawn_monitor(function(parent)
+         local s = require "smarm"
+         s.send(parent, { tag = "wave up" })
+         s.recv()
+      end, smarm.self())
+   end
+   for _ = 1, n do reply("wave up") end
+   for i = 1, n do smarm.send(wave[i], "go") end
+   for i = 1, n do assert.are.equal("normal", await_down(mons[i])) end
+end
+
 -- pooled_by(5, nothing), again while another actor's end got counted with it (at most 3
 -- tries): 1 when an actor whose body returned gives its state to a pool.
 local function pooled_by_nothing()
@@ -546,18 +561,7 @@ describe("state pool", function()
    it("keeps the states of a wave of ended actors, and closes those unused for a second", function()
       settle()
       local p0, r0, _, t0 = pool_stats()
-      -- 200 actors alive at once (each booted: it reported), then all ending
-      local wave, mons = {}, {}
-      for i = 1, 200 do
-         wave[i], mons[i] = smarm.spawn_monitor(function(parent)
-            local s = require "smarm"
-            s.send(parent, { tag = "wave up" })
-            s.recv()
-         end, smarm.self())
-      end
-      for _ = 1, 200 do reply("wave up") end
-      for i = 1, 200 do smarm.send(wave[i], "go") end
-      for i = 1, 200 do assert.are.equal("normal", await_down(mons[i])) end
+      end_wave(200)
       -- a pool of 32 per scheduler would have closed most of them at once (the wave's own
       -- spawns may have taken states pooled before: those count as recycled)
       local function went() local p, r = pool_stats() return p + r - (p0 + r0) end
@@ -574,6 +578,23 @@ describe("state pool", function()
       until t - t0 >= 100 or smarm.now() > deadline
       assert.is_true(t - t0 >= 100,
          ("only %d pooled states closed 6 s after the wave"):format(t - t0))
+   end)
+
+   it("keeps every state of a wave larger than 2,048 per scheduler", function()
+      -- Sleepers of a few milliseconds end in waves of thousands while new ones start
+      -- (tests/bench/timers.lua peaked at 4,100-5,100 alive at -S 1): pools of 2,048 states
+      -- closed the rest of each wave while the next spawns made new states.
+      local st = ffi.new("smarm_runtime_stats")
+      C.smarm_ffi_runtime_stats(st)
+      local n = 2048 * st.schedulers + 256
+      settle()
+      local p0, r0 = pool_stats()
+      end_wave(n)
+      local function went() local p, r = pool_stats() return p + r - (p0 + r0) end
+      local deadline = smarm.now() + 5
+      while went() < n - 64 and smarm.now() < deadline do smarm.sleep(0.01) end
+      assert.is_true(went() >= n - 64,
+         ("%d states went to the pools as %d actors ended"):format(went(), n))
    end)
 
    it("runs each body on its state's last coroutine, as good as new", function()
