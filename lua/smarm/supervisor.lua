@@ -566,10 +566,9 @@ local function call(fname, sup, op, req, timeout)
       if not sup then return nil, "noproc" end
    end
    local v, why = gen.request(sup, { smarm_sup = req }, req, "reply", timeout)
-   req.reply = nil
-   if type(v) == "table" then return v[1], v[2], v[3] end
+   if v then return v[1], v[2], v[3] end
    if v == false then error(gen.blame(fname, why, "msg.smarm_sup.child", "child", "sup"), 2) end
-   return nil, why == "server_down" and "noproc" or why or "timeout"
+   return nil, why == "server_down" and "noproc" or why
 end
 
 -- Checks the arguments every request takes: what is wrong, or nil and the timeout

@@ -179,9 +179,14 @@ local C = require "smarm.ffi"
 -- The pooled count as the pool's own actions moved it: the states the once-a-second trim
 -- closed count as still pooled (specs that count what went to the pools must not see them
 -- go), then the recycled and restored counts, and the trimmed one.
-local function pool_stats()
+local function runtime_stats()
    local st = ffi.new("smarm_runtime_stats")
    C.smarm_ffi_runtime_stats(st)
+   return st
+end
+
+local function pool_stats()
+   local st = runtime_stats()
    local trimmed = tonumber(st.states_trimmed)
    return tonumber(st.states_pooled) + trimmed, tonumber(st.states_recycled),
       tonumber(st.states_restored), trimmed
@@ -268,6 +273,15 @@ local function end_wave(n)
    for _ = 1, n do reply("wave up") end
    for i = 1, n do smarm.send(wave[i], "go") end
    for i = 1, n do assert.are.equal("normal", await_down(mons[i])) end
+end
+
+-- How many states went to the pools since pool_stats() gave p0, r0 (pooled + recycled: the
+-- wave's own spawns may have taken states pooled before), once want did or 5 s passed.
+local function pooled_since(p0, r0, want)
+   local function went() local p, r = pool_stats() return p + r - (p0 + r0) end
+   local deadline = smarm.now() + 5
+   while went() < want and smarm.now() < deadline do smarm.sleep(0.01) end
+   return went()
 end
 
 -- pooled_by(5, nothing), again while another actor's end got counted with it (at most 3
@@ -562,16 +576,12 @@ describe("state pool", function()
       settle()
       local p0, r0, _, t0 = pool_stats()
       end_wave(200)
-      -- a pool of 32 per scheduler would have closed most of them at once (the wave's own
-      -- spawns may have taken states pooled before: those count as recycled)
-      local function went() local p, r = pool_stats() return p + r - (p0 + r0) end
-      local deadline = smarm.now() + 5
-      while went() < 180 and smarm.now() < deadline do smarm.sleep(0.01) end
-      assert.is_true(went() >= 180,
-         ("%d states went to the pools as 200 actors ended"):format(went()))
+      -- a pool of 32 per scheduler would have closed most of them at once
+      local went = pooled_since(p0, r0, 180)
+      assert.is_true(went >= 180, ("%d states went to the pools as 200 actors ended"):format(went))
       -- nothing takes them: within a few trims (one a second) all but a few per pool are closed
       local t
-      deadline = smarm.now() + 6
+      local deadline = smarm.now() + 6
       repeat
          smarm.sleep(0.1)
          t = select(4, pool_stats())
@@ -584,17 +594,13 @@ describe("state pool", function()
       -- Sleepers of a few milliseconds end in waves of thousands while new ones start
       -- (tests/bench/timers.lua peaked at 4,100-5,100 alive at -S 1): pools of 2,048 states
       -- closed the rest of each wave while the next spawns made new states.
-      local st = ffi.new("smarm_runtime_stats")
-      C.smarm_ffi_runtime_stats(st)
-      local n = 2048 * st.schedulers + 256
+      local n = 2048 * runtime_stats().schedulers + 256
       settle()
       local p0, r0 = pool_stats()
       end_wave(n)
-      local function went() local p, r = pool_stats() return p + r - (p0 + r0) end
-      local deadline = smarm.now() + 5
-      while went() < n - 64 and smarm.now() < deadline do smarm.sleep(0.01) end
-      assert.is_true(went() >= n - 64,
-         ("%d states went to the pools as %d actors ended"):format(went(), n))
+      local went = pooled_since(p0, r0, n - 64)
+      assert.is_true(went >= n - 64,
+         ("%d states went to the pools as %d actors ended"):format(went, n))
    end)
 
    it("runs each body on its state's last coroutine, as good as new", function()
