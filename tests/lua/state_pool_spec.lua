@@ -176,15 +176,16 @@ local smarm = require "smarm" -- below the bodies, so none of them can capture i
 local ffi = require "ffi"
 local C = require "smarm.ffi"
 
--- The pooled count as the pool's own actions moved it: the states the once-a-second trim
--- closed count as still pooled (specs that count what went to the pools must not see them
--- go), then the recycled and restored counts, and the trimmed one.
+-- The runtime's counters (smarm_runtime_stats) as they are now.
 local function runtime_stats()
    local st = ffi.new("smarm_runtime_stats")
    C.smarm_ffi_runtime_stats(st)
    return st
 end
 
+-- The pooled count as the pool's own actions moved it: the states the once-a-second trim
+-- closed count as still pooled (specs that count what went to the pools must not see them
+-- go), then the recycled and restored counts, and the trimmed one.
 local function pool_stats()
    local st = runtime_stats()
    local trimmed = tonumber(st.states_trimmed)

@@ -1322,12 +1322,10 @@ void luavm_abandon(actor *a)
  * bigger than POOL_STATE_MAX is closed.
  *
  * A pool holds up to POOL_STATES: actors that each live a while (a sleep, a request) end in
- * waves while new ones start, and a pool of 32 recycled 20-45% of the states of
- * tests/bench/timers.lua where one of 1,024 recycled 67-85%, and one of 2,048 that lends to
- * and borrows from the other schedulers' (pool_for) 94-95% at -S 2 but 80-86% at -S 1: its
- * waves peak at 4,100-5,100 states alive, and a pool of 2,048 closed 12,500-17,900 states for
- * want of room while the next spawns made 14,000-20,000 new ones. One of 4,096 closes a few
- * hundred at most, and the new states are about the peak alive (4,150-5,100). What a wave leaves
+ * waves while new ones start, and a pool must hold a whole wave, or it closes the states the
+ * next spawns then make again. In tests/bench/timers.lua at -S 1 (one pool, nobody to lend
+ * to: pool_for) the waves peak at 4,100-5,100 states alive; the figures for each size tried
+ * are in docs/DESIGN.md ("The state pool"). What a wave leaves
  * behind goes back to the system: once a second (luavm_trim, from the watchdog) the states
  * that lay at the bottom of a pool for the whole second, unused, are closed, down to
  * POOL_KEEP. */
