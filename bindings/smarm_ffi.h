@@ -57,7 +57,7 @@ typedef struct smarm_runtime_stats {
     uint64_t heap_bytes;    /* bytes the actors' Lua states hold */
     int32_t schedulers;     /* scheduler threads */
     uint64_t states_recycled; /* spawns that booted an ended actor's reset state */
-    int64_t states_pooled;    /* reset states waiting for a spawn */
+    int64_t states_pooled;    /* ended actors' states waiting for a spawn */
     uint64_t states_restored; /* resets that wrote back the image of a state's libraries */
     uint64_t polled_runs;     /* runs of actors a ready fd woke */
     uint64_t polled_moved;    /* of those, runs on another scheduler than the actor's last */
@@ -75,6 +75,8 @@ typedef struct smarm_runtime_stats {
                                  machine's other programs left no CPU for a sibling */
     int64_t cpu_room; /* thousandths of the CPUs this process may use that other programs
                          left it, at the last sample (-1 unknown) */
+    int64_t states_dirty; /* of the pooled states, those not reset yet: the spawn that
+                             takes one resets it */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

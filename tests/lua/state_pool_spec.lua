@@ -296,7 +296,51 @@ local function pooled_by_nothing()
    return n
 end
 
+-- The pooled states not reset yet (the spawn that takes one resets it).
+local function dirty_count()
+   return tonumber(runtime_stats().states_dirty)
+end
+
+-- The change in the dirty count once an actor ran body and ended: spawned with max_heap, it
+-- makes a new state (it takes none from a pool), and its state then goes to one.
+local function dirtied_by(body)
+   settle()
+   local d0 = dirty_count()
+   local p0, r0 = pool_stats()
+   local _, mon = smarm.spawn_opt({ max_heap = 64 * 1024 * 1024, monitor = true }, body)
+   assert.are.equal("normal", await_down(mon))
+   assert.are.equal(1, pooled_since(p0, r0, 1), "the state did not go to a pool")
+   return dirty_count() - d0
+end
+
 describe("state pool", function()
+   it("leaves a small state's reset to the spawn that takes it", function()
+      -- the ended actor's state lies in a pool as it was: its end ran no reset
+      assert.are.equal(1, dirtied_by(nothing))
+      -- a spawn takes it (or another dirty one: each pool's newest first) and resets it
+      -- before its boot; the same actor, observed, sees a new state (the spec below)
+      local took
+      for _ = 1, 20 do
+         local d0 = dirty_count()
+         local _, recycled = observed()
+         if recycled and dirty_count() < d0 then
+            took = true
+            break
+         end
+         dirtied_by(nothing)
+      end
+      assert.is_true(took, "no spawn took a dirty state")
+   end)
+
+   it("resets at its end a state that holds more than a reset may leave uncollected", function()
+      -- 100 KB alive at the end: its reset collects in full, at once, not at the next spawn
+      assert.are.equal(0, dirtied_by(function()
+         local keep = {}
+         for i = 1, 2000 do keep[i] = { i } end
+         return #keep
+      end))
+   end)
+
    it("reuses the state of an actor whose body returned", function()
       assert.are.equal(1, pooled_by_nothing())
       -- the spawn may boot on another scheduler than the one whose pool holds the state

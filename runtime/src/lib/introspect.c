@@ -101,9 +101,10 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     }
     out->schedulers = rt->nsched;
     out->states_recycled = atomic_load_explicit(&rt->vm->states_recycled, memory_order_relaxed);
-    uint64_t pooled, trimmed;
-    luavm_pool_counts(rt->vm, &pooled, &trimmed);
+    uint64_t pooled, dirty, trimmed;
+    luavm_pool_counts(rt->vm, &pooled, &dirty, &trimmed);
     out->states_pooled = (int64_t)pooled;
+    out->states_dirty = (int64_t)dirty;
     out->states_trimmed = trimmed;
     out->states_restored = atomic_load_explicit(&rt->vm->states_restored, memory_order_relaxed);
     out->resume_collections =

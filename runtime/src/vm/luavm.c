@@ -1308,8 +1308,9 @@ void luavm_abandon(actor *a)
  * LuaJIT's fixed strings and builds its dispatch table, and lua_close sweeps them again. So
  * the state of an actor whose body returned or raised is reset instead (vm/ljx.c: an empty
  * registry and globals table, no base-type metatables, no hook, the JIT set up as a new
- * state's) and kept for the next spawn on the same scheduler, which boots it as it would a
- * new one (or on another, see pool_for). Lua code cannot tell: what it could reach of the last
+ * state's; a small state's reset is left to the spawn that takes it: luavm_release) and kept
+ * for the next spawn on the same scheduler, which boots it as it would a new one (or on
+ * another, see pool_for). Lua code cannot tell: what it could reach of the last
  * actor hung from the registry, the globals, the metatables of the basic types, the hook and the
  * JIT state, and math.random's seed, package.loaded and the libraries are all made anew by the
  * boot. What a reset cannot undo makes a state ineligible (ljx_state_resettable: the FFI's C types,
@@ -1344,11 +1345,14 @@ typedef struct luavm_pool {
     _Atomic uint32_t n;    /* written under the lock, read without it as a hint */
     uint32_t low;          /* the least n since the last trim (under the lock) */
     uint64_t trimmed;      /* states trims closed (under the lock) */
+    uint32_t dirty;        /* of the n, those not reset yet (under the lock) */
     struct pooled {
         lua_State *L;
         size_t mem;
-        ljx_image *image; /* its image (or NULL) */
-        unsigned libs;    /* the libraries in the image */
+        ljx_image *image; /* its image (or NULL); a dirty state's to write back, if any */
+        unsigned libs;    /* the libraries in the image (a dirty state's: to have in it) */
+        lua_State *keep;  /* a dirty state's coroutine for the next body (or NULL) */
+        int dirty;        /* not reset yet: the spawn that takes it resets it (reset_taken) */
     } st[POOL_STATES];
 } luavm_pool;
 
@@ -1390,6 +1394,8 @@ static void *pooled_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return heap_realloc(ud, NULL, ptr, osize, nsize);
 }
 
+static int reset_taken(actor *a, struct pooled *e);
+
 /* A pooled state for a, or NULL. */
 static lua_State *pool_take(actor *a)
 {
@@ -1401,11 +1407,12 @@ static lua_State *pool_take(actor *a)
     luavm_pool *p = pool_for(vm, a->rt, 1);
     if (!p)
         return NULL;
-    struct pooled got = {NULL, 0, NULL, 0};
+    struct pooled got = {NULL, 0, NULL, 0, NULL, 0};
     spin_lock(&p->lock);
     uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
     if (n) {
         got = p->st[n - 1];
+        p->dirty -= (uint32_t)got.dirty;
         atomic_store_explicit(&p->n, n - 1, memory_order_relaxed);
         if (p->low > n - 1)
             p->low = n - 1;
@@ -1420,6 +1427,8 @@ static lua_State *pool_take(actor *a)
         ljx_image_prefetch(got.image);
     lua_setallocf(got.L, actor_alloc, a);
     a->vm.mem = got.mem;
+    if (got.dirty && reset_taken(a, &got) != 0)
+        return NULL;
     a->vm.recycled = 1;
     a->vm.image = got.image;
     a->vm.image_libs = got.libs;
@@ -1514,7 +1523,8 @@ static void build_image(lua_State *L, unsigned libs)
 
 struct reset_call {
     lua_State *tmpl;
-    actor *a;
+    ljx_image *restore; /* the image to write back (or NULL: empty the state, image it anew) */
+    unsigned want;      /* the libraries its image is to hold */
     lua_State *keep;    /* the body's coroutine, kept for the next body (or NULL) */
     ljx_image *image;   /* out: the state's image (or NULL) */
     int restored;       /* out: written back from it */
@@ -1525,14 +1535,13 @@ struct reset_call {
 static void reset_protected(lua_State *L, void *ud)
 {
     struct reset_call *rc = ud;
-    actor *a = rc->a;
-    unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
-    ljx_image *restore = image_restorable(a) && want == a->vm.image_libs ? a->vm.image : NULL;
+    unsigned want = rc->want;
+    ljx_image *restore = rc->restore;
     /* the kept coroutine stays on the stack (an image holds no thread) until the end */
     if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore, &rc->image_bytes, rc->keep)) {
         rc->image = restore;
         rc->restored = 1;
-        rc->libs = a->vm.image_libs;
+        rc->libs = want;
     } else {
         build_image(L, want);
         rc->image = ljx_image_take(L, &image_key);
@@ -1561,16 +1570,50 @@ void luavm_warm(actor *a, int next)
         ljx_wake_prefetch(L, co, a->warm.site, !next);
 }
 
+/* Resets e's state (its allocator counting on *mem) and fills in e's image and libraries: 0,
+ * or -1 if the reset raised (out of memory) or left more than POOL_STATE_MAX past its image,
+ * and the state is to be closed. */
+static int reset_pooled(luavm_shared *vm, struct pooled *e, size_t *mem)
+{
+    struct reset_call rc = {vm->tmpl, e->image, e->libs, e->keep, 0, 0, 0, 0};
+    if (ljx_cpcall(e->L, reset_protected, &rc) != 0 || *mem > rc.image_bytes + POOL_STATE_MAX)
+        return -1;
+    e->image = rc.image;
+    e->libs = rc.libs;
+    e->keep = NULL;
+    e->dirty = 0;
+    if (rc.restored)
+        atomic_fetch_add_explicit(&vm->states_restored, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* A spawn took a dirty state (its allocator is a's, counting on a->vm.mem): its reset runs
+ * now, before the boot, as it would have run at its last actor's end. 0, or -1 with the state
+ * closed (the caller makes a new one). */
+static int reset_taken(actor *a, struct pooled *e)
+{
+    if (reset_pooled(a->rt->vm, e, &a->vm.mem) == 0)
+        return 0;
+    close_lua(e->L);
+    a->vm.mem = 0;
+    return -1;
+}
+
+/* The state of an actor that ended goes to a pool. One that keeps little (at most
+ * POOL_COLLECT_AT: no full collection due at its reset) goes dirty, and the spawn that takes
+ * it resets it (reset_taken): the end of an actor is on the way of whoever waits for the
+ * next run of its scheduler (a fired timer, a message), a boot is where the work of a new
+ * actor starts anyway, and the state's lines are read once for the reset and the boot
+ * instead of cold twice. In tests/bench/timers.lua the woken sleepers waited 1.6-2.9 ms in
+ * the run queue behind one another, each wake's run taking longer than a boot, so the
+ * sleepers booted between two waves woke in one burst (docs/DESIGN.md, "A dirty pool"). A
+ * bigger state is reset here, where its collection frees what it holds at once. */
 void luavm_release(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
-    /* the lines the checks and the reset read are asked for before their first steps reach
-     * them: the image and the tables it covers were last touched at the boot */
-    if (a->vm.L) {
+    /* the lines the checks read are asked for before their first steps reach them */
+    if (a->vm.L)
         ljx_state_prefetch(a->vm.L);
-        if (image_restorable(a))
-            ljx_image_prefetch(a->vm.image);
-    }
     luavm_pool *p = a->vm.L ? pool_for(vm, a->rt, 0) : NULL;
     if (!p || !may_recycle(a)) {
         luavm_close(a);
@@ -1579,19 +1622,27 @@ void luavm_release(actor *a)
     lua_State *L = a->vm.L;
     a->vm.closing = 1; /* no preemption hook is armed from here on */
     lua_setallocf(L, actor_alloc, a);
-    /* protected: the reset allocates (a registry, a globals table, an image) */
     /* a coroutine whose function returned runs the next body: no thread and stack to make
      * at its boot, none left behind as garbage (a pooled state collects only past
      * POOL_COLLECT_AT, and in tests/bench/timers.lua dead coroutines were most of what
      * recycled states carried) */
     lua_State *keep = a->vm.co && ljx_thread_renewable(a->vm.co) ? a->vm.co : NULL;
-    struct reset_call rc = {vm->tmpl, a, keep, 0, 0, 0, 0};
-    if (ljx_cpcall(L, reset_protected, &rc) != 0 || a->vm.mem > rc.image_bytes + POOL_STATE_MAX) {
-        close_lua(L);
-        forget_state(a);
-        return;
+    /* what its image holds is written back, unless its actor could reach inside it or opened
+     * a library it lacks: then the reset empties the state and images it anew */
+    unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
+    ljx_image *restore = image_restorable(a) && want == a->vm.image_libs ? a->vm.image : NULL;
+    struct pooled entry = {L, a->vm.mem, restore, want, keep, 1};
+    if (a->vm.mem > POOL_COLLECT_AT) {
+        /* protected: the reset allocates (a registry, a globals table, an image) */
+        if (restore)
+            ljx_image_prefetch(restore);
+        if (reset_pooled(vm, &entry, &a->vm.mem) != 0) {
+            close_lua(L);
+            forget_state(a);
+            return;
+        }
+        entry.mem = a->vm.mem;
     }
-    struct pooled entry = {L, a->vm.mem, rc.image, rc.libs};
     lua_setallocf(L, pooled_alloc, &a->rt->heap);
     a->vm.mem = 0;
     spin_lock(&p->lock);
@@ -1599,23 +1650,23 @@ void luavm_release(actor *a)
     int kept = n < POOL_STATES;
     if (kept) {
         p->st[n] = entry;
+        p->dirty += (uint32_t)entry.dirty;
         atomic_store_explicit(&p->n, n + 1, memory_order_relaxed);
     }
     spin_unlock(&p->lock);
     if (!kept)
         close_lua(L);
-    else if (rc.restored)
-        atomic_fetch_add_explicit(&vm->states_restored, 1, memory_order_relaxed);
     forget_state(a);
 }
 
-void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed)
+void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *dirty, uint64_t *trimmed)
 {
-    *pooled = *trimmed = 0;
+    *pooled = *dirty = *trimmed = 0;
     for (int i = 0; vm->pools && i < POOL_SLOTS; i++) {
         luavm_pool *p = &vm->pools[i];
         spin_lock(&p->lock);
         *pooled += atomic_load_explicit(&p->n, memory_order_relaxed);
+        *dirty += p->dirty;
         *trimmed += p->trimmed;
         spin_unlock(&p->lock);
     }
@@ -1632,8 +1683,10 @@ void luavm_trim(luavm_shared *vm)
         /* st[0, low) lay in the pool the whole second: the oldest go */
         if (p->low > POOL_KEEP) {
             k = p->low - POOL_KEEP < POOL_TRIM_MAX ? p->low - POOL_KEEP : POOL_TRIM_MAX;
-            for (uint32_t j = 0; j < k; j++)
+            for (uint32_t j = 0; j < k; j++) {
                 idle[j] = p->st[j].L;
+                p->dirty -= (uint32_t)p->st[j].dirty;
+            }
             memmove(&p->st[0], &p->st[k], (n - k) * sizeof p->st[0]);
             n -= k;
             atomic_store_explicit(&p->n, n, memory_order_relaxed);
@@ -1654,6 +1707,7 @@ static void pools_free(luavm_shared *vm)
         for (uint32_t n = atomic_load(&p->n); n > 0; n--)
             close_lua(p->st[n - 1].L);
         atomic_store(&p->n, 0);
+        p->dirty = 0;
     }
     free(vm->pools);
     vm->pools = NULL;

@@ -121,9 +121,10 @@ void luavm_release(struct actor *a);
  * resume reads first (from another thread; reads only actor_vm's warm fields); not the
  * dispatch table's when next (it runs right after its waker). */
 void luavm_warm(struct actor *a, int next);
-/* States waiting in the pools now, and the pooled states luavm_trim has closed so far (the
- * two read together: a trim moves states from one count to the other at once). */
-void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *trimmed);
+/* States waiting in the pools now, of those the ones not reset yet (dirty: the spawn that
+ * takes one resets it), and the pooled states luavm_trim has closed so far (read together: a
+ * trim moves states from one count to the other at once). */
+void luavm_pool_counts(luavm_shared *vm, uint64_t *pooled, uint64_t *dirty, uint64_t *trimmed);
 /* Closes the pooled states no spawn took since the last call, beyond a few per pool (the
  * watchdog's trim hook: at most once a second, while every scheduler sleeps; any thread may
  * call it). */
