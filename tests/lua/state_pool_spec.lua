@@ -318,12 +318,21 @@ describe("state pool", function()
       -- the ended actor's state lies in a pool as it was: its end ran no reset
       assert.are.equal(1, dirtied_by(nothing))
       -- a spawn takes it (or another dirty one: each pool's newest first) and resets it
-      -- before its boot; the same actor, observed, sees a new state (the spec below)
+      -- before its boot (what the booted actor sees is the spec below's). The taker is
+      -- counted while it waits: once it ends, its own state goes to a pool dirty.
       local took
       for _ = 1, 20 do
          local d0 = dirty_count()
-         local _, recycled = observed()
-         if recycled and dirty_count() < d0 then
+         local pid = smarm.spawn(function(parent)
+            local s = require "smarm"
+            s.send(parent, { tag = "taker up" })
+            s.recv()
+         end, smarm.self())
+         reply("taker up")
+         local recycled = assert(smarm.info(pid)).recycled
+         local d1 = dirty_count()
+         smarm.send(pid, "bye")
+         if recycled and d1 < d0 then
             took = true
             break
          end
