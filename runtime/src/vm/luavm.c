@@ -1536,10 +1536,9 @@ static void reset_protected(lua_State *L, void *ud)
 {
     struct reset_call *rc = ud;
     unsigned want = rc->want;
-    ljx_image *restore = rc->restore;
     /* the kept coroutine stays on the stack (an image holds no thread) until the end */
-    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, restore, &rc->image_bytes, rc->keep)) {
-        rc->image = restore;
+    if (ljx_state_reset(L, rc->tmpl, POOL_COLLECT_AT, rc->restore, &rc->image_bytes, rc->keep)) {
+        rc->image = rc->restore;
         rc->restored = 1;
         rc->libs = want;
     } else {
@@ -1611,9 +1610,13 @@ static int reset_taken(actor *a, struct pooled *e)
 void luavm_release(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
-    /* the lines the checks read are asked for before their first steps reach them */
-    if (a->vm.L)
+    /* the lines the checks read are asked for before their first steps reach them, and the
+     * image of a state reset here (a dirty one's is asked for by the spawn that takes it) */
+    if (a->vm.L) {
         ljx_state_prefetch(a->vm.L);
+        if (a->vm.mem > POOL_COLLECT_AT && image_restorable(a))
+            ljx_image_prefetch(a->vm.image);
+    }
     luavm_pool *p = a->vm.L ? pool_for(vm, a->rt, 0) : NULL;
     if (!p || !may_recycle(a)) {
         luavm_close(a);
@@ -1621,7 +1624,6 @@ void luavm_release(actor *a)
     }
     lua_State *L = a->vm.L;
     a->vm.closing = 1; /* no preemption hook is armed from here on */
-    lua_setallocf(L, actor_alloc, a);
     /* a coroutine whose function returned runs the next body: no thread and stack to make
      * at its boot, none left behind as garbage (a pooled state collects only past
      * POOL_COLLECT_AT, and in tests/bench/timers.lua dead coroutines were most of what
@@ -1633,9 +1635,9 @@ void luavm_release(actor *a)
     ljx_image *restore = image_restorable(a) && want == a->vm.image_libs ? a->vm.image : NULL;
     struct pooled entry = {L, a->vm.mem, restore, want, keep, 1};
     if (a->vm.mem > POOL_COLLECT_AT) {
-        /* protected: the reset allocates (a registry, a globals table, an image) */
-        if (restore)
-            ljx_image_prefetch(restore);
+        /* protected: the reset allocates (a registry, a globals table, an image), past any
+         * max_heap (its garbage is counted, not capped) */
+        lua_setallocf(L, actor_alloc, a);
         if (reset_pooled(vm, &entry, &a->vm.mem) != 0) {
             close_lua(L);
             forget_state(a);
