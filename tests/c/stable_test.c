@@ -77,17 +77,42 @@ static void set_semantics_growth_and_counters(void **state)
     assert_true(stab_memory(t) > 9999 * 10);
 
     double out = 0;
-    assert_int_equal(stab_update_counter(t, blob_str("c"), 1, 0, 0, &out), 1);
-    assert_int_equal(stab_update_counter(t, blob_str("c"), 2, 1, 40, &out), STAB_OK);
+    assert_int_equal(stab_update_counter(t, "c", 1, 1, 0, 0, &out), 1);
+    assert_int_equal(stab_update_counter(t, "c", 1, 2, 1, 40, &out), STAB_OK);
     assert_true(out == 42);
-    assert_int_equal(stab_update_counter(t, blob_str("c"), -2, 0, 0, &out), STAB_OK);
+    assert_int_equal(stab_update_counter(t, "c", 1, -2, 0, 0, &out), STAB_OK);
     assert_true(out == 40);
-    assert_int_equal(stab_update_counter(t, blob_str("k1"), 1, 0, 0, &out), STAB_NOTNUM);
+    assert_int_equal(stab_update_counter(t, "k1", 2, 1, 0, 0, &out), STAB_NOTNUM);
+    /* A counter nothing else holds is written over where it lies; a value a reader holds is
+     * replaced instead, and the reader's copy keeps its number. */
+    stab_blob *held = stab_lookup(t, "c", 1);
+    assert_int_equal(stab_update_counter(t, "c", 1, 5, 0, 0, &out), STAB_OK);
+    assert_true(out == 45);
+    double was;
+    memcpy(&was, held->data + 1, 8);
+    assert_true(was == 40);
+    stab_blob *now = stab_lookup(t, "c", 1);
+    assert_ptr_not_equal(now, held);
+    stab_blob_release(held);
+    stab_blob_release(now); /* the table's reference alone is left */
+    assert_int_equal(stab_update_counter(t, "c", 1, 1, 0, 0, &out), STAB_OK);
+    stab_blob *same = stab_lookup(t, "c", 1);
+    assert_ptr_equal(same, now);
+    memcpy(&was, same->data + 1, 8);
+    assert_true(was == 46 && out == 46);
+    stab_blob_release(same);
+    /* a counter stored as a small integer becomes a double at its first update */
+    char seven = (char)(WIRE_FIXINT + 7);
+    assert_int_equal(stab_insert(t, blob_str("i"), stab_blob_new(&seven, 1)), STAB_OK);
+    assert_int_equal(stab_update_counter(t, "i", 1, 1, 0, 0, &out), STAB_OK);
+    stab_blob *grown = stab_lookup(t, "i", 1);
+    assert_true(out == 8 && grown->len == 9 && (unsigned char)grown->data[0] == WIRE_DOUBLE);
+    stab_blob_release(grown);
 
     stab_blob **all;
     size_t n;
     assert_int_equal(stab_snapshot(t, &all, &n), STAB_OK);
-    assert_int_equal(n, 10000);
+    assert_int_equal(n, 10001); /* with "i" */
     for (size_t i = 0; i < 2 * n; i++)
         stab_blob_release(all[i]);
     free(all);
@@ -138,6 +163,7 @@ typedef struct crowd {
     long id;
     _Atomic int *stop;
     long found, gone;
+    double count; /* the last count a reader saw */
 } crowd;
 
 /* Values of key k are "k:version": a reader checks it got one of k's own. */
@@ -153,7 +179,7 @@ static void *writer(void *p)
             stab_delete(c->t, key, (size_t)n);
         else
             stab_insert(c->t, stab_blob_new(key, (size_t)n), blob_fmt("%ld:%ld", k, i));
-        stab_update_counter(c->t, blob_str("count"), 1, 1, 0, &out);
+        stab_update_counter(c->t, "count", 5, 1, 1, 0, &out);
     }
     return NULL;
 }
@@ -166,6 +192,17 @@ static void *reader(void *p)
         char key[32], want[32];
         int n = snprintf(key, sizeof key, "%ld", k);
         int w = snprintf(want, sizeof want, "%ld:", k);
+        /* the writers' counter never goes back, and a copy a reader holds never changes */
+        stab_blob *cv = stab_lookup(c->t, "count", 5);
+        if (cv) {
+            double seen, again;
+            memcpy(&seen, cv->data + 1, 8);
+            assert_true(seen >= c->count);
+            c->count = seen;
+            memcpy(&again, cv->data + 1, 8);
+            assert_true(again == seen);
+            stab_blob_release(cv);
+        }
         stab_blob *v = stab_lookup(c->t, key, (size_t)n);
         if (v) {
             assert_true(v->len > (uint32_t)w && memcmp(v->data, want, (size_t)w) == 0);
@@ -199,7 +236,7 @@ static void readers_and_writers_on_many_threads(void **state)
     crowd cs[5];
     pthread_t th[5];
     for (int i = 0; i < 5; i++) {
-        cs[i] = (crowd){stab_open(rt, "crowd"), i, &stop, 0, 0};
+        cs[i] = (crowd){stab_open(rt, "crowd"), i, &stop, 0, 0, 0};
         assert_int_equal(pthread_create(&th[i], NULL, i < 2 ? writer : reader, &cs[i]), 0);
     }
     for (int i = 0; i < 5; i++)
@@ -235,7 +272,7 @@ static void owner_dies_during_lookups(void **state)
         crowd cs[3];
         pthread_t th[3];
         for (int i = 0; i < 3; i++) {
-            cs[i] = (crowd){stab_open(rt, "doomed"), i, &stop, 0, 0};
+            cs[i] = (crowd){stab_open(rt, "doomed"), i, &stop, 0, 0, 0};
             assert_int_equal(pthread_create(&th[i], NULL, reader, &cs[i]), 0);
         }
         stab_release(t);

@@ -435,55 +435,86 @@ static void write_number(stab_blob *b, double d)
     b->len = 9;
 }
 
-int stab_update_counter(stab *t, stab_blob *key, double incr, int has_default, double deflt,
-                        double *out)
+/* A value blob a counter's update may write over: a double already (its 9 bytes are there)
+ * that nothing but the table holds. Readers retain a blob under the stripe's read lock, which
+ * the caller holds for writing, so none can take it meanwhile; the acquire pairs with the
+ * release of the last reader that let it go, whose reads of it come before the write. */
+static int writable_number(stab_blob *v)
 {
-    uint64_t h = stab_hash(key->data, key->len);
-    /* made before the lock: the new value's blob and, in case the key is new, its entry */
-    stab_blob *nv = malloc(sizeof *nv + 9);
-    entry *fresh = malloc(sizeof *fresh);
-    if (!nv || !fresh) {
-        free(nv);
-        free(fresh);
-        stab_blob_release(key);
-        return STAB_NOMEM;
-    }
-    atomic_init(&nv->refs, 1);
+    return v->len == 9 && atomic_load_explicit(&v->refs, memory_order_acquire) == 1;
+}
+
+int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int has_default,
+                        double deflt, double *out)
+{
+    uint64_t h = stab_hash(key, klen);
     _Atomic uint32_t *l = stripe_of(t, h);
-    stab_blob *old = NULL;
-    int rc = STAB_OK, grew = 0;
-    rwspin_write_lock(l);
-    if (!t->buckets) {
-        rc = STAB_DEAD;
-    } else {
-        entry **p = find(t, h, key->data, key->len);
+    /* What a write may need that the table has not: made outside the lock, once a try under
+     * it found them needed (then the next try has them, whatever changed meanwhile). An
+     * update of a counter nothing else holds needs none of them. */
+    stab_blob *nv = NULL, *kb = NULL, *old = NULL;
+    entry *fresh = NULL;
+    int rc, grew = 0;
+    for (;;) {
+        int absent = 0;
+        rwspin_write_lock(l);
+        if (!t->buckets) {
+            rc = STAB_DEAD;
+            break;
+        }
+        entry **p = find(t, h, key, klen);
         double cur;
         if (*p) {
-            if (read_number((*p)->val, &cur) != 0) {
+            stab_blob *v = (*p)->val;
+            if (read_number(v, &cur) != 0) {
                 rc = STAB_NOTNUM;
-            } else {
-                write_number(nv, cur + incr);
-                old = (*p)->val;
-                (*p)->val = nv;
-                atomic_fetch_add_explicit(&t->bytes, blob_bytes(nv) - blob_bytes(old),
-                                          memory_order_relaxed);
-                nv = NULL;
+                break;
+            }
+            if (writable_number(v) || nv) {
+                if (!writable_number(v)) {
+                    old = v;
+                    (*p)->val = nv;
+                    atomic_fetch_add_explicit(&t->bytes, blob_bytes(nv) - blob_bytes(v),
+                                              memory_order_relaxed);
+                    v = nv;
+                    nv = NULL;
+                }
+                write_number(v, cur + incr);
                 *out = cur + incr;
+                rc = STAB_OK;
+                break;
             }
         } else if (!has_default) {
             rc = 1;
-        } else {
+            break;
+        } else if (nv && kb && fresh) {
             write_number(nv, deflt + incr);
-            link_entry(t, p, fresh, h, key, nv);
+            link_entry(t, p, fresh, h, kb, nv);
             *out = deflt + incr;
             fresh = NULL;
-            key = NULL;
-            nv = NULL;
+            kb = nv = NULL;
             grew = 1;
+            rc = STAB_OK;
+            break;
+        } else {
+            absent = 1;
+        }
+        rwspin_write_unlock(l);
+        if (!nv && (nv = malloc(sizeof *nv + 9)))
+            atomic_init(&nv->refs, 1);
+        if (absent && !kb)
+            kb = stab_blob_new(key, klen);
+        if (absent && !fresh)
+            fresh = malloc(sizeof *fresh);
+        if (!nv || (absent && (!kb || !fresh))) {
+            free(nv);
+            free(fresh);
+            stab_blob_release(kb);
+            return STAB_NOMEM;
         }
     }
     free(nv);
-    write_done(t, l, fresh, key, old, grew);
+    write_done(t, l, fresh, kb, old, grew);
     return rc;
 }
 

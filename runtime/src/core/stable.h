@@ -76,10 +76,11 @@ stab_blob *stab_lookup(stab *t, const char *key, size_t klen);
 /* 1 if key was there and is gone, 0 if absent, STAB_DEAD. */
 int stab_delete(stab *t, const char *key, size_t klen);
 /* Adds incr to key's number (or to deflt when absent and has_default) atomically; the
- * result in *out. STAB_OK, STAB_NOTNUM, STAB_DEAD, or 1: absent and no default. key is
- * taken over. */
-int stab_update_counter(stab *t, stab_blob *key, double incr, int has_default, double deflt,
-                        double *out);
+ * result in *out. STAB_OK, STAB_NOTNUM, STAB_DEAD, STAB_NOMEM, or 1: absent and no default.
+ * A value that is a double already and that no reader holds is written over where it lies:
+ * the update of a counter allocates and frees nothing. */
+int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int has_default,
+                        double deflt, double *out);
 /* A consistent snapshot of every entry: n pairs (key, value) of retained blobs in a malloc'd
  * array *out (2n pointers) for the caller to release and free. STAB_OK, STAB_DEAD, STAB_NOMEM. */
 int stab_snapshot(stab *t, stab_blob ***out, size_t *n);

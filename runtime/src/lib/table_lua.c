@@ -272,8 +272,8 @@ static int l_update_counter(lua_State *L)
                           luaL_typename(L, 4));
     if (has_default)
         deflt = lua_tonumber(L, 4);
-    stab_blob *key = encode_blob(L, 2, "update_counter", "key");
-    int rc = stab_update_counter(t, key, incr, has_default, deflt, &out);
+    wire_buf *kb = encode(L, 2, "update_counter", "key");
+    int rc = stab_update_counter(t, kb->data, kb->len, incr, has_default, deflt, &out);
     if (rc == 1)
         return luaL_error(L, "smarm.table: update_counter: no key %s in '%s' and no default",
                           lua_tostring(L, 2) ? lua_tostring(L, 2) : "?", stab_name(t));
