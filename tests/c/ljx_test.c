@@ -238,6 +238,26 @@ static void gc_total_matches_lua_gc_count(void **state)
     lua_close(L);
 }
 
+/* A new state's empty globals table gives back LuaJIT's 64 nodes (1.5 KB) and keeps room
+ * for two keys; it grows as globals come. A globals table with keys in it is left alone. */
+static void globals_shrink_frees_the_empty_node_part_and_grows_again(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    size_t before = ljx_gc_total(L);
+    ljx_globals_shrink(L);
+    assert_true(ljx_gc_total(L) + 1400 <= before);
+    open_lib(L, luaopen_base);
+    run(L, "for i = 1, 100 do _G['g' .. i] = i end");
+    check(L, "local s = 0 for i = 1, 100 do s = s + _G['g' .. i] end return s == 5050 and "
+             "type(print) == 'function'");
+    size_t full = ljx_gc_total(L);
+    ljx_globals_shrink(L);
+    assert_true(ljx_gc_total(L) == full);
+    check(L, "return g100 == 100 and g1 == 1");
+    lua_close(L);
+}
+
 /* Many allocations under a hold run none of the pending finalizers; after the resume the
  * collector runs again (and one stopped before the hold stays stopped). */
 static void gc_hold_runs_no_finalizer_until_resumed(void **state)
@@ -826,6 +846,7 @@ int main(void)
         cmocka_unit_test(raw_reads_see_through_metatables),
         cmocka_unit_test(jit_copy_gives_a_fresh_state_a_working_jit),
         cmocka_unit_test(gc_total_matches_lua_gc_count),
+        cmocka_unit_test(globals_shrink_frees_the_empty_node_part_and_grows_again),
         cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
         cmocka_unit_test(anchor_holds_values_until_taken),

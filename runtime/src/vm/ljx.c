@@ -483,6 +483,19 @@ size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
  * more than an actor that interns a few dozen strings needs. */
 void ljx_str_shrink(lua_State *L, unsigned slots) { lj_str_resize(L, (MSize)(slots - 1)); }
 
+void ljx_globals_shrink(lua_State *L)
+{
+    GCtab *t = tabref(L->env);
+    if (t->hmask + 1 <= (1u << LJX_GLOBALS_HBITS))
+        return;
+    /* lua_newstate leaves it empty; were anything in it, the smaller part might not hold it */
+    Node *node = noderef(t->node);
+    for (uint32_t i = 0; i <= t->hmask; i++)
+        if (!tvisnil(&node[i].val))
+            return;
+    lj_tab_resize(L, t, 0, LJX_GLOBALS_HBITS);
+}
+
 /* J->mcarea chains the state's machine-code areas (lj_mcode.c: each starts
  * with an MCLink {next, size}; the newest area's size is J->szmcarea). Read
  * from a signal handler on the thread that runs the state: the chain only
@@ -1897,7 +1910,7 @@ int ljx_state_reset(lua_State *L, lua_State *from, size_t collect_at, ljx_image 
         if (env == reg)
             env = NULL;
         settabV(L, registry(L), emptied(L, reg, 16, 4));
-        setgcref(L->env, obj2gco(emptied(L, env, 0, LJ_MIN_GLOBAL)));
+        setgcref(L->env, obj2gco(emptied(L, env, 0, LJX_GLOBALS_HBITS)));
         for (int i = GCROOT_BASEMT; i < GCROOT_MAX; i++) /* base metatables, io's default files */
             setgcrefnull(g->gcroot[i]);
     }

@@ -81,6 +81,10 @@ int ljx_table_next(const void *table, size_t *pos, ljx_val *k, ljx_val *v);
 /* Shrinks the string hash table of a fresh state to `slots` (a power of two) buckets;
  * it grows by itself as strings are interned. */
 void ljx_str_shrink(lua_State *L, unsigned slots);
+/* The globals table of a fresh state, empty, with room for LJX_GLOBALS_HBITS bits of keys
+ * instead of LuaJIT's 64 nodes (1.5 KB per state): it grows as keys come. */
+#define LJX_GLOBALS_HBITS 1
+void ljx_globals_shrink(lua_State *L);
 
 /* A state that can be made to look just created again (the state pool, vm/luavm.c): 1 if
  * nothing runs on L, it never opened the FFI (its C types cannot be forgotten), never

@@ -873,8 +873,10 @@ static int fast_require(lua_State *L)
 static int open_state(lua_State *L, int fresh)
 {
     /* a new state starts with a small string table; it grows as strings come */
-    if (fresh)
+    if (fresh) {
         ljx_str_shrink(L, 64);
+        ljx_globals_shrink(L);
+    }
     /* _G's metatable opens the libraries, base included, on demand */
     lua_createtable(L, NSLOTS, 1);
     lua_pushcfunction(L, lazy_global);
