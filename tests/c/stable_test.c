@@ -86,8 +86,10 @@ static void set_semantics_growth_and_counters(void **state)
     /* A counter nothing else holds is written over where it lies; a value a reader holds is
      * replaced instead, and the reader's copy keeps its number. */
     stab_blob *held = stab_lookup(t, "c", 1);
+    uint64_t bytes = stab_memory(t);
     assert_int_equal(stab_update_counter(t, "c", 1, 5, 0, 0, &out), STAB_OK);
     assert_true(out == 45);
+    assert_int_equal(stab_memory(t), bytes); /* a double replaced by a double */
     double was;
     memcpy(&was, held->data + 1, 8);
     assert_true(was == 40);
@@ -104,7 +106,9 @@ static void set_semantics_growth_and_counters(void **state)
     /* a counter stored as a small integer becomes a double at its first update */
     char seven = (char)(WIRE_FIXINT + 7);
     assert_int_equal(stab_insert(t, blob_str("i"), stab_blob_new(&seven, 1)), STAB_OK);
+    bytes = stab_memory(t);
     assert_int_equal(stab_update_counter(t, "i", 1, 1, 0, 0, &out), STAB_OK);
+    assert_int_equal(stab_memory(t), bytes + 8); /* one byte's integer, nine bytes' double */
     stab_blob *grown = stab_lookup(t, "i", 1);
     assert_true(out == 8 && grown->len == 9 && (unsigned char)grown->data[0] == WIRE_DOUBLE);
     stab_blob_release(grown);

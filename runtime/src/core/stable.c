@@ -471,15 +471,16 @@ int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int 
                 break;
             }
             if (writable_number(v) || nv) {
-                if (!writable_number(v)) {
+                if (writable_number(v)) {
+                    write_number(v, cur + incr);
+                } else {
+                    write_number(nv, cur + incr); /* its length first: the count reads it */
                     old = v;
                     (*p)->val = nv;
                     atomic_fetch_add_explicit(&t->bytes, blob_bytes(nv) - blob_bytes(v),
                                               memory_order_relaxed);
-                    v = nv;
                     nv = NULL;
                 }
-                write_number(v, cur + incr);
                 *out = cur + incr;
                 rc = STAB_OK;
                 break;
