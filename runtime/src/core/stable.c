@@ -470,8 +470,9 @@ int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int 
                 rc = STAB_NOTNUM;
                 break;
             }
-            if (writable_number(v) || nv) {
-                if (writable_number(v)) {
+            int in_place = writable_number(v);
+            if (in_place || nv) {
+                if (in_place) {
                     write_number(v, cur + incr);
                 } else {
                     write_number(nv, cur + incr); /* its length first: the count reads it */

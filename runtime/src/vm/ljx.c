@@ -486,14 +486,11 @@ void ljx_str_shrink(lua_State *L, unsigned slots) { lj_str_resize(L, (MSize)(slo
 void ljx_globals_shrink(lua_State *L)
 {
     GCtab *t = tabref(L->env);
-    if (t->hmask + 1 <= (1u << LJX_GLOBALS_HBITS))
-        return;
+    size_t pos = 0;
+    ljx_val k, v;
     /* lua_newstate leaves it empty; were anything in it, the smaller part might not hold it */
-    Node *node = noderef(t->node);
-    for (uint32_t i = 0; i <= t->hmask; i++)
-        if (!tvisnil(&node[i].val))
-            return;
-    lj_tab_resize(L, t, 0, LJX_GLOBALS_HBITS);
+    if (t->hmask + 1 > (1u << LJX_GLOBALS_HBITS) && !ljx_table_next(t, &pos, &k, &v))
+        lj_tab_resize(L, t, 0, LJX_GLOBALS_HBITS);
 }
 
 /* J->mcarea chains the state's machine-code areas (lj_mcode.c: each starts

@@ -1612,12 +1612,13 @@ static int reset_taken(actor *a, struct pooled *e)
 void luavm_release(actor *a)
 {
     luavm_shared *vm = a->rt->vm;
+    ljx_image *image = image_restorable(a) ? a->vm.image : NULL;
     /* the lines the checks read are asked for before their first steps reach them, and the
      * image of a state reset here (a dirty one's is asked for by the spawn that takes it) */
     if (a->vm.L) {
         ljx_state_prefetch(a->vm.L);
-        if (a->vm.mem > POOL_COLLECT_AT && image_restorable(a))
-            ljx_image_prefetch(a->vm.image);
+        if (a->vm.mem > POOL_COLLECT_AT && image)
+            ljx_image_prefetch(image);
     }
     luavm_pool *p = a->vm.L ? pool_for(vm, a->rt, 0) : NULL;
     if (!p || !may_recycle(a)) {
@@ -1634,7 +1635,7 @@ void luavm_release(actor *a)
     /* what its image holds is written back, unless its actor could reach inside it or opened
      * a library it lacks: then the reset empties the state and images it anew */
     unsigned want = a->vm.image_libs | (a->vm.libs_open & image_eligible());
-    ljx_image *restore = image_restorable(a) && want == a->vm.image_libs ? a->vm.image : NULL;
+    ljx_image *restore = want == a->vm.image_libs ? image : NULL;
     struct pooled entry = {L, a->vm.mem, restore, want, keep, 1};
     if (a->vm.mem > POOL_COLLECT_AT) {
         /* protected: the reset allocates (a registry, a globals table, an image), past any
