@@ -2,6 +2,7 @@
  * actor's run, and teardown. A process may hold several runtimes. */
 #include "core/runtime.h"
 
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -107,9 +108,12 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     *out = NULL;
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, install_process_hooks);
-    smarm_runtime *rt = calloc(1, sizeof *rt);
+    /* aligned: fields written by other threads than those that read their neighbours are on
+     * lines of their own (core/runtime.h); sizeof is a multiple of the alignment */
+    smarm_runtime *rt = aligned_alloc(alignof(smarm_runtime), sizeof *rt);
     if (!rt)
         return SMARM_ENOMEM;
+    memset(rt, 0, sizeof *rt);
     if (cfg)
         rt->cfg = *cfg;
     config_resolve(&rt->cfg);

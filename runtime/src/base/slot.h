@@ -54,17 +54,22 @@ typedef struct slot_cache {
     uint32_t idx[SLOT_CACHE_CAP];
 } slot_cache;
 
+/* The fields every send and wake reads (slots) apart from those spawns and deaths write on
+ * any thread (used, the free list): sharing a line, each death on one core made the next
+ * lookup on the other miss. */
 typedef struct slot_table {
     slot *slots; /* reserved for max slots, touched lazily */
     uint32_t max;
-    _Atomic uint32_t used; /* claimed slots */
+    int ncaches;
+    slot_cache *caches;                 /* slot_caches_init: one per scheduler, or NULL */
+    _Alignas(64) _Atomic uint32_t used; /* claimed slots */
     /* free list and high-water mark, under lock */
     _Atomic uint32_t lock;
     uint32_t free_head; /* index + 1 */
     uint32_t hwm;
-    slot_cache *caches; /* slot_caches_init: one per scheduler, or NULL */
-    int ncaches;
 } slot_table;
+_Static_assert(offsetof(slot_table, used) / 64 != offsetof(slot_table, slots) / 64,
+               "the slot count shares no line with the slot array's address");
 
 int slot_table_init(slot_table *t, uint32_t max); /* 0 or -errno */
 void slot_table_destroy(slot_table *t);

@@ -5,6 +5,7 @@
 #define SMARM_TIMER_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct timer_entry {
@@ -15,7 +16,7 @@ typedef struct timer_entry {
 } timer_entry;
 
 typedef struct timers {
-    _Atomic uint32_t lock;
+    _Alignas(64) _Atomic uint32_t lock;
     timer_entry *heap;
     uint32_t len, cap;
     /* entries armed at or after the last one here, oldest first (a ring of rcap, a power of
@@ -32,9 +33,12 @@ typedef struct timers {
     uint32_t cancelled; /* heap entries of sends cancelled before their deadline */
     uint64_t next_id;
     /* earliest armed deadline (UINT64_MAX when none): one relaxed load tells a
-     * busy scheduler whether a clock read is worth it */
-    _Atomic uint64_t earliest;
+     * busy scheduler whether a clock read is worth it. On a line of its own: every
+     * scheduler reads it before each run, and the fields above change at every arm */
+    _Alignas(64) _Atomic uint64_t earliest;
 } timers;
+_Static_assert(offsetof(timers, earliest) / 64 != offsetof(timers, next_id) / 64,
+               "the earliest deadline shares no line with what an arm writes");
 
 void timers_init(timers *t);
 /* Frees the heap and the messages of send timers that never fired. */

@@ -73,22 +73,26 @@ struct smarm_runtime {
     runq *rq_spawner; /* actors preempted in a slice in which they spawned */
     runq *rq_new;     /* new actors */
     runq *rq_yield;   /* actors that used up their timeslice or yielded */
-    park_set parks;
-    stack_pool *stacks;
+    /* the idle mask, written at each scheduler's idle begin and cancel, on lines apart from
+     * the pointers above, which every send and wake reads */
+    _Alignas(64) park_set parks;
+    _Alignas(64) stack_pool *stacks;
     timers tm;
     struct luavm_shared *vm; /* the vm layer's runtime-wide part (module cache, template) */
     actor_hooks hooks;
     uint64_t probation_ns; /* the length of a short slice (scheduler.c) */
     heap heap;             /* actor states\' memory */
-    struct sched *scheds;  /* nsched schedulers, then nspare spares (scheduler.c) */
+    /* apart from the heap's fields, which its slow paths write under its lock */
+    _Alignas(64) struct sched *scheds; /* nsched schedulers, then nspare spares (scheduler.c) */
     int nsched;
     int nspare; /* stand in for a scheduler stuck inside a C call (sched_cover_stuck) */
     _Atomic int spares_stop;
     _Atomic uint64_t spares_started; /* ids of the spares whose thread runs */
     struct blocking_pool *blocking;  /* blocking.c: threads for smarm.blocking */
-    _Atomic int64_t live;            /* actors spawned and not yet finalized */
-    pthread_t watchdog;              /* preempt.c */
-    pthread_t sig_thread;            /* signal.c: SIGINT/SIGTERM waiter */
+    /* every spawn and death changes it, on any thread: apart from the scheduler array */
+    _Alignas(64) _Atomic int64_t live; /* actors spawned and not yet finalized */
+    pthread_t watchdog;                /* preempt.c */
+    pthread_t sig_thread;              /* signal.c: SIGINT/SIGTERM waiter */
     _Atomic int sig_stop, sig_caught;
     _Atomic int wd_stop, wd_sleeping;
     /* the watchdog's ticks, and those that polled the network (runtime stats) */
@@ -99,12 +103,13 @@ struct smarm_runtime {
     _Atomic int64_t cpu_room;
     _Atomic uint64_t backlogs_shared, backlogs_kept;
     _Atomic uint64_t next_monitor; /* exit.c: monitor ids */
-    struct registry *registry;     /* registry.c: names */
-    struct pg *pg;                 /* pg.c: process groups */
-    struct stab_names *tables;     /* stable.c: shared tables by name */
-    netpoll np;                    /* base/netpoll.c: fd readiness to actor wakes */
-    _Atomic int spinning;          /* schedulers polling for work before they sleep */
-    _Atomic int timekeeper;        /* scheduler parked holding the earliest deadline, or -1 */
+    /* apart from the watchdog's and the monitors' counters above */
+    _Alignas(64) struct registry *registry; /* registry.c: names */
+    struct pg *pg;                          /* pg.c: process groups */
+    struct stab_names *tables;              /* stable.c: shared tables by name */
+    netpoll np;                             /* base/netpoll.c: fd readiness to actor wakes */
+    _Atomic int spinning;                   /* schedulers polling for work before they sleep */
+    _Atomic int timekeeper; /* scheduler parked holding the earliest deadline, or -1 */
     _Atomic int root_done;
     _Atomic int sweeping;
     /* schedulers that stay inside a C call after the root-exit sweep (preempt.c's watchdog
@@ -130,7 +135,8 @@ struct smarm_runtime {
     /* runtime-wide counters for metrics (relaxed; a spawn or a death is rare enough) */
     _Atomic uint64_t spawned;
     _Atomic uint64_t exits[ENDED_CLASSES]; /* by enum exit_class */
-    struct trace *trace;                   /* trace.c: --trace, NULL when off */
+    /* read at every run and wake (TRACE_ON): apart from the counters above */
+    _Alignas(64) struct trace *trace; /* trace.c: --trace, NULL when off */
 };
 
 #endif
