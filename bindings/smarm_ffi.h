@@ -77,6 +77,9 @@ typedef struct smarm_runtime_stats {
                          left it, at the last sample (-1 unknown) */
     int64_t states_dirty; /* of the pooled states, those not reset yet: the spawn that
                              takes one resets it */
+    uint64_t collect_budget; /* bytes of garbage the actors alive may make between their
+                                cycles at resumes, split among them: half a core's
+                                second-level cache */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

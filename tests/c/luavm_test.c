@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "smarm.h"
+#include "vm/collect.h"
 #include "vm/luavm.h"
 
 /* The root spawns a child (the second state made), then another that must answer; exits
@@ -68,12 +69,29 @@ static void root_state_failing_part_way_gives_status_one(void **state)
     assert_int_equal(run_failing(0, 0), 0);
 }
 
+/* The room budget of collections between waits: half the second-level cache, within its
+ * bounds, and a default where the size is not known; this machine's is one of those. */
+static void collect_budget_is_half_the_cache_within_bounds(void **state)
+{
+    (void)state;
+    assert_int_equal(collect_budget_for(1 << 20), 512 * 1024);
+    assert_int_equal(collect_budget_for(2 << 20), 1 << 20);
+    assert_int_equal(collect_budget_for(256 * 1024), COLLECT_BUDGET_MIN);
+    assert_int_equal(collect_budget_for(64L << 20), COLLECT_BUDGET_MAX);
+    assert_int_equal(collect_budget_for(0), COLLECT_BUDGET_UNKNOWN);
+    assert_int_equal(collect_budget_for(-1), COLLECT_BUDGET_UNKNOWN);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    assert_int_equal(collect_room_budget(), collect_budget_for(l2));
+    assert_int_equal(collect_room_budget(), collect_room_budget());
+}
+
 int main(void)
 {
     alarm(240);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(child_state_failing_part_way_ends_the_child_only),
         cmocka_unit_test(root_state_failing_part_way_gives_status_one),
+        cmocka_unit_test(collect_budget_is_half_the_cache_within_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include "core/scheduler.h"
 #include "core/stable.h"
 #include "vm/dispatch_share.h"
+#include "vm/collect.h"
 #include "vm/luavm.h"
 
 /* An actor's scheduler's runtime, or on a host thread its handle's (embedding) */
@@ -109,6 +110,7 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
     out->states_restored = atomic_load_explicit(&rt->vm->states_restored, memory_order_relaxed);
     out->resume_collections =
         atomic_load_explicit(&rt->vm->resume_collections, memory_order_relaxed);
+    out->collect_budget = collect_room_budget();
 }
 
 int64_t smarm_ffi_sched_busy_ns(int32_t i)

@@ -3,6 +3,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "core/runtime.h"
 #include "vm/ljx.h"
@@ -41,8 +42,30 @@ static void touch_lines(const char *lo, uint32_t len, void *const *log, uint32_t
     __asm__ volatile("" ::"r"(sink));
 }
 
-/* The room a state gets after a cycle between waits, at least: COLLECT_ROOM_BUDGET shared by
- * the actors alive, at most COLLECT_ROOM_MAX. None beyond the pause's under max_heap: the
+size_t collect_budget_for(long l2)
+{
+    if (l2 <= 0)
+        return COLLECT_BUDGET_UNKNOWN;
+    size_t b = (size_t)l2 / 2;
+    return b < COLLECT_BUDGET_MIN   ? COLLECT_BUDGET_MIN
+           : b > COLLECT_BUDGET_MAX ? COLLECT_BUDGET_MAX
+                                    : b;
+}
+
+size_t collect_room_budget(void)
+{
+    /* read once; two threads that both find 0 compute the same value */
+    static _Atomic size_t budget;
+    size_t b = atomic_load_explicit(&budget, memory_order_relaxed);
+    if (!b) {
+        b = collect_budget_for(sysconf(_SC_LEVEL2_CACHE_SIZE));
+        atomic_store_explicit(&budget, b, memory_order_relaxed);
+    }
+    return b;
+}
+
+/* The room a state gets after a cycle between waits, at least: the budget shared by the
+ * actors alive, at most COLLECT_ROOM_MAX. None beyond the pause's under max_heap: the
  * limit counts garbage too, and an actor stopped for garbage it would have collected under
  * the pause's room would be a surprise. */
 static size_t room_after_cycle(actor *a)
@@ -50,7 +73,7 @@ static size_t room_after_cycle(actor *a)
     if (a->vm.max_heap)
         return 0;
     int64_t live = atomic_load_explicit(&a->rt->live, memory_order_relaxed);
-    size_t room = COLLECT_ROOM_BUDGET / (size_t)(live > 0 ? live : 1);
+    size_t room = collect_room_budget() / (size_t)(live > 0 ? live : 1);
     return room < COLLECT_ROOM_MAX ? room : COLLECT_ROOM_MAX;
 }
 

@@ -22,18 +22,23 @@
  * states keep LuaJIT's incremental steps). */
 #define COLLECT_MAX_HEAP (256u * 1024)
 
-/* After a cycle between waits a state may allocate this much before its next one, shared
- * by the actors alive, even where LuaJIT's pause (twice what the cycle left) gives less, and
- * at most COLLECT_ROOM_MAX: every cycle marks and sweeps the whole kept heap (a message
- * loop's libraries, 10 KB, a gen_server's modules, 80-110 KB), so a state among few that
- * keeps its cycles as far apart as its kept heap pays that walk every few dozen messages,
- * with memory to spare; among thousands, the budget's share is below the pause's room and
- * nothing changes (a ring of 1,000 whose states took more room each missed the cache more:
- * docs/DESIGN.md, "Room by the actors alive"). */
-#define COLLECT_ROOM_BUDGET (4u << 20)
+/* After a cycle between waits a state may allocate its share of a budget, split among the
+ * actors alive, before its next, even where LuaJIT's pause (twice what the cycle left) gives
+ * less, and at most COLLECT_ROOM_MAX: every cycle marks and sweeps the whole kept heap (a
+ * message loop's libraries, 10 KB, a gen_server's modules, 80-110 KB), so a state among few
+ * that keeps its cycles as far apart as its kept heap pays that walk every few dozen
+ * messages; among thousands, the budget's share is below the pause's room and nothing
+ * changes. The budget is half a core's second-level cache (collect_room_budget): the
+ * garbage of the actors that take turns on a core is memory they walk and reuse, and past
+ * that cache each of its blocks is a miss twice, when it is made and when it is swept (a
+ * ring of 10 actors with a 4 MB budget missed a 1 MB cache about 6 times a hop, with 512 KB
+ * almost never: docs/DESIGN.md, "Room by the actors alive"). */
+#define COLLECT_BUDGET_MIN (256u * 1024)
+#define COLLECT_BUDGET_MAX (4u << 20)
+#define COLLECT_BUDGET_UNKNOWN (512u * 1024) /* where the cache's size is not known */
 #define COLLECT_ROOM_MAX (256u * 1024)
 /* A state that keeps at most COLLECT_SMALL_KEPT after a cycle between waits gets at most
- * COLLECT_ROOM_SMALL before its next (or its share of COLLECT_ROOM_BUDGET, if more), where
+ * COLLECT_ROOM_SMALL before its next (or its share of the budget, if more), where
  * LuaJIT's pause would give it as much as it keeps: its cycles come more often, but each
  * sweeps fewer blocks, which its log holds and the next allocations find warm. A message
  * loop's state keeps 13-15 KB fresh, about 25 KB recycled from the pool (a ring of 1,000
@@ -72,10 +77,16 @@ static inline void collect_note(actor *a, void *b)
 /* At a resume from a coroutine park, before the wait's continuation: if the state's
  * collector would start a cycle soon, runs the cycle through its sweep now with its newest
  * blocks loaded ahead (the first time, it starts the log instead), and leaves it at least
- * its share of COLLECT_ROOM_BUDGET before the next (and, if it keeps little, at most that or
+ * its share of the budget before the next (and, if it keeps little, at most that or
  * COLLECT_ROOM_SMALL). __gc finalizers are not run here: the steps of the code that follows
  * run them, as before. */
 void collect_between_waits(actor *a);
+
+/* The budget for a second-level cache of l2 bytes (0 or less: not known): half of it, within
+ * COLLECT_BUDGET_MIN and COLLECT_BUDGET_MAX. */
+size_t collect_budget_for(long l2);
+/* This machine's budget (its cache's size read once). */
+size_t collect_room_budget(void);
 
 /* The state is closed, abandoned or pooled: its log goes. */
 void collect_forget(actor *a);
