@@ -11,10 +11,12 @@ local T = 30 -- the bound of every wait that should succeed
 local function resume_collections() return tonumber(runtime_stats().resume_collections) end
 
 -- The room (KB) a state among the actors alive now gets after a cycle: its share of the
--- budget (half this machine's second-level cache), at most 256 KB.
+-- budget (half this machine's second-level cache), at most 256 KB; then the budget (KB) and
+-- the actors alive it was split among.
 local function share_kb()
    local st = runtime_stats()
-   return math.min(256, tonumber(st.collect_budget) / 1024 / tonumber(st.alive))
+   local budget_kb, alive = tonumber(st.collect_budget) / 1024, tonumber(st.alive)
+   return math.min(256, budget_kb / alive), budget_kb, alive
 end
 
 -- Sends n messages {seq = i} to pid in lockstep (each answered by {seq = i}, so every
@@ -196,10 +198,9 @@ describe("an actor that allocates between waits", function()
          parked[i] = smarm.spawn(function() require("smarm").recv() end)
       end
       local pid = smarm.spawn(spacer, smarm.self(), 3000)
-      local st = runtime_stats()
-      local alive, budget_kb = tonumber(st.alive), tonumber(st.collect_budget) / 1024
+      local room, budget_kb, alive = share_kb()
       assert.is_true(budget_kb >= 256 and budget_kb <= 4096, "budget " .. budget_kb .. " KB")
-      local share = math.max(budget_kb / alive, 8)
+      local share = math.max(room, 8)
       local r = lockstep(pid, 3000)
       for _, p in ipairs(parked) do
          smarm.send(p, "done")
