@@ -156,6 +156,61 @@ static void passes_to_a_live_heir_once(void **state)
     stop_rt(rt);
 }
 
+/* A lookup copies a value of at most cap bytes into the caller's buffer and holds nothing
+ * (the blob's count is the table's alone, so a counter is still written over in place); a
+ * longer value comes back retained; an absent key or a dead table reads STAB_ABSENT. */
+static void small_values_are_copied(void **state)
+{
+    (void)state;
+    smarm_runtime *rt = start_rt();
+    smarm_host *h = smarm_host_open(rt);
+    stab *t = NULL;
+    assert_int_equal(stab_new(rt, "copies", smarm_host_pid(h), STAB_PUBLIC, 0, &t), STAB_OK);
+    assert_int_equal(stab_insert(t, blob_str("s"), blob_str("hello")), STAB_OK);
+    char buf[16] = {0};
+    size_t len = 0;
+    assert_null(stab_lookup_small(t, "s", 1, buf, sizeof buf, &len));
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "hello", 5);
+    memset(buf, 0, sizeof buf);
+    assert_null(stab_lookup_small(t, "s", 1, buf, 5, &len)); /* exactly cap bytes */
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "hello", 5);
+    memset(buf, 0, sizeof buf);
+    stab_blob *v = stab_lookup_small(t, "s", 1, buf, 4, &len); /* one byte more than cap */
+    assert_non_null(v);
+    assert_int_equal(len, 5);
+    assert_int_equal(v->len, 5);
+    assert_memory_equal(v->data, "hello", 5);
+    assert_int_equal(buf[0], 0); /* nothing copied */
+    assert_int_equal(atomic_load(&v->refs), 2);
+    stab_blob_release(v);
+    assert_null(stab_lookup_small(t, "nope", 4, buf, sizeof buf, &len));
+    assert_true(len == STAB_ABSENT);
+
+    double out;
+    assert_int_equal(stab_update_counter(t, "c", 1, 1, 1, 0, &out), STAB_OK);
+    stab_blob *before = stab_lookup(t, "c", 1);
+    stab_blob_release(before);
+    assert_null(stab_lookup_small(t, "c", 1, buf, sizeof buf, &len));
+    assert_int_equal(len, 9);
+    assert_int_equal((unsigned char)buf[0], WIRE_DOUBLE);
+    assert_int_equal(stab_update_counter(t, "c", 1, 1, 0, 0, &out), STAB_OK);
+    stab_blob *after = stab_lookup(t, "c", 1);
+    assert_ptr_equal(after, before); /* written over where it lies */
+    double was, now;
+    memcpy(&was, buf + 1, 8);
+    memcpy(&now, after->data + 1, 8);
+    assert_true(was == 1 && now == 2 && out == 2);
+    stab_blob_release(after);
+
+    smarm_host_close(h); /* the owner dies: the table is deleted */
+    assert_null(stab_lookup_small(t, "s", 1, buf, sizeof buf, &len));
+    assert_true(len == STAB_ABSENT);
+    stab_release(t);
+    stop_rt(rt);
+}
+
 /* ---- threads at one table ---- */
 
 #define KEYS 512
@@ -207,10 +262,27 @@ static void *reader(void *p)
             assert_true(again == seen);
             stab_blob_release(cv);
         }
-        stab_blob *v = stab_lookup(c->t, key, (size_t)n);
+        /* a copy taken while the writers update the counter where it lies */
+        char num[16];
+        size_t nlen;
+        if (!stab_lookup_small(c->t, "count", 5, num, sizeof num, &nlen) && nlen == 9) {
+            double seen;
+            memcpy(&seen, num + 1, 8);
+            assert_true(seen >= c->count && seen == (double)(long)seen);
+            c->count = seen;
+        }
+        /* every other read copies the value under the read lock, while writers replace it */
+        char copy[32];
+        size_t len;
+        stab_blob *v = i % 2 ? stab_lookup(c->t, key, (size_t)n)
+                             : stab_lookup_small(c->t, key, (size_t)n, copy, sizeof copy, &len);
         if (v) {
             assert_true(v->len > (uint32_t)w && memcmp(v->data, want, (size_t)w) == 0);
             stab_blob_release(v);
+            c->found++;
+        } else if (i % 2 == 0 && len != STAB_ABSENT) {
+            assert_true(len > (size_t)w && len <= sizeof copy &&
+                        memcmp(copy, want, (size_t)w) == 0);
             c->found++;
         } else if (stab_dead(c->t)) {
             c->gone++;
@@ -295,6 +367,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(set_semantics_growth_and_counters),
         cmocka_unit_test(passes_to_a_live_heir_once),
+        cmocka_unit_test(small_values_are_copied),
         cmocka_unit_test(readers_and_writers_on_many_threads),
         cmocka_unit_test(owner_dies_during_lookups),
     };

@@ -50,6 +50,24 @@ describe("smarm.table", function()
       assert.matches("^smarm table 'spec_table_", tostring(t))
    end)
 
+   it("returns values on both sides of the size a lookup copies", function()
+      -- up to 256 bytes of the message format are copied under the stripe's read lock, a
+      -- longer value's blob is held while it is decoded: strings of 240 to 280 bytes (a few
+      -- bytes of header each) and records that big cross from one to the other
+      local t = smarm.table.new(fresh_name())
+      for len = 240, 280 do
+         local s = string.rep(string.char(65 + len % 26), len)
+         t:insert(len, s)
+         t:insert(-len, { s = s:sub(1, len - 20), n = len, list = { len, true } })
+      end
+      for len = 240, 280 do
+         local s = string.rep(string.char(65 + len % 26), len)
+         assert.are.equal(s, t:lookup(len))
+         assert.are.same({ s = s:sub(1, len - 20), n = len, list = { len, true } },
+            t:lookup(-len))
+      end
+   end)
+
    it("grows past its first buckets and keeps every key", function()
       local t = smarm.table.new(fresh_name())
       for i = 1, 5000 do t:insert(i, i * 2) end

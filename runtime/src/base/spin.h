@@ -47,63 +47,14 @@ static inline void spin_unlock(_Atomic uint32_t *l)
     crit_exit();
 }
 
-/* A reader-writer spinlock: a zero-initialised _Atomic uint32_t holding the readers' count,
- * a writer bit and a writer-waiting bit. A waiting writer keeps new readers out, so a
- * stream of readers cannot starve it. For sections as short as spin_lock's. */
-#define RWSPIN_WRITER 0x80000000u
-#define RWSPIN_WAITING 0x40000000u
-
-static inline void rwspin_backoff(int *spins)
+/* One step of a wait loop's backoff: the CPU's pause hint, then, past SPIN_PAUSES steps,
+ * yielding the thread (core/stable.c's reader-group locks wait with it). */
+static inline void spin_backoff(int *spins)
 {
     if (++*spins > SPIN_PAUSES)
         sched_yield();
     else
         cpu_relax();
-}
-
-static inline void rwspin_read_lock(_Atomic uint32_t *l)
-{
-    int spins = 0;
-    crit_enter();
-    for (;;) {
-        uint32_t v = atomic_load_explicit(l, memory_order_relaxed);
-        if (!(v & (RWSPIN_WRITER | RWSPIN_WAITING)) &&
-            atomic_compare_exchange_weak_explicit(l, &v, v + 1, memory_order_acquire,
-                                                  memory_order_relaxed))
-            return;
-        rwspin_backoff(&spins);
-    }
-}
-
-static inline void rwspin_read_unlock(_Atomic uint32_t *l)
-{
-    atomic_fetch_sub_explicit(l, 1, memory_order_release);
-    crit_exit();
-}
-
-static inline void rwspin_write_lock(_Atomic uint32_t *l)
-{
-    int spins = 0;
-    crit_enter();
-    for (;;) {
-        uint32_t v = atomic_load_explicit(l, memory_order_relaxed);
-        if ((v & ~RWSPIN_WAITING) == 0) {
-            /* taking it clears the waiting bit; other waiting writers set it again */
-            if (atomic_compare_exchange_weak_explicit(l, &v, RWSPIN_WRITER, memory_order_acquire,
-                                                      memory_order_relaxed))
-                return;
-            continue;
-        }
-        if (!(v & RWSPIN_WAITING))
-            atomic_fetch_or_explicit(l, RWSPIN_WAITING, memory_order_relaxed);
-        rwspin_backoff(&spins);
-    }
-}
-
-static inline void rwspin_write_unlock(_Atomic uint32_t *l)
-{
-    atomic_fetch_and_explicit(l, ~RWSPIN_WRITER, memory_order_release);
-    crit_exit();
 }
 
 #endif

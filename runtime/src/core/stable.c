@@ -1,10 +1,17 @@
 /* Shared tables: a chained hash table whose buckets are guarded by STRIPES reader-writer
  * spinlocks (bucket b by stripe b % STRIPES). The bucket count is a multiple of STRIPES, so
  * a key's stripe is fixed by its hash whatever the size; growing takes every stripe. Values
- * are reference-counted blobs: a reader retains one under the read lock and decodes it
- * after, and a writer swaps the pointer and releases the old blob after unlocking. The
- * names, and which actor owns which table, are under one mutex taken only to create, open,
- * hand over or delete a table. */
+ * are reference-counted blobs: a reader copies a small one under the read lock, or retains a
+ * bigger one and decodes it after, and a writer swaps the pointer and releases the old blob
+ * after unlocking. The names, and which actor owns which table, are under one mutex taken
+ * only to create, open, hand over or delete a table.
+ *
+ * The read locks write nothing that another core reads or writes: a reader counts itself
+ * in its thread's reader group (READER_GROUPS lines of counters per table, one counter per
+ * stripe), then checks the stripe's writer word, which only writers store to. A writer takes
+ * that word, then waits for every group's count on the stripe to drain. So two schedulers
+ * reading one table at once each keep their own lines, where a count in the stripe's word
+ * and a reference on the value's blob moved two lines between their cores per lookup. */
 #include "core/stable.h"
 
 #include <pthread.h>
@@ -22,6 +29,9 @@
 
 #define STRIPES 64
 #define MIN_BUCKETS 256
+/* Threads share a group (and its lines) only past this many readers */
+#define READER_GROUPS 16
+#define WRITER 1u
 
 typedef struct entry {
     struct entry *next;
@@ -29,14 +39,21 @@ typedef struct entry {
     stab_blob *key, *val;
 } entry;
 
-/* a stripe's lock alone in its cache line: readers of different stripes share nothing */
+/* a stripe's writer word alone in its cache line: writers of different stripes share
+ * nothing, and readers only load it */
 typedef struct stripe {
-    _Atomic uint32_t lock;
-    char pad[64 - sizeof(uint32_t)];
+    _Alignas(64) _Atomic uint32_t writer;
 } stripe;
 
+/* One reader group's count of the readers inside each stripe: its lines are written by the
+ * group's threads alone (and read by writers) */
+typedef struct reader_group {
+    _Alignas(64) _Atomic uint32_t inside[STRIPES];
+} reader_group;
+
 struct stab {
-    ht_node node; /* in the names table while live; node.key = name */
+    ht_node node; /* first (the names table's nodes are cast to tables); node.key = name */
+    reader_group readers[READER_GROUPS];
     stripe stripes[STRIPES];
     entry **buckets; /* nbuckets; both change only with every stripe held for writing */
     uint64_t nbuckets;
@@ -118,16 +135,80 @@ static int alive(struct smarm_runtime *rt, uint64_t pid)
     return slot_word_gen(w) == pid_gen(pid) && slot_word_state(w) != SLOT_DONE;
 }
 
+/* The calling thread's reader group: threads are given groups in turn at their first read */
+static unsigned my_group(void)
+{
+    static _Atomic unsigned next;
+    static _Thread_local unsigned group; /* 1 + the group; 0 before the first read */
+    if (__builtin_expect(!group, 0))
+        group = 1 + atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % READER_GROUPS;
+    return group - 1;
+}
+
+/* The read lock of stripe s: the caller's group counts it unless a writer holds the stripe,
+ * then it waits for the writer. seq_cst on both sides: either the writer's load of the count
+ * sees this reader, or this reader's load of the writer word sees the writer. Returns the
+ * count to give back to read_unlock. */
+static _Atomic uint32_t *read_lock(stab *t, unsigned s)
+{
+    _Atomic uint32_t *inside = &t->readers[my_group()].inside[s];
+    _Atomic uint32_t *w = &t->stripes[s].writer;
+    int spins = 0;
+    crit_enter();
+    for (;;) {
+        atomic_fetch_add_explicit(inside, 1, memory_order_seq_cst);
+        if (!atomic_load_explicit(w, memory_order_seq_cst))
+            return inside;
+        atomic_fetch_sub_explicit(inside, 1, memory_order_relaxed);
+        while (atomic_load_explicit(w, memory_order_relaxed))
+            spin_backoff(&spins);
+    }
+}
+
+/* release: the reads inside come before a writer that sees the count drop */
+static void read_unlock(_Atomic uint32_t *inside)
+{
+    atomic_fetch_sub_explicit(inside, 1, memory_order_release);
+    crit_exit();
+}
+
+/* The write lock of stripe s: writers take its word in turn (new readers wait from then on),
+ * then each group's readers inside leave. */
+static void write_lock(stab *t, unsigned s)
+{
+    _Atomic uint32_t *w = &t->stripes[s].writer;
+    int spins = 0;
+    crit_enter();
+    for (;;) {
+        uint32_t free_word = 0;
+        if (!atomic_load_explicit(w, memory_order_relaxed) &&
+            atomic_compare_exchange_weak_explicit(w, &free_word, WRITER, memory_order_seq_cst,
+                                                  memory_order_relaxed))
+            break;
+        spin_backoff(&spins);
+    }
+    for (unsigned g = 0; g < READER_GROUPS; g++)
+        while (atomic_load_explicit(&t->readers[g].inside[s], memory_order_seq_cst))
+            spin_backoff(&spins);
+}
+
+/* release: publishes what was written under the lock to the next reader or writer */
+static void write_unlock(stab *t, unsigned s)
+{
+    atomic_store_explicit(&t->stripes[s].writer, 0, memory_order_release);
+    crit_exit();
+}
+
 static void lock_all(stab *t)
 {
-    for (int i = 0; i < STRIPES; i++)
-        rwspin_write_lock(&t->stripes[i].lock);
+    for (unsigned i = 0; i < STRIPES; i++)
+        write_lock(t, i);
 }
 
 static void unlock_all(stab *t)
 {
-    for (int i = STRIPES; i-- > 0;)
-        rwspin_write_unlock(&t->stripes[i].lock);
+    for (unsigned i = STRIPES; i-- > 0;)
+        write_unlock(t, i);
 }
 
 /* Drops every entry (the owner died without an heir); handles see a dead table from here. */
@@ -158,7 +239,11 @@ int stab_new(struct smarm_runtime *rt, const char *name, uint64_t owner, int acc
 {
     stab_names *n = rt->tables;
     size_t len = strlen(name) + 1;
-    stab *t = calloc(1, sizeof *t + len);
+    /* aligned: each reader group's counters and each writer word on lines of their own */
+    size_t size = (sizeof(stab) + len + 63) & ~(size_t)63;
+    stab *t = aligned_alloc(64, size);
+    if (t)
+        memset(t, 0, size);
     entry **b = calloc(MIN_BUCKETS, sizeof *b);
     if (!t || !b) {
         free(t);
@@ -242,10 +327,7 @@ uint64_t stab_owned_memory(struct smarm_runtime *rt, actor *a)
     return sum;
 }
 
-static _Atomic uint32_t *stripe_of(stab *t, uint64_t hash)
-{
-    return &t->stripes[hash % STRIPES].lock;
-}
+static unsigned stripe_of(uint64_t hash) { return (unsigned)(hash % STRIPES); }
 
 /* The link holding key in its bucket (stripe held), or the bucket's end. */
 static entry **find(stab *t, uint64_t hash, const char *key, size_t klen)
@@ -291,10 +373,9 @@ static void maybe_grow(stab *t)
 /* The end of a write under bucket lock l: the lock goes, then what the write did not keep
  * (an unused entry, a key not linked, the value replaced) is freed, then the table grows
  * if the write linked a new entry. */
-static void write_done(stab *t, _Atomic uint32_t *l, entry *fresh, stab_blob *key, stab_blob *old,
-                       int grew)
+static void write_done(stab *t, unsigned l, entry *fresh, stab_blob *key, stab_blob *old, int grew)
 {
-    rwspin_write_unlock(l);
+    write_unlock(t, l);
     free(fresh);
     stab_blob_release(key);
     stab_blob_release(old);
@@ -322,12 +403,12 @@ int stab_insert(stab *t, stab_blob *key, stab_blob *val)
         stab_blob_release(val);
         return STAB_NOMEM;
     }
-    _Atomic uint32_t *l = stripe_of(t, h);
+    unsigned l = stripe_of(h);
     stab_blob *old = NULL;
     int grew = 0;
-    rwspin_write_lock(l);
+    write_lock(t, l);
     if (!t->buckets) {
-        rwspin_write_unlock(l);
+        write_unlock(t, l);
         free(fresh);
         stab_blob_release(key);
         stab_blob_release(val);
@@ -349,31 +430,43 @@ int stab_insert(stab *t, stab_blob *key, stab_blob *val)
     return STAB_OK;
 }
 
-stab_blob *stab_lookup(stab *t, const char *key, size_t klen)
+stab_blob *stab_lookup_small(stab *t, const char *key, size_t klen, char *buf, size_t cap,
+                             size_t *len)
 {
     uint64_t h = stab_hash(key, klen);
-    _Atomic uint32_t *l = stripe_of(t, h);
     stab_blob *v = NULL;
-    rwspin_read_lock(l);
+    *len = STAB_ABSENT;
+    _Atomic uint32_t *inside = read_lock(t, stripe_of(h));
     if (t->buckets) {
         entry *e = *find(t, h, key, klen);
         if (e) {
-            v = e->val;
-            stab_blob_retain(v);
+            *len = e->val->len;
+            if (e->val->len <= cap) {
+                memcpy(buf, e->val->data, e->val->len);
+            } else {
+                v = e->val;
+                stab_blob_retain(v);
+            }
         }
     }
-    rwspin_read_unlock(l);
+    read_unlock(inside);
     return v;
+}
+
+stab_blob *stab_lookup(stab *t, const char *key, size_t klen)
+{
+    size_t len;
+    return stab_lookup_small(t, key, klen, NULL, 0, &len);
 }
 
 int stab_delete(stab *t, const char *key, size_t klen)
 {
     uint64_t h = stab_hash(key, klen);
-    _Atomic uint32_t *l = stripe_of(t, h);
+    unsigned l = stripe_of(h);
     entry *gone = NULL;
-    rwspin_write_lock(l);
+    write_lock(t, l);
     if (!t->buckets) {
-        rwspin_write_unlock(l);
+        write_unlock(t, l);
         return STAB_DEAD;
     }
     entry **p = find(t, h, key, klen);
@@ -385,7 +478,7 @@ int stab_delete(stab *t, const char *key, size_t klen)
                                   sizeof(entry) + blob_bytes(gone->key) + blob_bytes(gone->val),
                                   memory_order_relaxed);
     }
-    rwspin_write_unlock(l);
+    write_unlock(t, l);
     if (!gone)
         return 0;
     stab_blob_release(gone->key);
@@ -436,9 +529,10 @@ static void write_number(stab_blob *b, double d)
 }
 
 /* A value blob a counter's update may write over: a double already (its 9 bytes are there)
- * that nothing but the table holds. Readers retain a blob under the stripe's read lock, which
- * the caller holds for writing, so none can take it meanwhile; the acquire pairs with the
- * release of the last reader that let it go, whose reads of it come before the write. */
+ * that nothing but the table holds. Readers copy a small blob or retain it under the stripe's
+ * read lock, which the caller holds for writing, so none can take it meanwhile; the acquire
+ * pairs with the release of the last reader that let it go, whose reads of it come before the
+ * write. */
 static int writable_number(stab_blob *v)
 {
     return v->len == 9 && atomic_load_explicit(&v->refs, memory_order_acquire) == 1;
@@ -448,7 +542,7 @@ int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int 
                         double deflt, double *out)
 {
     uint64_t h = stab_hash(key, klen);
-    _Atomic uint32_t *l = stripe_of(t, h);
+    unsigned l = stripe_of(h);
     /* What a write may need that the table has not: made outside the lock, once a try under
      * it found them needed (then the next try has them, whatever changed meanwhile). An
      * update of a counter nothing else holds needs none of them. */
@@ -457,7 +551,7 @@ int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int 
     int rc, grew = 0;
     for (;;) {
         int absent = 0;
-        rwspin_write_lock(l);
+        write_lock(t, l);
         if (!t->buckets) {
             rc = STAB_DEAD;
             break;
@@ -501,7 +595,7 @@ int stab_update_counter(stab *t, const char *key, size_t klen, double incr, int 
         } else {
             absent = 1;
         }
-        rwspin_write_unlock(l);
+        write_unlock(t, l);
         if (!nv && (nv = malloc(sizeof *nv + 9)))
             atomic_init(&nv->refs, 1);
         if (absent && !kb)
@@ -527,8 +621,9 @@ int stab_snapshot(stab *t, stab_blob ***out, size_t *n)
         stab_blob **arr = malloc(2 * want * sizeof *arr);
         if (!arr)
             return STAB_NOMEM;
+        _Atomic uint32_t *held[STRIPES];
         for (int i = 0; i < STRIPES; i++)
-            rwspin_read_lock(&t->stripes[i].lock);
+            held[i] = read_lock(t, (unsigned)i);
         size_t k = 0;
         int rc = t->buckets ? STAB_OK : STAB_DEAD;
         if (rc == STAB_OK && stab_size(t) > want)
@@ -542,7 +637,7 @@ int stab_snapshot(stab *t, stab_blob ***out, size_t *n)
             }
         }
         for (int i = STRIPES; i-- > 0;)
-            rwspin_read_unlock(&t->stripes[i].lock);
+            read_unlock(held[i]);
         if (rc == 1) {
             free(arr);
             continue;

@@ -1,8 +1,9 @@
 /* Shared tables (smarm.table, OTP's ETS): named key/value stores that any actor of the
  * runtime can read without a global lock. Keys and values are immutable byte blobs (the
- * message format, encoded and decoded by the layers above); a lookup takes a reference on
- * the value's blob under a stripe's read lock and decodes it after letting go, so readers
- * on many schedulers only meet on the stripe lock of the key they read. A table belongs to
+ * message format, encoded and decoded by the layers above); a lookup copies a small value,
+ * or takes a reference on a bigger one's blob, under a stripe's read lock and decodes it
+ * after letting go. Readers count themselves in lines of their own thread's group, so readers
+ * on many schedulers share no line that either writes. A table belongs to
  * an actor: when it dies the table passes to its heir, if that is alive, or is deleted. */
 #ifndef SMARM_CORE_STABLE_H
 #define SMARM_CORE_STABLE_H
@@ -73,6 +74,12 @@ uint64_t stab_hash(const char *key, size_t len);
 int stab_insert(stab *t, stab_blob *key, stab_blob *val);
 /* The value of key with a reference for the caller, or NULL (absent, or the table is dead). */
 stab_blob *stab_lookup(stab *t, const char *key, size_t klen);
+/* The same, but a value of at most cap bytes is copied into buf instead (NULL returned), so
+ * the lookup writes nothing another reader shares. *len is the value's length either way, or
+ * STAB_ABSENT (absent, or the table is dead). */
+#define STAB_ABSENT ((size_t)-1)
+stab_blob *stab_lookup_small(stab *t, const char *key, size_t klen, char *buf, size_t cap,
+                             size_t *len);
 /* 1 if key was there and is gone, 0 if absent, STAB_DEAD. */
 int stab_delete(stab *t, const char *key, size_t klen);
 /* Adds incr to key's number (or to deflt when absent and has_default) atomically; the

@@ -25,6 +25,10 @@ LUA_UNWOUND_BEGIN
 
 static const char handle_mt_key = 'h';
 
+/* t:lookup copies a value of at most this many bytes (a number, a short string, a small
+ * record) instead of holding its blob (core/stable.h) */
+#define LOOKUP_COPY_MAX 256
+
 typedef struct handle {
     stab *t;
 } handle;
@@ -34,8 +38,9 @@ typedef struct handle {
  * table again, or raised, would find the blobs half read), and a memory error comes back
  * here, where the blob references are dropped before it is raised again. */
 typedef struct decode_call {
-    stab_blob **blobs; /* one value, or n key/value pairs */
-    size_t n;
+    stab_blob **blobs; /* one value, or n key/value pairs; NULL: the copy in data */
+    const char *data;
+    size_t n; /* with blobs NULL: data's length */
     int pairs;
     int rc;
     char err[128];
@@ -44,6 +49,10 @@ typedef struct decode_call {
 static void decode_protected(lua_State *L, void *ud)
 {
     decode_call *dc = ud;
+    if (!dc->blobs) {
+        dc->rc = codec_decode(L, dc->data, dc->n, dc->err, sizeof dc->err);
+        return;
+    }
     if (!dc->pairs) {
         dc->rc = codec_decode(L, dc->blobs[0]->data, dc->blobs[0]->len, dc->err, sizeof dc->err);
         return;
@@ -70,7 +79,7 @@ static void decode_release(lua_State *L, decode_call *dc, const char *fname)
     size_t held = ljx_gc_hold(L);
     int st = ljx_cpcall(L, decode_protected, dc);
     ljx_gc_resume(L, held);
-    size_t nb = dc->pairs ? 2 * dc->n : 1;
+    size_t nb = !dc->blobs ? 0 : dc->pairs ? 2 * dc->n : 1;
     for (size_t i = 0; i < nb; i++)
         stab_blob_release(dc->blobs[i]);
     if (st)
@@ -228,12 +237,17 @@ static int l_lookup(lua_State *L)
     stab *t = check_table(L, "lookup", 0);
     check_key(L, 2, "lookup");
     wire_buf *kb = encode(L, 2, "lookup", "key");
-    stab_blob *v = stab_lookup(t, kb->data, kb->len);
-    if (!v) {
+    /* a small value is copied under the stripe's read lock: no reference to take and drop on
+     * a blob that the other schedulers' lookups of the key write too */
+    char copy[LOOKUP_COPY_MAX];
+    size_t len;
+    stab_blob *v = stab_lookup_small(t, kb->data, kb->len, copy, sizeof copy, &len);
+    if (len == STAB_ABSENT) {
         lua_pushnil(L);
         return 1;
     }
-    decode_call dc = {&v, 1, 0, 0, ""};
+    decode_call dc =
+        v ? (decode_call){&v, NULL, 1, 0, 0, ""} : (decode_call){NULL, copy, len, 0, 0, ""};
     decode_release(L, &dc, "lookup");
     return 1;
 }
@@ -302,7 +316,7 @@ static void push_entries(lua_State *L, const char *fname)
     int rc = stab_snapshot(t, &arr, &n);
     if (rc != STAB_OK)
         fail(L, rc, t, fname);
-    decode_call dc = {arr, n, 1, 0, ""};
+    decode_call dc = {arr, NULL, n, 1, 0, ""};
     /* the array is freed whether decoding raises or not */
     int top = lua_gettop(L);
     luaL_checkstack(L, 8, fname);
