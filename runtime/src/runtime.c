@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/arena_map.h"
+#include "base/zalloc.h"
 #include "core/chan.h"
 #include "core/exit.h"
 #include "core/pg.h"
@@ -109,11 +110,10 @@ int smarm_runtime_new(const smarm_config *cfg, smarm_runtime **out)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, install_process_hooks);
     /* aligned: fields written by other threads than those that read their neighbours are on
-     * lines of their own (core/runtime.h); sizeof is a multiple of the alignment */
-    smarm_runtime *rt = aligned_alloc(alignof(smarm_runtime), sizeof *rt);
+     * lines of their own (core/runtime.h) */
+    smarm_runtime *rt = zalloc_aligned(alignof(smarm_runtime), sizeof *rt);
     if (!rt)
         return SMARM_ENOMEM;
-    memset(rt, 0, sizeof *rt);
     if (cfg)
         rt->cfg = *cfg;
     config_resolve(&rt->cfg);

@@ -37,6 +37,14 @@ static void stop_rt(smarm_runtime *rt)
     smarm_runtime_free(rt);
 }
 
+/* A new public table called name, owned by host actor h (no heir). */
+static stab *public_table(smarm_runtime *rt, smarm_host *h, const char *name)
+{
+    stab *t = NULL;
+    assert_int_equal(stab_new(rt, name, smarm_host_pid(h), STAB_PUBLIC, 0, &t), STAB_OK);
+    return t;
+}
+
 static stab_blob *blob_str(const char *s) { return stab_blob_new(s, strlen(s)); }
 
 static stab_blob *blob_fmt(const char *fmt, long a, long b)
@@ -52,8 +60,7 @@ static void set_semantics_growth_and_counters(void **state)
     smarm_runtime *rt = start_rt();
     smarm_host *h = smarm_host_open(rt);
     assert_non_null(h);
-    stab *t = NULL;
-    assert_int_equal(stab_new(rt, "t1", smarm_host_pid(h), STAB_PUBLIC, 0, &t), STAB_OK);
+    stab *t = public_table(rt, h, "t1");
     stab *dup = NULL;
     assert_int_equal(stab_new(rt, "t1", smarm_host_pid(h), STAB_PUBLIC, 0, &dup), STAB_EXISTS);
     assert_int_equal(stab_new(rt, "t2", 12345, STAB_PUBLIC, 0, &dup), STAB_NOOWNER);
@@ -164,8 +171,7 @@ static void small_values_are_copied(void **state)
     (void)state;
     smarm_runtime *rt = start_rt();
     smarm_host *h = smarm_host_open(rt);
-    stab *t = NULL;
-    assert_int_equal(stab_new(rt, "copies", smarm_host_pid(h), STAB_PUBLIC, 0, &t), STAB_OK);
+    stab *t = public_table(rt, h, "copies");
     assert_int_equal(stab_insert(t, blob_str("s"), blob_str("hello")), STAB_OK);
     char buf[16] = {0};
     size_t len = 0;
@@ -306,8 +312,7 @@ static void readers_and_writers_on_many_threads(void **state)
     (void)state;
     smarm_runtime *rt = start_rt();
     smarm_host *h = smarm_host_open(rt);
-    stab *t = NULL;
-    assert_int_equal(stab_new(rt, "crowd", smarm_host_pid(h), STAB_PUBLIC, 0, &t), STAB_OK);
+    stab *t = public_table(rt, h, "crowd");
     _Atomic int stop = 0;
     crowd cs[5];
     pthread_t th[5];
@@ -337,8 +342,7 @@ static void owner_dies_during_lookups(void **state)
     smarm_runtime *rt = start_rt();
     for (int round = 0; round < 20; round++) {
         smarm_host *h = smarm_host_open(rt);
-        stab *t = NULL;
-        assert_int_equal(stab_new(rt, "doomed", smarm_host_pid(h), STAB_PUBLIC, 0, &t), STAB_OK);
+        stab *t = public_table(rt, h, "doomed");
         for (long k = 0; k < KEYS; k++) {
             char key[32];
             int n = snprintf(key, sizeof key, "%ld", k);

@@ -24,6 +24,16 @@ static inline void cpu_relax(void)
 
 #define SPIN_PAUSES 100 /* pauses before a waiter yields its thread instead */
 
+/* One step of a wait loop's backoff: the CPU's pause hint, then, past SPIN_PAUSES steps,
+ * yielding the thread (spin_lock's waiters and core/stable.c's reader-group locks). */
+static inline void spin_backoff(int *spins)
+{
+    if (++*spins > SPIN_PAUSES)
+        sched_yield();
+    else
+        cpu_relax();
+}
+
 /* A spinlock is a zero-initialised _Atomic uint32_t. */
 static inline void spin_lock(_Atomic uint32_t *l)
 {
@@ -31,12 +41,8 @@ static inline void spin_lock(_Atomic uint32_t *l)
     crit_enter();
     /* acquire: what the last holder wrote under the lock is visible */
     while (atomic_exchange_explicit(l, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(l, memory_order_relaxed)) {
-            if (++spins > SPIN_PAUSES)
-                sched_yield();
-            else
-                cpu_relax();
-        }
+        while (atomic_load_explicit(l, memory_order_relaxed))
+            spin_backoff(&spins);
     }
 }
 
@@ -45,16 +51,6 @@ static inline void spin_unlock(_Atomic uint32_t *l)
 {
     atomic_store_explicit(l, 0, memory_order_release);
     crit_exit();
-}
-
-/* One step of a wait loop's backoff: the CPU's pause hint, then, past SPIN_PAUSES steps,
- * yielding the thread (core/stable.c's reader-group locks wait with it). */
-static inline void spin_backoff(int *spins)
-{
-    if (++*spins > SPIN_PAUSES)
-        sched_yield();
-    else
-        cpu_relax();
 }
 
 #endif

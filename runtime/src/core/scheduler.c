@@ -24,6 +24,7 @@
 #include "core/preempt.h"
 #include "base/sanitize.h"
 #include "base/spin.h"
+#include "base/zalloc.h"
 #include "core/signals.h"
 #include "core/stackwatch.h"
 #include "core/trace.h"
@@ -1401,14 +1402,7 @@ static int spin_for_work(sched *s, uint32_t *idx)
     return found;
 }
 
-sched *sched_alloc(int n)
-{
-    /* sizeof(sched) is a multiple of its alignment, so the size is too */
-    sched *s = aligned_alloc(alignof(sched), (size_t)n * sizeof(sched));
-    if (s)
-        memset(s, 0, (size_t)n * sizeof(sched));
-    return s;
-}
+sched *sched_alloc(int n) { return zalloc_aligned(alignof(sched), (size_t)n * sizeof(sched)); }
 
 void sched_thread_begin(sched *s)
 {

@@ -23,6 +23,7 @@
 #include "base/slot.h"
 #include "base/spin.h"
 #include "base/wire.h"
+#include "base/zalloc.h"
 #include "core/actor.h"
 #include "core/runtime.h"
 #include "core/scheduler.h"
@@ -240,10 +241,7 @@ int stab_new(struct smarm_runtime *rt, const char *name, uint64_t owner, int acc
     stab_names *n = rt->tables;
     size_t len = strlen(name) + 1;
     /* aligned: each reader group's counters and each writer word on lines of their own */
-    size_t size = (sizeof(stab) + len + 63) & ~(size_t)63;
-    stab *t = aligned_alloc(64, size);
-    if (t)
-        memset(t, 0, size);
+    stab *t = zalloc_aligned(64, sizeof *t + len);
     entry **b = calloc(MIN_BUCKETS, sizeof *b);
     if (!t || !b) {
         free(t);

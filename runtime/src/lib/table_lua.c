@@ -39,8 +39,9 @@ typedef struct handle {
  * here, where the blob references are dropped before it is raised again. */
 typedef struct decode_call {
     stab_blob **blobs; /* one value, or n key/value pairs; NULL: the copy in data */
-    const char *data;
-    size_t n; /* with blobs NULL: data's length */
+    const char *data;  /* a value copied under the read lock (len bytes) */
+    size_t len;
+    size_t n;
     int pairs;
     int rc;
     char err[128];
@@ -50,7 +51,7 @@ static void decode_protected(lua_State *L, void *ud)
 {
     decode_call *dc = ud;
     if (!dc->blobs) {
-        dc->rc = codec_decode(L, dc->data, dc->n, dc->err, sizeof dc->err);
+        dc->rc = codec_decode(L, dc->data, dc->len, dc->err, sizeof dc->err);
         return;
     }
     if (!dc->pairs) {
@@ -247,7 +248,7 @@ static int l_lookup(lua_State *L)
         return 1;
     }
     decode_call dc =
-        v ? (decode_call){&v, NULL, 1, 0, 0, ""} : (decode_call){NULL, copy, len, 0, 0, ""};
+        v ? (decode_call){.blobs = &v, .n = 1} : (decode_call){.data = copy, .len = len};
     decode_release(L, &dc, "lookup");
     return 1;
 }
@@ -316,7 +317,7 @@ static void push_entries(lua_State *L, const char *fname)
     int rc = stab_snapshot(t, &arr, &n);
     if (rc != STAB_OK)
         fail(L, rc, t, fname);
-    decode_call dc = {arr, NULL, n, 1, 0, ""};
+    decode_call dc = {.blobs = arr, .n = n, .pairs = 1};
     /* the array is freed whether decoding raises or not */
     int top = lua_gettop(L);
     luaL_checkstack(L, 8, fname);
