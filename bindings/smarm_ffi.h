@@ -17,7 +17,7 @@ typedef struct smarm_actor_info {
     uint64_t parks;        /* times it waited */
     uint64_t yields;       /* times it yielded */
     uint64_t messages_in;  /* messages received */
-    uint64_t stack_reserve;/* bytes of its C stack, 0 while parked without one */
+    uint64_t stack_reserve;/* bytes of the C stack it runs on (its spawn's or the default) */
     uint64_t stack_guard;
     uint64_t timeslices;    /* times it was switched in */
     uint64_t migrations;    /* times it resumed on another scheduler thread */
@@ -39,6 +39,8 @@ typedef struct smarm_actor_info {
     int32_t kind;           /* 0 not supervised, 1 worker, 2 supervisor */
     int32_t arena;          /* 1 once its heap grew large enough for an arena of its own */
     int32_t recycled;       /* 1 if its state is an ended actor's, reset (the state pool) */
+    int32_t stack_held;     /* 1 while it holds a C stack: running, or parked in place (inside
+                               a C call that cannot yield, or a hot park) */
 } smarm_actor_info;
 
 /* Marks pid as a supervised child: id as in its child spec (NULL keeps the one it has: a
@@ -80,6 +82,9 @@ typedef struct smarm_runtime_stats {
     uint64_t collect_budget; /* bytes of garbage the actors alive may make between their
                                 cycles at resumes, split among them: half a core's
                                 second-level cache */
+    uint64_t hot_parks; /* waits that parked in place holding their stack: the actor's last
+                           park was short (a ping-pong's sides, a call and its server) */
+    int64_t hot_parked; /* actors parked so now (at most 4 per scheduler) */
 } smarm_runtime_stats;
 void smarm_ffi_runtime_stats(smarm_runtime_stats *out);
 /* ns scheduler i (0 <= i < schedulers) ran actors, sampled; -1 past the last one. */

@@ -38,6 +38,7 @@ function M.info(pid)
          high_water = tonumber(out.stack_high_water),
          shrinks = tonumber(out.stack_shrinks),
          released = tonumber(out.stack_released),
+         held = out.stack_held ~= 0, -- it holds a C stack now (running, or parked in place)
       },
       current = out.current[0] ~= 0 and ffi.string(out.current) or nil,
       id = out.child_id[0] ~= 0 and ffi.string(out.child_id) or nil,

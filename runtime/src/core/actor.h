@@ -23,6 +23,8 @@ enum actor_leave {
     LEAVE_YIELD_CO,   /* still runnable, left by yielding its coroutine (preempted); no stack */
     LEAVE_BLOCKING,   /* smarm.blocking: moves to a pool thread (or back); holds its stack,
                          its slot stays RUNNING (core/blocking.c) */
+    LEAVE_PARK_HOT,   /* parked in place, holding its stack, where it could have yielded: its
+                         last park was short (run.hot_ok; see scheduler.c, hot parks) */
 };
 
 /* Why an actor is stopped from outside; it never runs Lua code again. */
@@ -71,11 +73,15 @@ typedef struct actor_run {
     int polled;                   /* made runnable by the network poller (counted at its run) */
     volatile int preempt_pending; /* its timeslice is over: leave at the next chance */
     int pinned;                   /* must resume on the OS thread it left (see preempt.c) */
-    int spawned;                  /* it spawned an actor during its current slice */
     /* bytes, so that the record's stats begin on a cache line of their own (see actor) */
-    unsigned char blocking; /* runs on a pool thread, inside smarm.blocking */
+    unsigned char spawned;    /* it spawned an actor during its current slice */
+    unsigned char blocking;   /* runs on a pool thread, inside smarm.blocking */
+    unsigned char hot_ok;     /* this run may end in a hot park (set as it is switched in) */
+    unsigned char overflowed; /* its C stack overflowed: abandoned, its state never touched */
+    uint16_t hot;             /* parked hot (LEAVE_PARK_HOT): the id + 1 of the scheduler that
+                                 granted it (core/scheduler.c, hot parks), else 0 */
+    uint16_t park_sw;         /* the low bits of its scheduler's switch count at its last run */
     /* the rest is seldom touched */
-    unsigned char overflowed;       /* its C stack overflowed: abandoned, its state never touched */
     size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
     _Atomic uint64_t wake_armed;    /* its earliest wake in the timer heap, 0 = none */
     struct actor *blocking_next;    /* link in the blocking pool's queue */

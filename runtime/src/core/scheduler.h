@@ -64,6 +64,9 @@ typedef struct sched {
      * if others wait (0 = none): the watchdog's short first slice (see run_actor) */
     _Atomic uint64_t probation_until;
     int short_slice; /* the next actor to run here gets a short slice */
+    /* hot parks granted here (scheduler.c, hot parks) less those that ended here; the
+     * ones that ended on another scheduler are counted in hot_returned */
+    int hot_parked;
     /* when the watchdog last saw this scheduler switch, or idle (preempt.c) */
     _Atomic uint64_t quiet_since;
     stack *spare;          /* one warm stack kept across coroutine parks */
@@ -87,6 +90,11 @@ typedef struct sched {
      * woke or spawned them while it ran here), and from another scheduler's runnext (an idle
      * one's spin took it): the second is a woken actor that moved cores (read racily) */
     uint64_t runnext_runs, runnext_stolen;
+    /* hot parks granted here (scheduler.c, hot parks) (read racily) */
+    uint64_t hot_parks;
+    /* of those, the ones that ended (a resume, a stop) on another scheduler: the actors
+     * parked hot by this one are hot_parked - hot_returned */
+    _Atomic uint32_t hot_returned;
     /* first runs here of actors spawned on another scheduler (a sibling's new actors this one
      * took: see share_votes) (read racily) */
     uint64_t spawns_moved;

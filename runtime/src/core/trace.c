@@ -114,6 +114,7 @@ static const char *leave_name(uint32_t leave)
         return "yield";
     case LEAVE_PARK_STACK:
     case LEAVE_PARK_CO:
+    case LEAVE_PARK_HOT:
         return "park";
     case LEAVE_DONE:
         return "done";
@@ -169,7 +170,7 @@ RACY_READS static void write_ring(smarm_runtime *rt, struct trace *t, FILE *f, i
                     "\"ts\":" US_FMT ",\"dur\":" US_FMT ",\"args\":{\"pid\":%" PRIu64
                     ",\"left\":\"%s\"}}",
                     title, tid, US(open_ts - t->t0), US(e.ts - open_ts), e.pid, leave_name(e.aux));
-            if (e.aux == LEAVE_PARK_STACK || e.aux == LEAVE_PARK_CO) {
+            if (e.aux == LEAVE_PARK_STACK || e.aux == LEAVE_PARK_CO || e.aux == LEAVE_PARK_HOT) {
                 instant(f, "park", title, tid, e.ts - t->t0, e.pid);
                 fputs("}}", f);
             }

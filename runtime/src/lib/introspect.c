@@ -77,6 +77,10 @@ RACY_READS void smarm_ffi_runtime_stats(smarm_runtime_stats *out)
         out->polled_moved += rt->scheds[i].polled_moved;
         out->runnext_runs += rt->scheds[i].runnext_runs;
         out->runnext_stolen += rt->scheds[i].runnext_stolen;
+        out->hot_parks += rt->scheds[i].hot_parks;
+        out->hot_parked +=
+            *(volatile int *)&rt->scheds[i].hot_parked -
+            (int)atomic_load_explicit(&rt->scheds[i].hot_returned, memory_order_relaxed);
         out->spawns_moved += rt->scheds[i].spawns_moved;
         out->runnext_released +=
             atomic_load_explicit(&rt->scheds[i].runnext_released, memory_order_relaxed);
@@ -149,6 +153,7 @@ RACY_READS int smarm_ffi_actor_info(uint64_t pid, smarm_actor_info *out)
     out->messages_in = a->stats.msgs_in;
     out->stack_reserve = a->run.stack_size ? a->run.stack_size : rt->cfg.stack_size;
     out->stack_guard = a->run.stack_guard ? a->run.stack_guard : rt->cfg.stack_guard;
+    out->stack_held = *(stack *volatile *)&a->run.stk != NULL;
     out->timeslices = a->stats.slices;
     out->migrations = a->stats.migrations;
     out->preempt_hook = a->stats.preempt_hook;

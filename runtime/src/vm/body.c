@@ -388,6 +388,18 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
         }
     }
     if (L == a->vm.co && ljx_can_yield(L)) {
+        /* a hot park (core/scheduler.c): in place while the scheduler grants it, as the
+         * stack park below, with the collector's turn a coroutine park's wake takes */
+        while (a->run.hot_ok) {
+            sched_leave(a, LEAVE_PARK_HOT);
+            collect_between_waits(a);
+            int n = cont(a, L);
+            if (n >= 0) {
+                luavm_safe_point(a, L);
+                return n;
+            }
+            sched_rearm_wake(a);
+        }
         a->vm.cont = cont;
         a->run.yield_leave = LEAVE_PARK_CO;
         return lua_yield(L, 0);
