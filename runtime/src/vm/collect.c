@@ -91,7 +91,10 @@ static int give_room(actor *a)
     return 1;
 }
 
-void collect_between_waits(actor *a)
+/* collect_between_waits past its check: apart, so that the check, run at every wake, saves
+ * no registers for the cycle's work (its prologue and epilogue were 17 of its 37
+ * instructions) */
+static __attribute__((noinline)) void collect_now(actor *a)
 {
     /* the last cycle's finalizers have run since (the code's own steps ran them): the
      * pause's threshold is set, and the room goes on top of it */
@@ -115,6 +118,12 @@ void collect_between_waits(actor *a)
     atomic_fetch_add_explicit(&a->rt->vm->resume_collections, 1, memory_order_relaxed);
     ljx_gc_cycle(a->vm.co, &a->vm.gc_strings);
     a->vm.room_owed = !give_room(a);
+}
+
+void collect_between_waits(actor *a)
+{
+    if (__builtin_expect(a->vm.room_owed, 0) || due(a))
+        collect_now(a);
 }
 
 void collect_forget(actor *a)

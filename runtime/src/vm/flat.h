@@ -40,7 +40,7 @@ struct actor;
 
 /* Pushes the value of bytes flat_decodable accepted. Makes its objects with LuaJIT's raw
  * constructors, which run no GC step (so no finalizer runs meanwhile); raises only when out
- * of memory, so the caller keeps its own copy of the bytes, not the message. receiver (or
+ * of memory (the caller keeps track of the bytes to free them then). receiver (or
  * NULL) is the actor whose state L is: it keeps the key string of the one-key records it
  * receives, found without the state's string table. */
 void flat_decode(lua_State *L, const char *data, size_t len, struct actor *receiver);
