@@ -125,6 +125,16 @@ describe("a hot park", function()
       assert.is_true(settle(parked0) <= parked0)
    end)
 
+   it("is not taken by an actor with a stack of its own shape (given back as it waits)", function()
+      local pid = smarm.spawn_opt({ stack = 256 * 1024 }, ponger, smarm.self())
+      for _ = 1, 50 do
+         bounce(pid, 10)
+         local info = assert(smarm.info(pid))
+         assert.is_false(info.state == "parked" and info.stack.held, "parked holding its stack")
+      end
+      smarm.send(pid, "stop")
+   end)
+
    it("times out, sleeps and wakes like any other park", function()
       local pid = smarm.spawn(ponger, smarm.self())
       for _ = 1, 5 do

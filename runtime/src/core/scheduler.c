@@ -1106,8 +1106,10 @@ static void note_first_run(sched *s, actor *a, int from, int is_long)
  * before resuming the coroutine (some 200 instructions a message). Each scheduler counts the
  * actors parked hot there less those resumed there; it grants a hot park only below
  * HOT_PARKED_MAX, so no more than that many per scheduler hold a stack this way, however
- * long they then wait. A ring of more members than that, and any actor woken after a longer
- * while or on another scheduler, parks as before. */
+ * long they then wait. A ring of more members than that, any actor woken after a longer
+ * while or on another scheduler, and an actor spawned with a stack of its own shape (whose
+ * stack is no pool's, and may be large) park as before. The shape is read last: the other
+ * tests fail first for a member of a large ring, whose record's later lines stay cold. */
 #define HOT_SWITCHES 4
 #define HOT_PARKED_MAX 4
 
@@ -1202,8 +1204,8 @@ static void run_actor(sched *s, uint32_t idx)
         /* relaxed: the watchdog only needs to see the counter move */
         uint64_t sw = atomic_load_explicit(&s->switches, memory_order_relaxed) + 1;
         atomic_store_explicit(&s->switches, sw, memory_order_relaxed);
-        a->run.hot_ok =
-            from == s->id && (uint16_t)(sw - a->run.park_sw) <= HOT_SWITCHES && hot_parks_left(s);
+        a->run.hot_ok = from == s->id && (uint16_t)(sw - a->run.park_sw) <= HOT_SWITCHES &&
+                        hot_parks_left(s) && !a->run.stack_size && !a->run.stack_guard;
         a->run.park_sw = (uint16_t)sw;
         atomic_store_explicit(&s->cur, a, memory_order_relaxed);
         if (TRACE_ON(rt))
