@@ -1104,9 +1104,10 @@ static void note_first_run(sched *s, actor *a, int from, int is_long)
  * ping-pong, a call and its server. Its wake then switches back into the wait, where a
  * coroutine park's took a stack, made a context and ran the continuation in a protected call
  * before resuming the coroutine (some 200 instructions a message). Each scheduler counts the
- * actors parked hot there less those resumed there; it grants a hot park only below
- * HOT_PARKED_MAX, so no more than that many per scheduler hold a stack this way, however
- * long they then wait. A ring of more members than that, any actor woken after a longer
+ * hot parks it granted that have not ended (hot_parked less hot_returned: one that ends on
+ * another scheduler is counted in the granter's atomic hot_returned), and grants one only
+ * below HOT_PARKED_MAX, so no more than that many per scheduler hold a stack this way,
+ * however long they then wait. A ring of more members than that, any actor woken after a longer
  * while or on another scheduler, and an actor spawned with a stack of its own shape (whose
  * stack is no pool's, and may be large) park as before. The shape is read last: the other
  * tests fail first for a member of a large ring, whose record's later lines stay cold. */
