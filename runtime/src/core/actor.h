@@ -78,9 +78,9 @@ typedef struct actor_run {
     unsigned char blocking;   /* runs on a pool thread, inside smarm.blocking */
     unsigned char hot_ok;     /* this run may end in a hot park (set as it is switched in) */
     unsigned char overflowed; /* its C stack overflowed: abandoned, its state never touched */
-    uint16_t hot;             /* parked hot (LEAVE_PARK_HOT): the id + 1 of the scheduler that
-                                 granted it (core/scheduler.c, hot parks), else 0 */
-    uint16_t park_sw;         /* the low bits of its scheduler's switch count at its last run */
+    unsigned char hot; /* parked hot (LEAVE_PARK_HOT), on the grant of last_sched (core/scheduler.c,
+                          hot parks) */
+    uint16_t park_sw;  /* the low bits of its scheduler's switch count at its last run */
     /* the rest is seldom touched */
     size_t stack_size, stack_guard; /* per-spawn shape (0 = defaults) */
     _Atomic uint64_t wake_armed;    /* its earliest wake in the timer heap, 0 = none */

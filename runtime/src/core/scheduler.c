@@ -1122,10 +1122,10 @@ static inline int hot_parks_left(sched *s)
 }
 
 /* a, parked hot, is resumed or stopped on s: it holds no grant any more (its frames continue,
- * or are dropped) */
+ * or are dropped). The grant was its last scheduler's, where it parked. */
 static void hot_park_ended(sched *s, actor *a)
 {
-    sched *granted = &s->rt->scheds[a->run.hot - 1];
+    sched *granted = &s->rt->scheds[a->run.last_sched];
     a->run.hot = 0;
     if (granted == s)
         s->hot_parked--;
@@ -1226,6 +1226,11 @@ static void run_actor(sched *s, uint32_t idx)
         s->ran_last = idx + 1;
         stackwatch_sample(a, a->run.sp);
         a->run.preempt_pending = 0;
+        if (a->run.leave == LEAVE_PARK_HOT) {
+            a->run.hot = 1;
+            s->hot_parked++;
+            s->hot_parks++;
+        }
         if (a->run.leave != LEAVE_DONE &&
             atomic_load_explicit(&a->run.stop, memory_order_acquire)) {
             /* stopped while it ran: end it now rather than queue it again */
@@ -1255,12 +1260,6 @@ static void run_actor(sched *s, uint32_t idx)
             a->run.stk = NULL;
             /* fall through */
         case LEAVE_PARK_HOT:
-            if (a->run.leave == LEAVE_PARK_HOT) {
-                a->run.hot = (uint16_t)(s->id + 1);
-                s->hot_parked++;
-                s->hot_parks++;
-            }
-            /* fall through */
         case LEAVE_PARK_STACK:
             if (a->run.stk)
                 stackwatch_parked(a, (size_t)((char *)stack_top(a->run.stk) - (char *)a->run.sp));

@@ -387,26 +387,15 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
             host_park(h, seq, a->run.deadline);
         }
     }
-    if (L == a->vm.co && ljx_can_yield(L)) {
-        /* a hot park (core/scheduler.c): in place while the scheduler grants it, as the
-         * stack park below, with the collector's turn a coroutine park's wake takes */
-        while (a->run.hot_ok) {
-            sched_leave(a, LEAVE_PARK_HOT);
-            collect_between_waits(a);
-            int n = cont(a, L);
-            if (n >= 0) {
-                luavm_safe_point(a, L);
-                return n;
-            }
-            sched_rearm_wake(a);
-        }
-        a->vm.cont = cont;
-        a->run.yield_leave = LEAVE_PARK_CO;
-        return lua_yield(L, 0);
-    }
-    for (;;) {
+    int yield = L == a->vm.co && ljx_can_yield(L);
+    /* in place: always when it cannot yield (a stack park), while the scheduler grants it when
+     * it could (a hot park, core/scheduler.c, which also takes the collector's turn a coroutine
+     * park's wake takes); else it yields its coroutine */
+    while (!yield || a->run.hot_ok) {
         /* a stopped actor is never switched back in here: see the scheduler's run_actor */
-        sched_leave(a, LEAVE_PARK_STACK);
+        sched_leave(a, yield ? LEAVE_PARK_HOT : LEAVE_PARK_STACK);
+        if (yield)
+            collect_between_waits(a);
         int n = cont(a, L);
         if (n >= 0) {
             luavm_safe_point(a, L);
@@ -414,6 +403,9 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
         }
         sched_rearm_wake(a);
     }
+    a->vm.cont = cont;
+    a->run.yield_leave = LEAVE_PARK_CO;
+    return lua_yield(L, 0);
 }
 
 /* When the root's body returns, the registry's "smarm.at_return" function (the supervisors
