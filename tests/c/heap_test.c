@@ -82,6 +82,28 @@ static void fresh_blocks_do_not_straddle_lines_and_gaps_are_reused(void **state)
     heap_destroy(&h);
 }
 
+/* The fast paths' class table agrees with heap_class_of at every size, and a size of 0 or
+ * past HEAP_MAX_SMALL takes no magazine (it wraps past the table, or lies beyond it). */
+static void class_table_matches_the_classes_and_bounds_the_fast_paths(void **state)
+{
+    (void)state;
+    for (size_t n = 1; n <= HEAP_MAX_SMALL; n++)
+        assert_int_equal(heap_tab.class_by16[(n - 1) >> 4], heap_class_of(n));
+    heap h;
+    heap_init(&h);
+    heap_cache d = {0};
+    void *p = alloc(&h, &d, 48);
+    heap_free(&h, &d, p, 48); /* its magazine holds a block now */
+    assert_null(heap_alloc_fast(&d, 0));
+    assert_null(heap_alloc_fast(&d, HEAP_MAX_SMALL + 1));
+    assert_int_equal(heap_free_fast(&d, p, HEAP_MAX_SMALL + 1), 0);
+    assert_int_equal(heap_free_fast(&d, p, 0), 0);
+    assert_ptr_equal(heap_alloc_fast(&d, 48), p);
+    heap_free(&h, &d, p, 48);
+    heap_cache_flush(&h, &d);
+    heap_destroy(&h);
+}
+
 static void realloc_keeps_contents_across_classes_and_to_malloc(void **state)
 {
     (void)state;
@@ -305,6 +327,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(blocks_are_aligned_distinct_and_reused_last_freed_first),
         cmocka_unit_test(fresh_blocks_do_not_straddle_lines_and_gaps_are_reused),
+        cmocka_unit_test(class_table_matches_the_classes_and_bounds_the_fast_paths),
         cmocka_unit_test(realloc_keeps_contents_across_classes_and_to_malloc),
         cmocka_unit_test(freed_magazines_reach_another_cache_without_fresh_memory),
         cmocka_unit_test(callers_without_a_cache_use_the_depot),

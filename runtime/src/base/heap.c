@@ -92,12 +92,21 @@ static inline size_t class_size(unsigned c)
 #define SMALL(c) MAGN(((c) + 1) * 16)
 #define MID(c) MAGN(256 + ((c)-15) * 64)
 #define BIG(c) MAGN(1024 + ((c)-27) * 256)
-const uint8_t heap_mag_blocks[HEAP_CLASSES] = {
-    SMALL(0), SMALL(1), SMALL(2),  SMALL(3),  SMALL(4),  SMALL(5),  SMALL(6),  SMALL(7),
-    SMALL(8), SMALL(9), SMALL(10), SMALL(11), SMALL(12), SMALL(13), SMALL(14), SMALL(15),
-    MID(16),  MID(17),  MID(18),   MID(19),   MID(20),   MID(21),   MID(22),   MID(23),
-    MID(24),  MID(25),  MID(26),   MID(27),   BIG(28),   BIG(29),   BIG(30),   BIG(31),
-    BIG(32),  BIG(33),  BIG(34),   BIG(35),   BIG(36),   BIG(37),   BIG(38),   BIG(39),
+/* the class of sizes 16i + 1 to 16i + 16 (heap_class_of) */
+#define C4(c) c, c, c, c
+#define C16(c) C4(c), C4(c), C4(c), C4(c)
+const heap_tables heap_tab = {
+    .class_by16 = {0,       1,       2,       3,       4,       5,       6,       7,
+                   8,       9,       10,      11,      12,      13,      14,      15,
+                   C4(16),  C4(17),  C4(18),  C4(19),  C4(20),  C4(21),  C4(22),  C4(23),
+                   C4(24),  C4(25),  C4(26),  C4(27),  C16(28), C16(29), C16(30), C16(31),
+                   C16(32), C16(33), C16(34), C16(35), C16(36), C16(37), C16(38), C16(39)},
+    .mag_blocks = {SMALL(0),  SMALL(1),  SMALL(2), SMALL(3),  SMALL(4),  SMALL(5),  SMALL(6),
+                   SMALL(7),  SMALL(8),  SMALL(9), SMALL(10), SMALL(11), SMALL(12), SMALL(13),
+                   SMALL(14), SMALL(15), MID(16),  MID(17),   MID(18),   MID(19),   MID(20),
+                   MID(21),   MID(22),   MID(23),  MID(24),   MID(25),   MID(26),   MID(27),
+                   BIG(28),   BIG(29),   BIG(30),  BIG(31),   BIG(32),   BIG(33),   BIG(34),
+                   BIG(35),   BIG(36),   BIG(37),  BIG(38),   BIG(39)},
 };
 
 /* A block's first word links it in its list; the first block of a full

@@ -34,8 +34,16 @@ typedef struct heap {
     size_t reserved;       /* bytes of chunks taken so far */
 } heap;
 
-/* Blocks per magazine of each class (about 16 KiB of blocks, 16 to 128). */
-extern const uint8_t heap_mag_blocks[HEAP_CLASSES];
+/* The classes' tables, one object so that a fast path addresses both from one base: the
+ * class of each size up to HEAP_MAX_SMALL by (n - 1) >> 4 (classes change only at multiples
+ * of 16: one load where heap_class_of takes two compares), and the blocks per magazine of
+ * each class (about 16 KiB of blocks, 16 to 128). */
+typedef struct heap_tables {
+    uint8_t class_by16[HEAP_MAX_SMALL / 16];
+    uint8_t mag_blocks[HEAP_CLASSES];
+} heap_tables;
+extern const heap_tables heap_tab;
+#define heap_mag_blocks (heap_tab.mag_blocks)
 
 /* 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 4096 */
 static inline unsigned heap_class_of(size_t n)
@@ -55,15 +63,18 @@ void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n);
  * that needs the slow path. */
 static inline void *heap_alloc_fast(heap_cache *cache, size_t n)
 {
-    if (n <= HEAP_MAX_SMALL && cache) {
-        heap_mags *m = &cache->mag[heap_class_of(n)];
+    size_t i = (n - 1) >> 4; /* n = 0 wraps past the table */
+    if (i < HEAP_MAX_SMALL / 16 && cache) {
+        size_t c = heap_tab.class_by16[i];
+        heap_mags *m = &cache->mag[c];
         void *b = m->cur;
         if (b) {
-            m->cur = *(void **)b;
+            void *next = *(void **)b;
             m->ncur--;
+            m->cur = next;
             /* the next block is likely cold (a GC sweep freed it a while ago):
              * start loading it now rather than stall on it at the next pop */
-            __builtin_prefetch(m->cur, 1);
+            __builtin_prefetch(next, 1);
             return b;
         }
     }
@@ -72,8 +83,9 @@ static inline void *heap_alloc_fast(heap_cache *cache, size_t n)
 
 static inline int heap_free_fast(heap_cache *cache, void *p, size_t n)
 {
-    if (n <= HEAP_MAX_SMALL && cache) {
-        unsigned c = heap_class_of(n);
+    size_t i = (n - 1) >> 4;
+    if (i < HEAP_MAX_SMALL / 16 && cache) {
+        unsigned c = heap_tab.class_by16[i];
         heap_mags *m = &cache->mag[c];
         if (m->ncur < heap_mag_blocks[c]) {
             *(void **)p = m->cur;
