@@ -95,8 +95,11 @@ typedef struct actor_vm {
     lua_State *L;  /* the actor's own state */
     lua_State *co; /* the coroutine its body runs in */
     actor_cont cont;
-    size_t mem;      /* bytes held by the Lua state */
-    size_t arena_at; /* the heap size at which it asks for an arena (set at boot) */
+    size_t mem; /* bytes held by the Lua state */
+    /* a message being decoded there; freed if decoding raises (vm/luavm.c). Here, not among
+     * the colder fields below: every flat receive sets it, and a ring member's hop touched a
+     * line of the record for it alone */
+    struct msg *decoding;
     /* the addresses of its newest small blocks (a ring of COLLECT_LOG), kept once it has
      * collected at a resume (vm/collect.h); NULL until then */
     void **gc_log;
@@ -118,9 +121,11 @@ typedef struct actor_vm {
     /* the key string of the one-key records it receives (vm/flat.c: a GCstr *), on the line
      * of the fields above, which a receive touches anyway */
     void *flat_key;
-    size_t max_heap;      /* 0 = unlimited */
-    struct msg *decoding; /* a message being decoded there; freed if decoding raises */
-    char *boot;           /* spawn payload, freed once booted */
+    size_t max_heap; /* 0 = unlimited */
+    /* the heap size at which it asks for an arena (set at boot; asked on the allocation's
+     * slow path only) */
+    size_t arena_at;
+    char *boot; /* spawn payload, freed once booted */
     size_t boot_len;
     char *exit_bytes; /* the reason smarm.exit was given, encoded at the call (or NULL) */
     size_t exit_len;

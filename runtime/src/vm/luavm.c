@@ -236,7 +236,8 @@ static __attribute__((noinline)) void *alloc_heap(actor *a, void *ptr, size_t os
     if (__builtin_expect(!p, 0))
         return alloc_general(a, ptr, osize, nsize, 1);
     a->vm.mem += nsize - (ptr ? osize : 0);
-    if (__builtin_expect(a->vm.mem > a->vm.arena_at, 0))
+    /* arena_at is never below ARENA_AT: a small state reads no line of it */
+    if (__builtin_expect(a->vm.mem > ARENA_AT, 0) && a->vm.mem > a->vm.arena_at)
         arena_start(a);
     return p;
 }
