@@ -43,6 +43,23 @@ local function bounce(pid, n)
    end
 end
 
+-- the states in the pools and those taken from them so far (state_pool_spec's measure)
+local function pool_count()
+   local st = runtime_stats()
+   return tonumber(st.states_pooled) + tonumber(st.states_trimmed) + tonumber(st.states_recycled)
+end
+
+-- waits (bounded) until pool_count() stays the same for three looks 20 ms apart
+local function pool_settle()
+   local last, still = -1, 0
+   local deadline = smarm.now() + 2
+   while still < 3 and smarm.now() < deadline do
+      local n = pool_count()
+      if n == last then still = still + 1 else still, last = 0, n end
+      smarm.sleep(0.02)
+   end
+end
+
 -- waits (bounded) until hot_parked is at most limit; returns the last value seen
 local function settle(limit)
    local parked
@@ -153,7 +170,7 @@ describe("a hot park", function()
       smarm.send(pid, "stop")
    end)
 
-   it("can be killed: its monitor sees killed and the count comes back", function()
+   it("can be killed: its monitor sees killed, the count comes back, its state is pooled", function()
       local pid = smarm.spawn(ponger, smarm.self())
       local mon = smarm.monitor(pid)
       -- bounce until it is parked hot, holding its stack (a wake that another scheduler took
@@ -170,9 +187,19 @@ describe("a hot park", function()
       assert.is_true(info.stack.held, "never parked hot")
       local _, parked = hot()
       assert.is_true(parked >= 1)
+      pool_settle()
+      local n0 = pool_count()
       smarm.kill(pid)
       assert.are.equal("killed", assert(mon:recv(T)).reason)
       assert.is_true(settle(parked - 1) <= parked - 1)
+      -- switched back into its wait, it yielded its coroutine and ended as a coroutine park
+      -- does: its state is whole, and goes to a pool (dropping its frames left it inside a
+      -- C call, to be closed)
+      local deadline = smarm.now() + 5
+      while pool_count() == n0 and smarm.now() < deadline do
+         smarm.sleep(0.01)
+      end
+      assert.are.equal(n0 + 1, pool_count())
       -- a spawn after it boots and answers as before
       local again = smarm.spawn(ponger, smarm.self())
       bounce(again, 10)

@@ -49,13 +49,8 @@ uint64_t lib_check_pid(lua_State *L, int idx, const char *fname)
     return lib_check_pid_in(L, idx, fname, luavm_runtime(L));
 }
 
-uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
+uint64_t lib_check_timeout_given(lua_State *L, int idx, const char *fname, int *poll)
 {
-    *poll = 0;
-    /* an absent argument is told by the stack's top: lua_type would read the state's nil
-     * node for it, a line of its own that is cold in a woken actor (every plain recv()) */
-    if (idx > lua_gettop(L))
-        return 0;
     double t;
     if (!ljx_number_at(L, idx, &t)) {
         if (lua_isnil(L, idx))

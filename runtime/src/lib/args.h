@@ -6,13 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <lua.h>
+
 #include "base/mailbox.h"
 #include "base/wire.h"
 #include "core/actor.h"
 #include "core/host.h"
 #include "core/scheduler.h"
-
-typedef struct lua_State lua_State;
 
 /* The pid at idx, or a Lua error naming fname: a number this runtime could have handed out
  * (an integer with a nonzero generation and a slot index inside the slab). */
@@ -37,8 +37,17 @@ static inline uint64_t lib_pid_of(double d, uint32_t max)
     return pid_index(pid) < max && pid_gen(pid) != 0 ? pid : 0;
 }
 /* The deadline (CLOCK_MONOTONIC ns) of a timeout argument at idx (> 0): 0 = forever (nil or more
- * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. */
-uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll);
+ * than 1e9 s); *poll is set for a zero timeout. Raises on a bad or negative timeout. An absent
+ * argument is told by the stack's top, inline (every plain recv()); lua_type would read the
+ * state's nil node for it, a line of its own that is cold in a woken actor. */
+uint64_t lib_check_timeout_given(lua_State *L, int idx, const char *fname, int *poll);
+static inline uint64_t lib_check_timeout(lua_State *L, int idx, const char *fname, int *poll)
+{
+    *poll = 0;
+    if (idx > lua_gettop(L))
+        return 0;
+    return lib_check_timeout_given(L, idx, fname, poll);
+}
 /* A required seconds argument at idx (sleep, send_after), by the timeout rule: its
  * deadline; 0 seconds is now, more than 1e9 s is as good as never. */
 uint64_t lib_check_seconds(lua_State *L, int idx, const char *fname);

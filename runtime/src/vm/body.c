@@ -392,10 +392,15 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
      * it could (a hot park, core/scheduler.c, which also takes the collector's turn a coroutine
      * park's wake takes); else it yields its coroutine */
     while (!yield || a->run.hot_ok) {
-        /* a stopped actor is never switched back in here: see the scheduler's run_actor */
         sched_leave(a, yield ? LEAVE_PARK_HOT : LEAVE_PARK_STACK);
-        if (yield)
+        /* a stopped actor is switched back in here only from a hot park (the scheduler's
+         * run_actor drops a stack park's frames): it yields its coroutine, as a coroutine
+         * park would have, and its stop ends it from there */
+        if (yield) {
+            if (__builtin_expect(atomic_load_explicit(&a->run.stop, memory_order_acquire), 0))
+                break;
             collect_between_waits(a);
+        }
         int n = cont(a, L);
         if (n >= 0) {
             luavm_safe_point(a, L);
