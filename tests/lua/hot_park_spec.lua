@@ -170,7 +170,7 @@ describe("a hot park", function()
       smarm.send(pid, "stop")
    end)
 
-   it("can be killed: its monitor sees killed, the count comes back, its state is pooled", function()
+   it("can be killed: the monitor sees it, the count comes back, the state is pooled", function()
       local pid = smarm.spawn(ponger, smarm.self())
       local mon = smarm.monitor(pid)
       -- bounce until it is parked hot, holding its stack (a wake that another scheduler took
