@@ -82,13 +82,19 @@ static void fresh_blocks_do_not_straddle_lines_and_gaps_are_reused(void **state)
     heap_destroy(&h);
 }
 
-/* The fast paths' class table agrees with heap_class_of at every size, and a size of 0 or
- * past HEAP_MAX_SMALL takes no magazine (it wraps past the table, or lies beyond it). */
+/* The class table follows heap.h's steps (16 bytes to 256, 64 to 1024, 256 to 4096) at
+ * every size, and a size of 0 or past HEAP_MAX_SMALL takes no magazine (it wraps past the
+ * table, or lies beyond it). */
 static void class_table_matches_the_classes_and_bounds_the_fast_paths(void **state)
 {
     (void)state;
-    for (size_t n = 1; n <= HEAP_MAX_SMALL; n++)
-        assert_int_equal(heap_tab.class_by16[(n - 1) >> 4], heap_class_of(n));
+    for (size_t n = 1; n <= HEAP_MAX_SMALL; n++) {
+        unsigned want = n <= 256    ? (unsigned)((n - 1) >> 4)
+                        : n <= 1024 ? 16 + (unsigned)((n - 257) >> 6)
+                                    : 28 + (unsigned)((n - 1025) >> 8);
+        assert_int_equal(heap_class_of(n), want);
+    }
+    assert_int_equal(heap_class_of(HEAP_MAX_SMALL), HEAP_CLASSES - 1);
     heap h;
     heap_init(&h);
     heap_cache d = {0};

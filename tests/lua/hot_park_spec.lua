@@ -5,7 +5,8 @@
 -- members, or any number of idle actors, parks as before. The runtime stats count the hot
 -- parks granted (hot_parks) and the actors parked so now (hot_parked).
 local smarm = require "smarm"
-local runtime_stats = require("support.stats").runtime
+local stats = require "support.stats"
+local runtime_stats, pool_count = stats.runtime, stats.pool_count
 
 local T = 30 -- the bound of every wait that should succeed
 
@@ -40,23 +41,6 @@ local function bounce(pid, n)
       local m = assert(smarm.recv(T))
       assert.are.equal(i, m.n)
       assert.are.equal("x" .. i, m.s)
-   end
-end
-
--- the states in the pools and those taken from them so far (state_pool_spec's measure)
-local function pool_count()
-   local st = runtime_stats()
-   return tonumber(st.states_pooled) + tonumber(st.states_trimmed) + tonumber(st.states_recycled)
-end
-
--- waits (bounded) until pool_count() stays the same for three looks 20 ms apart
-local function pool_settle()
-   local last, still = -1, 0
-   local deadline = smarm.now() + 2
-   while still < 3 and smarm.now() < deadline do
-      local n = pool_count()
-      if n == last then still = still + 1 else still, last = 0, n end
-      smarm.sleep(0.02)
    end
 end
 
@@ -187,7 +171,7 @@ describe("a hot park", function()
       assert.is_true(info.stack.held, "never parked hot")
       local _, parked = hot()
       assert.is_true(parked >= 1)
-      pool_settle()
+      stats.pool_settle()
       local n0 = pool_count()
       smarm.kill(pid)
       assert.are.equal("killed", assert(mon:recv(T)).reason)

@@ -173,15 +173,8 @@ end
 -- luacheck: pop
 
 local smarm = require "smarm" -- below the bodies, so none of them can capture it
-local ffi = require "ffi"
-local C = require "smarm.ffi"
-
--- The runtime's counters (smarm_runtime_stats) as they are now.
-local function runtime_stats()
-   local st = ffi.new("smarm_runtime_stats")
-   C.smarm_ffi_runtime_stats(st)
-   return st
-end
+local stats = require "support.stats"
+local runtime_stats = stats.runtime
 
 -- The pooled count as the pool's own actions moved it: the states the once-a-second trim
 -- closed count as still pooled (specs that count what went to the pools must not see them
@@ -231,20 +224,12 @@ local function run_dirty()
    assert.are.equal("normal", await_down(mon))
 end
 
+local settle = stats.pool_settle
+
 -- How many states went to the pools while body(...) ran in an actor and ended (its own
 -- spawn may take one: pooled + recycled counts both ways). Waits for a change up to wait s.
 -- Earlier specs' actors may still be ending (their states go to the pools too): the counts
 -- are read once they have been still for a while.
-local function settle()
-   local last, still = -1, 0
-   local deadline = smarm.now() + 2
-   while still < 3 and smarm.now() < deadline do
-      local p, r = pool_stats()
-      if p + r == last then still = still + 1 else still, last = 0, p + r end
-      smarm.sleep(0.02)
-   end
-end
-
 local function pooled_by(wait, body, ...)
    settle()
    local p0, r0 = pool_stats()

@@ -92,7 +92,7 @@ static inline size_t class_size(unsigned c)
 #define SMALL(c) MAGN(((c) + 1) * 16)
 #define MID(c) MAGN(256 + ((c)-15) * 64)
 #define BIG(c) MAGN(1024 + ((c)-27) * 256)
-/* the class of sizes 16i + 1 to 16i + 16 (heap_class_of) */
+/* the class of sizes 16i + 1 to 16i + 16 (heap.h's steps) */
 #define C4(c) c, c, c, c
 #define C16(c) C4(c), C4(c), C4(c), C4(c)
 const heap_tables heap_tab = {
@@ -225,7 +225,7 @@ static void *depot_take(heap *h, unsigned c, uint32_t *n)
     if (m) {
         h->full[c] = next_mag(m);
         set_count(&h->nfull[c], h->nfull[c] - 1);
-        *n = heap_mag_blocks[c];
+        *n = heap_tab.mag_blocks[c];
         return m;
     }
     m = h->loose[c];
@@ -250,7 +250,7 @@ static void depot_put_one(heap *h, unsigned c, void *b)
     set_next(b, h->loose[c]);
     h->loose[c] = b;
     set_count(&h->nloose[c], h->nloose[c] + 1);
-    if (h->nloose[c] == heap_mag_blocks[c]) {
+    if (h->nloose[c] == heap_tab.mag_blocks[c]) {
         depot_put_full(h, c, h->loose[c]);
         h->loose[c] = NULL;
         set_count(&h->nloose[c], 0);
@@ -274,7 +274,7 @@ static void *alloc_slow(heap *h, heap_cache *cache, size_t size)
             h->full[c] = next_mag(b);
             set_count(&h->nfull[c], h->nfull[c] - 1);
             h->loose[c] = next_of(b);
-            set_count(&h->nloose[c], heap_mag_blocks[c] - 1);
+            set_count(&h->nloose[c], heap_tab.mag_blocks[c] - 1);
         } else {
             b = bump(h, NULL, &h->bump, &h->bump_end, class_size(c), 1);
         }
@@ -314,8 +314,8 @@ static void *alloc_slow(heap *h, heap_cache *cache, size_t size)
     size_t room = (size_t)(cache->bump_end - cache->bump) / sz;
     if (k > room)
         k = (uint32_t)room;
-    if (k > (uint32_t)heap_mag_blocks[c] - 1)
-        k = (uint32_t)heap_mag_blocks[c] - 1;
+    if (k > (uint32_t)heap_tab.mag_blocks[c] - 1)
+        k = (uint32_t)heap_tab.mag_blocks[c] - 1;
     if (k == 0)
         return b;
     char *first = cache->bump;

@@ -34,26 +34,23 @@ typedef struct heap {
     size_t reserved;       /* bytes of chunks taken so far */
 } heap;
 
-/* The classes' tables, one object so that a fast path addresses both from one base: the
- * class of each size up to HEAP_MAX_SMALL by (n - 1) >> 4 (classes change only at multiples
- * of 16: one load where heap_class_of takes two compares), and the blocks per magazine of
- * each class (about 16 KiB of blocks, 16 to 128). */
+/* The size classes: 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 4096.
+ * Their tables, one object so that a fast path addresses both from one base: the class of
+ * each size up to HEAP_MAX_SMALL by (n - 1) >> 4 (classes change only at multiples of 16, so
+ * a class is one load), and the blocks per magazine of each class (about 16 KiB of blocks,
+ * 16 to 128). */
 typedef struct heap_tables {
     uint8_t class_by16[HEAP_MAX_SMALL / 16];
     uint8_t mag_blocks[HEAP_CLASSES];
 } heap_tables;
 extern const heap_tables heap_tab;
-#define heap_mag_blocks (heap_tab.mag_blocks)
 
-/* 16-byte steps to 256, 64-byte steps to 1024, 256-byte steps to 4096 */
-static inline unsigned heap_class_of(size_t n)
-{
-    if (n <= 256)
-        return (unsigned)((n - 1) >> 4);
-    if (n <= 1024)
-        return 16 + (unsigned)((n - 257) >> 6);
-    return 28 + (unsigned)((n - 1025) >> 8);
-}
+/* The index into class_by16 of a size: past the table (>= HEAP_MAX_SMALL / 16) for 0, which
+ * wraps, and for more than HEAP_MAX_SMALL. */
+static inline size_t heap_size_index(size_t n) { return (n - 1) >> 4; }
+
+/* The class of n bytes, 0 < n <= HEAP_MAX_SMALL. */
+static inline unsigned heap_class_of(size_t n) { return heap_tab.class_by16[heap_size_index(n)]; }
 
 void *heap_alloc_slow(heap *h, heap_cache *cache, size_t n);
 void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n);
@@ -63,8 +60,9 @@ void heap_free_slow(heap *h, heap_cache *cache, void *p, size_t n);
  * that needs the slow path. */
 static inline void *heap_alloc_fast(heap_cache *cache, size_t n)
 {
-    size_t i = (n - 1) >> 4; /* n = 0 wraps past the table */
+    size_t i = heap_size_index(n);
     if (i < HEAP_MAX_SMALL / 16 && cache) {
+        /* a size_t: with an int GCC computed the magazine's address twice */
         size_t c = heap_tab.class_by16[i];
         heap_mags *m = &cache->mag[c];
         void *b = m->cur;
@@ -83,11 +81,11 @@ static inline void *heap_alloc_fast(heap_cache *cache, size_t n)
 
 static inline int heap_free_fast(heap_cache *cache, void *p, size_t n)
 {
-    size_t i = (n - 1) >> 4;
+    size_t i = heap_size_index(n);
     if (i < HEAP_MAX_SMALL / 16 && cache) {
-        unsigned c = heap_tab.class_by16[i];
+        size_t c = heap_tab.class_by16[i];
         heap_mags *m = &cache->mag[c];
-        if (m->ncur < heap_mag_blocks[c]) {
+        if (m->ncur < heap_tab.mag_blocks[c]) {
             *(void **)p = m->cur;
             m->cur = p;
             m->ncur++;
@@ -126,7 +124,10 @@ static inline const char *heap_fresh_at(const heap_cache *cache)
     return cache ? cache->bump : NULL;
 }
 /* Blocks per magazine of the class serving n bytes (n <= HEAP_MAX_SMALL). */
-static inline uint32_t heap_magazine_blocks(size_t n) { return heap_mag_blocks[heap_class_of(n)]; }
+static inline uint32_t heap_magazine_blocks(size_t n)
+{
+    return heap_tab.mag_blocks[heap_class_of(n)];
+}
 /* Bytes of chunks the heap has taken from malloc (they are reused, never returned). */
 size_t heap_reserved(heap *h);
 

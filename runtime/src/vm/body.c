@@ -356,6 +356,25 @@ static void cont_protected(lua_State *co, void *ud)
         lua_settop(co, base);
 }
 
+/* body_wait for a host actor (embedding): a thread of the host is its body, and sleeps on its
+ * parker, by the deadline, until the wait is satisfied. Out of line, as the rare case: inlined,
+ * it made body_wait too large for its callers (recv, sleep) to take whole. */
+static __attribute__((noinline)) int wait_host(lua_State *L, actor *a, actor_cont cont, host *h)
+{
+    for (;;) {
+        uint32_t seq = host_seq(h);
+        int n = cont(a, L);
+        if (n >= 0) {
+            luavm_safe_point(a, L);
+            return n;
+        }
+        if (atomic_load_explicit(&a->run.stop, memory_order_acquire))
+            return luaL_error(L, "smarm: the host actor was stopped (the runtime is stopping, "
+                                 "or it was killed or linked to an actor that died)");
+        host_park(h, seq, a->run.deadline);
+    }
+}
+
 int body_wait(lua_State *L, actor *a, actor_cont cont)
 {
     if (a->vm.closing)
@@ -371,22 +390,8 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     ljx_caller_where(L, &a->stats.where_chunk, a->stats.where, sizeof a->stats.where,
                      &a->stats.where_line, &a->stats.where_pc, a->warm.site);
     host *h = atomic_load_explicit(&a->run.host, memory_order_relaxed);
-    if (__builtin_expect(h != NULL, 0)) {
-        /* a host thread (embedding) is its own body: it sleeps on its parker, by the
-         * deadline, until the wait is satisfied */
-        for (;;) {
-            uint32_t seq = host_seq(h);
-            int n = cont(a, L);
-            if (n >= 0) {
-                luavm_safe_point(a, L);
-                return n;
-            }
-            if (atomic_load_explicit(&a->run.stop, memory_order_acquire))
-                return luaL_error(L, "smarm: the host actor was stopped (the runtime is stopping, "
-                                     "or it was killed or linked to an actor that died)");
-            host_park(h, seq, a->run.deadline);
-        }
-    }
+    if (__builtin_expect(h != NULL, 0))
+        return wait_host(L, a, cont, h);
     int yield = L == a->vm.co && ljx_can_yield(L);
     /* in place: always when it cannot yield (a stack park), while the scheduler grants it when
      * it could (a hot park, core/scheduler.c, which also takes the collector's turn a coroutine
