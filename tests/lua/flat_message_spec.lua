@@ -69,6 +69,31 @@ describe("flat messages", function()
       smarm.send(pid, "stop")
    end)
 
+   it("of one key carry every scalar kind as its value, both ways", function()
+      -- {v = x} takes the one-key record's path in each direction: its value is read inline
+      -- for the integer forms (fixint, 16 and 32 bits) and by the general case for the rest
+      local pid = smarm.spawn(function()
+         local s = require "smarm"
+         local parent = s.recv()
+         while true do
+            local m = s.recv()
+            if m.stop then
+               return
+            end
+            s.send(parent, { v = m.v })
+         end
+      end)
+      smarm.send(pid, smarm.self())
+      for i, v in ipairs(values) do
+         if type(v) ~= "table" then
+            assert(smarm.send(pid, { v = v }))
+            local got = assert(smarm.recv(5), "no echo")
+            assert(same(v, got.v), "value " .. i .. " changed to " .. tostring(got.v))
+         end
+      end
+      smarm.send(pid, { stop = true })
+   end)
+
    it("arrive as nil too", function()
       smarm.send(smarm.self(), nil)
       local got, err = smarm.recv(1)

@@ -26,6 +26,27 @@
 
 /* -- Encoder ---------------------------------------------------------------------------- */
 
+/* The string s into [p, end): the byte after it, or NULL (no room). */
+static inline char *enc_str(const GCstr *s, char *p, char *end)
+{
+    size_t n = s->len;
+    if (n <= WIRE_SSTR_MAX) {
+        if ((size_t)(end - p) < n + 1)
+            return NULL;
+        *p++ = (char)(WIRE_SSTR + n);
+    } else {
+        /* FLAT_MAX bounds n: its length takes two varint bytes at most */
+        if (n >= 0x4000 || (size_t)(end - p) < n + 3)
+            return NULL;
+        *p++ = WIRE_STR;
+        if (n >= 0x80)
+            *p++ = (char)(n | 0x80);
+        *p++ = (char)(n >> (n >= 0x80 ? 7 : 0));
+    }
+    bytes_copy_short(p, strdata(s), n);
+    return p + n;
+}
+
 /* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). *cdata
  * is set when it is an int64/uint64 cdata. */
 static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
@@ -34,25 +55,8 @@ static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
         return NULL;
     if (tvisnum(o))
         return wire_number_at(p, numV(o));
-    if (tvisstr(o)) {
-        const GCstr *s = strV(o);
-        size_t n = s->len;
-        if (n <= WIRE_SSTR_MAX) {
-            if ((size_t)(end - p) < n + 1)
-                return NULL;
-            *p++ = (char)(WIRE_SSTR + n);
-        } else {
-            /* FLAT_MAX bounds n: its length takes two varint bytes at most */
-            if (n >= 0x4000 || (size_t)(end - p) < n + 3)
-                return NULL;
-            *p++ = WIRE_STR;
-            if (n >= 0x80)
-                *p++ = (char)(n | 0x80);
-            *p++ = (char)(n >> (n >= 0x80 ? 7 : 0));
-        }
-        bytes_copy_short(p, strdata(s), n);
-        return p + n;
-    }
+    if (tvisstr(o))
+        return enc_str(strV(o), p, end);
     if (tvisbool(o)) {
         *p++ = tvistrue(o) ? WIRE_TRUE : WIRE_FALSE;
         return p;
@@ -127,10 +131,12 @@ static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
         const Node *nd = &node[j];
         if (tvisnil(&nd->val))
             continue;
-        if (!tvisstr(&nd->key))
+        if (!tvisstr(&nd->key) || (p = enc_str(strV(&nd->key), p, end)) == NULL)
             return 0;
-        if ((p = enc_scalar(&nd->key, p, end, cdata)) == NULL ||
-            (p = enc_scalar(&nd->val, p, end, cdata)) == NULL)
+        /* a number, the usual value, without the call (wire_number_at takes at most 9) */
+        if (tvisnum(&nd->val) && end - p >= 9)
+            p = wire_number_at(p, numV(&nd->val));
+        else if ((p = enc_scalar(&nd->val, p, end, cdata)) == NULL)
             return 0;
         pairs++;
     }
@@ -313,6 +319,30 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
         }
     }
     *pp = p;
+}
+
+/* dec_scalar for a value that is most often an integer (a counter, an id, a sequence
+ * number): those without the call, the rest through it. */
+static inline void dec_value(lua_State *L, TValue *o, const unsigned char **pp)
+{
+    const unsigned char *p = *pp;
+    unsigned tag = p[0];
+    if (tag >= WIRE_FIXINT) {
+        setnumV(o, (lua_Number)(tag - WIRE_FIXINT));
+        *pp = p + 1;
+    } else if (tag == WIRE_I32) {
+        int32_t x;
+        memcpy(&x, p + 1, 4);
+        setnumV(o, (lua_Number)x);
+        *pp = p + 5;
+    } else if (tag == WIRE_I16) {
+        int16_t x;
+        memcpy(&x, p + 1, 2);
+        setnumV(o, (lua_Number)x);
+        *pp = p + 3;
+    } else {
+        dec_scalar(L, o, pp);
+    }
 }
 
 /* -- Templates ---------------------------------------------------------------------------
@@ -529,7 +559,7 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
         else
             dec_scalar(L, &k, &p);
         Node *n = hashstr(t, strV(&k));
-        dec_scalar(L, &n->val, &p);
+        dec_value(L, &n->val, &p);
         setstrV(L, &n->key, strV(&k));
         return;
     }
