@@ -330,16 +330,14 @@ static inline void dec_value(lua_State *L, TValue *o, const unsigned char **pp)
     if (tag >= WIRE_FIXINT) {
         setnumV(o, (lua_Number)(tag - WIRE_FIXINT));
         *pp = p + 1;
-    } else if (tag == WIRE_I32) {
-        int32_t x;
-        memcpy(&x, p + 1, 4);
-        setnumV(o, (lua_Number)x);
-        *pp = p + 5;
+    } else if (tag == WIRE_I32) { /* a constant tag: wire_number_get's switch folds away */
+        double x;
+        *pp = p + 1 + wire_number_get(WIRE_I32, p + 1, &x);
+        setnumV(o, x);
     } else if (tag == WIRE_I16) {
-        int16_t x;
-        memcpy(&x, p + 1, 2);
-        setnumV(o, (lua_Number)x);
-        *pp = p + 3;
+        double x;
+        *pp = p + 1 + wire_number_get(WIRE_I16, p + 1, &x);
+        setnumV(o, x);
     } else {
         dec_scalar(L, o, pp);
     }
