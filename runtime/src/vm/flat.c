@@ -47,16 +47,10 @@ static inline char *enc_str(const GCstr *s, char *p, char *end)
     return p + n;
 }
 
-/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). *cdata
- * is set when it is an int64/uint64 cdata. */
-static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
+/* enc_scalar's other cases (a boolean, nil, an integer slot, an int64/uint64 cdata), with
+ * room for 9 bytes at p: the byte after it, or NULL (not a scalar). */
+static char *enc_scalar_rest(cTValue *o, char *p, int *cdata)
 {
-    if (end - p < 9)
-        return NULL;
-    if (tvisnum(o))
-        return wire_number_at(p, numV(o));
-    if (tvisstr(o))
-        return enc_str(strV(o), p, end);
     if (tvisbool(o)) {
         *p++ = tvistrue(o) ? WIRE_TRUE : WIRE_FALSE;
         return p;
@@ -78,6 +72,20 @@ static char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
         }
     }
     return NULL;
+}
+
+/* The scalar o into [p, end): the byte after it, or NULL (not a scalar, or no room). *cdata
+ * is set when it is an int64/uint64 cdata. A number or a string, most values, inline; the
+ * other kinds out of line. */
+static inline char *enc_scalar(cTValue *o, char *p, char *end, int *cdata)
+{
+    if (end - p < 9)
+        return NULL;
+    if (tvisnum(o))
+        return wire_number_at(p, numV(o));
+    if (tvisstr(o))
+        return enc_str(strV(o), p, end);
+    return enc_scalar_rest(o, p, cdata);
 }
 
 /* What the codec writes for t: the sequence 1..n (n its only border, as lj_tab_len finds it
@@ -133,10 +141,7 @@ static size_t enc_table(const GCtab *t, char *out, char *end, int *cdata)
             continue;
         if (!tvisstr(&nd->key) || (p = enc_str(strV(&nd->key), p, end)) == NULL)
             return 0;
-        /* a number, the usual value, without the call (wire_number_at takes at most 9) */
-        if (tvisnum(&nd->val) && end - p >= 9)
-            p = wire_number_at(p, numV(&nd->val));
-        else if ((p = enc_scalar(&nd->val, p, end, cdata)) == NULL)
+        if ((p = enc_scalar(&nd->val, p, end, cdata)) == NULL)
             return 0;
         pairs++;
     }
@@ -321,8 +326,8 @@ static void dec_scalar(lua_State *L, TValue *o, const unsigned char **pp)
     *pp = p;
 }
 
-/* dec_scalar for a value that is most often an integer (a counter, an id, a sequence
- * number): those without the call, the rest through it. */
+/* dec_scalar for a value (a key takes dec_scalar or dec_key): most often an integer (a
+ * counter, an id, a sequence number), read inline; the rest through dec_scalar. */
 static inline void dec_value(lua_State *L, TValue *o, const unsigned char **pp)
 {
     const unsigned char *p = *pp;
@@ -469,7 +474,7 @@ static void dec_record(lua_State *L, const unsigned char *p, unsigned npairs)
             (hash ^ ((uint32_t)kb | (uint32_t)p[kb - 1] << 8 | (uint32_t)p[1] << 16)) * 16777619u;
         n += kb;
         p += kb;
-        dec_scalar(L, &vals[i], &p);
+        dec_value(L, &vals[i], &p);
     }
     GCtab *h = ljx_roots(L);
     if (h) {
@@ -527,7 +532,7 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
         /* built in its slot: no object it makes is ever unreachable and alive */
         setnilV(L->top);
         incr_top(L);
-        dec_scalar(L, L->top - 1, &p);
+        dec_value(L, L->top - 1, &p);
         return;
     }
     unsigned narr = p[1], npairs = p[2];
@@ -547,7 +552,7 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
     incr_top(L);
     TValue *arr = tvref(t->array); /* slots 1..narr: making strings never moves it */
     for (unsigned i = 1; i <= narr; i++)
-        dec_scalar(L, &arr[i], &p);
+        dec_value(L, &arr[i], &p);
     if (npairs == 1) {
         /* one key in a hash part of two empty nodes: its main node is free, so it goes
          * there, as lj_tab_newkey would put it, without the lookup and the search first */
@@ -564,7 +569,7 @@ void flat_decode(lua_State *L, const char *data, size_t len, actor *receiver)
     for (unsigned i = 0; i < npairs; i++) {
         TValue k, v;
         dec_scalar(L, &k, &p);
-        dec_scalar(L, &v, &p);
+        dec_value(L, &v, &p);
         copyTV(L, lj_tab_setstr(L, t, strV(&k)), &v);
     }
     /* t is new, so white, and nothing ran since: no barrier is due (lua_createtable's own
