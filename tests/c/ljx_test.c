@@ -258,6 +258,64 @@ static void globals_shrink_frees_the_empty_node_part_and_grows_again(void **stat
     lua_close(L);
 }
 
+/* Counts the blocks a state gives back (its allocation function wrapped). */
+struct counting {
+    lua_Alloc f;
+    void *ud;
+    unsigned frees;
+};
+
+static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct counting *c = ud;
+    if (ptr && nsize == 0)
+        c->frees++;
+    return c->f(c->ud, ptr, osize, nsize);
+}
+
+/* The blocks opening the base library gives back in a fresh state with shrunk globals (and
+ * with 32 nodes reserved for them first, if reserve); the collector is stopped, so only the
+ * parts the tables outgrow are freed. */
+static unsigned base_open_frees(int reserve)
+{
+    lua_State *L = luaL_newstate();
+    lua_gc(L, LUA_GCSTOP, 0);
+    ljx_globals_shrink(L);
+    if (reserve)
+        ljx_globals_reserve(L, 5);
+    struct counting c = {NULL, NULL, 0};
+    c.f = lua_getallocf(L, &c.ud);
+    lua_setallocf(L, counting_alloc, &c);
+    open_lib(L, luaopen_base);
+    lua_setallocf(L, c.f, c.ud);
+    check(L, "return type(print) == 'function' and coroutine.wrap ~= nil and _G._G == _G");
+    lua_close(L);
+    return c.frees;
+}
+
+/* A reserve gives the globals their room at once, keeping their keys: the base library's
+ * 31 names then go in without the four doublings (each a new node part, the old one freed)
+ * that growing from two nodes takes. A part already as large is left as it is. */
+static void globals_reserve_grows_once_and_keeps_the_keys(void **state)
+{
+    (void)state;
+    unsigned grown = base_open_frees(0), reserved = base_open_frees(1);
+    assert_true(reserved + 4 <= grown);
+    lua_State *L = luaL_newstate();
+    ljx_globals_shrink(L);
+    run(L, "a, b = 1, 'two'");
+    ljx_globals_reserve(L, 5);
+    check(L, "return a == 1 and b == 'two'");
+    size_t total = ljx_gc_total(L);
+    ljx_globals_reserve(L, 5);
+    ljx_globals_reserve(L, 3);
+    assert_true(ljx_gc_total(L) == total);
+    open_lib(L, luaopen_base);
+    run(L, "for i = 1, 100 do _G['g' .. i] = i end");
+    check(L, "local s = 0 for i = 1, 100 do s = s + _G['g' .. i] end return s == 5050 and a == 1");
+    lua_close(L);
+}
+
 /* Many allocations under a hold run none of the pending finalizers; after the resume the
  * collector runs again (and one stopped before the hold stays stopped). */
 static void gc_hold_runs_no_finalizer_until_resumed(void **state)
@@ -847,6 +905,7 @@ int main(void)
         cmocka_unit_test(jit_copy_gives_a_fresh_state_a_working_jit),
         cmocka_unit_test(gc_total_matches_lua_gc_count),
         cmocka_unit_test(globals_shrink_frees_the_empty_node_part_and_grows_again),
+        cmocka_unit_test(globals_reserve_grows_once_and_keeps_the_keys),
         cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
         cmocka_unit_test(anchor_holds_values_until_taken),

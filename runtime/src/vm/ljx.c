@@ -493,6 +493,13 @@ void ljx_globals_shrink(lua_State *L)
         lj_tab_resize(L, t, 0, LJX_GLOBALS_HBITS);
 }
 
+void ljx_globals_reserve(lua_State *L, unsigned hbits)
+{
+    GCtab *t = tabref(L->env);
+    if (t->hmask + 1 < (1u << hbits))
+        lj_tab_resize(L, t, t->asize, hbits);
+}
+
 /* J->mcarea chains the state's machine-code areas (lj_mcode.c: each starts
  * with an MCLink {next, size}; the newest area's size is J->szmcarea). Read
  * from a signal handler on the thread that runs the state: the chain only

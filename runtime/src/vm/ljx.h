@@ -85,6 +85,10 @@ void ljx_str_shrink(lua_State *L, unsigned slots);
  * instead of LuaJIT's 64 nodes (1.5 KB per state): it grows as keys come. */
 #define LJX_GLOBALS_HBITS 1
 void ljx_globals_shrink(lua_State *L);
+/* Gives the globals table a hash part of at least 2^hbits nodes at once, keeping its keys:
+ * a library about to register many names makes one resize instead of a doubling per power
+ * of two it passes. */
+void ljx_globals_reserve(lua_State *L, unsigned hbits);
 
 /* A state that can be made to look just created again (the state pool, vm/luavm.c): 1 if
  * nothing runs on L, it never opened the FFI (its C types cannot be forgotten), never
