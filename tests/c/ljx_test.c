@@ -258,6 +258,58 @@ static void globals_shrink_frees_the_empty_node_part_and_grows_again(void **stat
     lua_close(L);
 }
 
+/* The strings "s1".."s<n>" interned in L, anchored in the registry's array part. */
+static void intern_strings(lua_State *L, int n)
+{
+    lua_createtable(L, n, 0);
+    for (int i = 1; i <= n; i++) {
+        lua_pushfstring(L, "s%d", i);
+        lua_rawseti(L, -2, i);
+    }
+    lua_setfield(L, LUA_REGISTRYINDEX, "interned");
+}
+
+/* Whether each of those strings is still the one a new interning of its bytes finds. */
+static int strings_still_interned(lua_State *L, int n)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, "interned");
+    int same = 1;
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        lua_pushfstring(L, "s%d", i);
+        same &= lua_tostring(L, -1) == lua_tostring(L, -2);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+    return same;
+}
+
+/* A fresh state's string table shrinks to 64 slots and gives back 192 (1.5 KB): every string
+ * stays where interning looks for it (the same object, not a second copy), LuaJIT's own
+ * (metamethod names, reserved words) included, and the table grows again as strings come.
+ * A "shrink" to more slots than the table has is a grow, and loses nothing either. */
+static void str_shrink_keeps_every_string_findable(void **state)
+{
+    (void)state;
+    lua_State *L = luaL_newstate();
+    intern_strings(L, 40);
+    size_t before = ljx_gc_total(L);
+    ljx_str_shrink(L, 64);
+    assert_true(ljx_gc_total(L) + 192 * sizeof(void *) == before);
+    assert_true(strings_still_interned(L, 40));
+    luaL_openlibs(L);
+    check(
+        L,
+        "local t = setmetatable({}, {__index = function(_, k) return k .. '!' end})\n"
+        "local n = 0 for i = 1, 2000 do if t['k' .. i] == 'k' .. i .. '!' then n = n + 1 end end\n"
+        "return n == 2000 and type(nil) == 'nil' and #tostring(true) == 4");
+    assert_true(strings_still_interned(L, 40));
+    ljx_str_shrink(L, 8192);
+    assert_true(strings_still_interned(L, 40));
+    check(L, "return ('k' .. 7) == 'k7' and string.format('%s', 'x') == 'x'");
+    lua_close(L);
+}
+
 /* Counts the blocks a state gives back (its allocation function wrapped). */
 struct counting {
     lua_Alloc f;
@@ -906,6 +958,7 @@ int main(void)
         cmocka_unit_test(gc_total_matches_lua_gc_count),
         cmocka_unit_test(globals_shrink_frees_the_empty_node_part_and_grows_again),
         cmocka_unit_test(globals_reserve_grows_once_and_keeps_the_keys),
+        cmocka_unit_test(str_shrink_keeps_every_string_findable),
         cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
         cmocka_unit_test(anchor_holds_values_until_taken),

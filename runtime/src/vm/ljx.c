@@ -480,8 +480,54 @@ int ljx_in_hook(lua_State *L) { return hook_active(G(L)) != 0; }
 size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
 
 /* lj_str_resize: a new state's string table has 256 buckets (2 KB on GC64),
- * more than an actor that interns a few dozen strings needs. */
-void ljx_str_shrink(lua_State *L, unsigned slots) { lj_str_resize(L, (MSize)(slots - 1)); }
+ * more than an actor that interns a few dozen strings needs. In a table where no chain ever
+ * passed LuaJIT's collision bound (g->str.second is 0, as in every fresh state) each string
+ * is hashed the primary way, no chain head carries the secondary mark, and a string goes to
+ * the new slot its hash names. lj_str_resize's loop also asks each slot and string about
+ * secondary hashes, about 10 instructions per slot of the old table; most slots are empty
+ * (a fresh state holds some 50 strings), and this one skips them four at a time (a fresh
+ * state's shrink: 3,300 instructions with lj_str_resize). Any other table, or one the
+ * collector is sweeping, takes lj_str_resize. */
+static inline __attribute__((always_inline)) void str_reinsert(GCobj *o, GCRef *newtab,
+                                                               MSize newmask)
+{
+    while (o) {
+        GCobj *next = gcnext(o);
+        MSize h = gco2str(o)->hash & newmask;
+        /* NOBARRIER: the string table is a GC root */
+        setgcrefr(o->gch.nextgc, newtab[h]);
+        setgcref(newtab[h], o);
+        o = next;
+    }
+}
+
+void ljx_str_shrink(lua_State *L, unsigned slots)
+{
+    global_State *g = G(L);
+    MSize newmask = (MSize)(slots - 1);
+#if LUAJIT_SECURITY_STRHASH
+    int primary = !g->str.second;
+#else
+    int primary = 1;
+#endif
+    if (!primary || g->gc.state == GCSsweepstring || newmask >= g->str.mask ||
+        (g->str.mask + 1) % 4 != 0) {
+        lj_str_resize(L, newmask);
+        return;
+    }
+    GCRef *newtab = lj_mem_newvec(L, newmask + 1, GCRef);
+    memset(newtab, 0, (newmask + 1) * sizeof(GCRef));
+    const GCRef *r = g->str.tab, *end = r + g->str.mask + 1;
+    for (; r < end; r += 4) {
+        if ((gcrefu(r[0]) | gcrefu(r[1]) | gcrefu(r[2]) | gcrefu(r[3])) == 0)
+            continue;
+        for (int j = 0; j < 4; j++)
+            str_reinsert(gcref(r[j]), newtab, newmask);
+    }
+    lj_str_freetab(g);
+    g->str.tab = newtab;
+    g->str.mask = newmask;
+}
 
 void ljx_globals_shrink(lua_State *L)
 {
