@@ -334,7 +334,7 @@ static unsigned base_open_frees(int reserve)
     lua_gc(L, LUA_GCSTOP, 0);
     ljx_globals_shrink(L);
     if (reserve)
-        ljx_globals_reserve(L, 5);
+        ljx_globals_reserve(L, LJX_GLOBALS_BASE_HBITS);
     struct counting c = {NULL, NULL, 0};
     c.f = lua_getallocf(L, &c.ud);
     lua_setallocf(L, counting_alloc, &c);
@@ -356,11 +356,11 @@ static void globals_reserve_grows_once_and_keeps_the_keys(void **state)
     lua_State *L = luaL_newstate();
     ljx_globals_shrink(L);
     run(L, "a, b = 1, 'two'");
-    ljx_globals_reserve(L, 5);
+    ljx_globals_reserve(L, LJX_GLOBALS_BASE_HBITS);
     check(L, "return a == 1 and b == 'two'");
     size_t total = ljx_gc_total(L);
-    ljx_globals_reserve(L, 5);
-    ljx_globals_reserve(L, 3);
+    ljx_globals_reserve(L, LJX_GLOBALS_BASE_HBITS);
+    ljx_globals_reserve(L, LJX_GLOBALS_BASE_HBITS - 2);
     assert_true(ljx_gc_total(L) == total);
     open_lib(L, luaopen_base);
     run(L, "for i = 1, 100 do _G['g' .. i] = i end");

@@ -89,6 +89,9 @@ void ljx_globals_shrink(lua_State *L);
  * a library about to register many names makes one resize instead of a doubling per power
  * of two it passes. */
 void ljx_globals_reserve(lua_State *L, unsigned hbits);
+/* The part the base library needs: its 29 names, coroutine and require fit 32 nodes, where
+ * LuaJIT's rehash gets after four doublings from LJX_GLOBALS_HBITS. */
+#define LJX_GLOBALS_BASE_HBITS 5
 
 /* A state that can be made to look just created again (the state pool, vm/luavm.c): 1 if
  * nothing runs on L, it never opened the FFI (its C types cannot be forgotten), never

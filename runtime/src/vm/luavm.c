@@ -614,16 +614,12 @@ static void stash_global(lua_State *L, const char *name, int slot)
     lua_rawset(L, LUA_GLOBALSINDEX);
 }
 
-/* The hash part the globals take when the base library opens: its 29 names, coroutine and
- * require fit 32 nodes, where LuaJIT's rehash would get after four doublings from the fresh
- * state's two (ljx_globals_shrink), each a new part and a reinsert of every key. */
-#define BASE_GLOBALS_HBITS 5
-
 /* The base library (with coroutine), next and pairs kept aside. */
 static void open_base(lua_State *L)
 {
     note_open(L, NULL);
-    ljx_globals_reserve(L, BASE_GLOBALS_HBITS);
+    /* one resize, not a doubling (a new part, every key reinserted) per power of two */
+    ljx_globals_reserve(L, LJX_GLOBALS_BASE_HBITS);
     lua_pushcfunction(L, luaopen_base);
     lua_call(L, 0, 0);
     stash_global(L, "next", SLOT_NEXT);
