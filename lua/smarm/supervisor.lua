@@ -35,23 +35,11 @@ local SHUTDOWN = { brutal_kill = "SMARM_SUP_BRUTAL_KILL", infinity = "SMARM_SUP_
 -- require(mod)[fname](...). The child counts as started when the function begins,
 -- unless its spec says init_ack or its module lists fname in its init_ack table; then
 -- the function reports its start itself (smarm.proc.started), as behaviours' run do.
+-- The checks and the report are C (runtime/src/lib/sup_child_lua.c): in Lua their type
+-- and rawget opened the base library of every child, used by its own code or not.
 local function child_main(ack, sup, init_ack, mod, fname, ...)
-   local m = require(mod)
-   local f = type(m) == "table" and m[fname]
-   if type(f) ~= "function" then
-      error(("supervisor child: %s.%s is not a function"):format(mod, tostring(fname)), 0)
-   end
-   -- rawget: a module's __index (the smarm table has one) is not asked
-   local acks = rawget(m, "init_ack")
-   if init_ack or (type(acks) == "table" and acks[fname]) then
-      local p = require "smarm.proc"
-      p.ack_to, p.parent = ack, sup
-      return f(...)
-   end
-   -- what smarm.proc.started sends, without loading it into every plain child
-   ack:send({ ok = true })
-   ack:release()
-   return f(...)
+   local start = require "smarm.supervisor.child_start"
+   return start(ack, sup, init_ack, mod, fname)(...)
 end
 
 -- The body of start_link's supervisor.

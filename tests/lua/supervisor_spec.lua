@@ -605,3 +605,67 @@ describe("supervisor bindings", function()
       end
    end)
 end)
+
+describe("a supervisor child's start", function()
+   local start_fn = require "smarm.supervisor.child_start"
+   local L = "support.lean_worker"
+
+   it("leaves the base library closed in a child whose code does not use it", function()
+      local sup = assert(supervisor.start_link({
+         strategy = "simple_one_for_one",
+         children = { { id = "w", start = { L, "run", me }, shutdown = "brutal_kill" } },
+      }))
+      for _ = 1, 3 do assert(supervisor.start_child(sup)) end
+      for _ = 1, 3 do
+         local m = assert(smarm.recv(5), "a child did not report")
+         assert.is_false(m.base_open)
+      end
+      smarm.unlink(sup)
+      smarm.kill(sup)
+   end)
+
+   it("names the module and the function that is not one", function()
+      local tx = smarm.channel()
+      package.preload["sup_child_spec_number"] = function() return 42 end
+      for _, case in ipairs({
+         { L, "nonesuch", "support.lean_worker.nonesuch" },
+         { L, "number", "support.lean_worker.number" },
+         { L, 7, "support.lean_worker.7" },
+         { L, true, "support.lean_worker.true" },
+         { L, {}, "support.lean_worker.table" },
+         { "sup_child_spec_number", "run", "sup_child_spec_number.run" },
+      }) do
+         local ok, err = pcall(start_fn, tx, me, false, case[1], case[2])
+         assert.is_false(ok)
+         assert.are.equal("supervisor child: " .. case[3] .. " is not a function", err)
+      end
+      tx:release()
+   end)
+
+   it("passes require's error on", function()
+      local tx = smarm.channel()
+      local ok, err = pcall(start_fn, tx, me, false, "support.no_such_module", "run")
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("support.no_such_module", 1, true))
+      tx:release()
+   end)
+
+   it("reports the start on ack and releases it, unless the function reports itself", function()
+      local tx, rx = smarm.channel()
+      assert.are.equal(require(L).run, start_fn(tx, me, false, L, "run"))
+      assert.are.same({ ok = true }, rx:recv(1))
+      -- released: the channel's only sender is gone
+      assert.is_nil(rx:recv(1))
+
+      local proc = require "smarm.proc"
+      local tx2, rx2 = smarm.channel()
+      local parent = smarm.spawn(function() require("smarm").recv() end)
+      assert.are.equal(require(L).run, start_fn(tx2, parent, true, L, "run"))
+      assert.are.equal(tx2, proc.ack_to)
+      assert.are.equal(parent, proc.parent)
+      assert.is_nil(rx2:recv(0.05))
+      proc.ack_to, proc.parent = nil, nil
+      tx2:release()
+      smarm.kill(parent)
+   end)
+end)

@@ -19,6 +19,7 @@
 #include "lib/recv_lua.h"
 #include "lib/reload_lua.h"
 #include "lib/smarm_lua.h"
+#include "lib/sup_child_lua.h"
 #include "lib/table_lua.h"
 #include "lib/timer_lua.h"
 #include "vm/luavm.h"
@@ -147,6 +148,7 @@ static const luaL_Reg preloads[] = {
     {"smarm.selective.raw", recv_lua_open},
     {"smarm.dist.raw", dist_lua_open},
     {"smarm.chan.raw", chan_lua_open_raw},
+    {"smarm.supervisor.child_start", sup_child_lua_open},
     {NULL, NULL},
 };
 const luaL_Reg *const lib_preloads = preloads;
