@@ -13,9 +13,16 @@ local M = {}
 -- a child's down notice, the others held back in st.pending for the loop).
 local h
 
--- The state: template (a checked child spec), kids (pid -> record {args, n, ref}),
--- count, downs_rx/downs_tx, trap, parent, parent_mon, ring (C intensity ring),
--- start_timeout, pending (down notices held back while a stop waits for one child).
+-- The state: template (a checked child spec), kids (pid -> the ref of its monitor),
+-- args and nargs (pid -> its start_child arguments and their count, for a child started
+-- with some), count, downs_rx/downs_tx, trap, parent, parent_mon, ring (C intensity
+-- ring), start_timeout, pending (down notices held back while a stop waits for one
+-- child). A child without arguments costs the supervisor's heap one object, its ref, and
+-- not a record and an empty table as well: each collection of a supervisor marks and
+-- sweeps what it keeps, 100,000 children's worth in a large one.
+
+-- No arguments (never written to).
+local NO_ARGS = {}
 
 -- Spawns a child with the template's start arguments followed by args[1..n], linked,
 -- owned and monitored into downs_rx, and waits for its start report.
@@ -42,7 +49,8 @@ local function start(st, args, n)
    tx:release()
    local v, err = rx:recv(st.start_timeout)
    if type(v) == "table" and v.ok then
-      st.kids[pid] = { args = args, n = n, ref = ref }
+      st.kids[pid] = ref
+      if n > 0 then st.args[pid], st.nargs[pid] = args, n end
       st.count = st.count + 1
       return pid
    end
@@ -56,13 +64,21 @@ local function start(st, args, n)
    return nil, smarm.terminal_reason(pid) or "init_failed"
 end
 
--- Takes a child's down notice out of the books; its record, or nil for a stale one.
-local function forget(st, d)
-   local rec = st.kids[d.pid]
-   if not rec or rec.ref ~= d.ref then return nil end
-   st.kids[d.pid] = nil
+-- Takes child pid out of the books.
+local function drop(st, pid)
+   st.kids[pid], st.args[pid], st.nargs[pid] = nil, nil, nil
    st.count = st.count - 1
-   return rec
+end
+
+-- Takes a child's down notice out of the books: true and the child's start_child
+-- arguments and their count, or nil for a stale notice.
+local function forget(st, d)
+   local pid = d.pid
+   local ref = st.kids[pid]
+   if ref == nil or ref ~= d.ref then return nil end
+   local args, n = st.args[pid] or NO_ARGS, st.nargs[pid] or 0
+   drop(st, pid)
+   return true, args, n
 end
 
 -- Stops one child as the template's shutdown says.
@@ -80,8 +96,7 @@ local function stop(st, pid)
       end
    end
    if not down then h.await_down(st, pid) end
-   st.kids[pid] = nil
-   st.count = st.count - 1
+   drop(st, pid)
 end
 
 -- An exit signal: "stop" (an ordered shutdown), "exit", reason (the parent went), or nil.
@@ -130,22 +145,22 @@ end
 -- A child's down notice: restarted with the same arguments if its restart type says so
 -- and the intensity allows.
 local function on_down(st, d)
-   local rec = forget(st, d)
-   if not rec then return end
+   local known, args, n = forget(st, d)
+   if not known then return end
    local restart = st.template.restart
    if restart == "temporary" or (restart == "transient" and not h.is_abnormal(d.reason)) then
       return
    end
    while true do
       if not h.allowed(st) then terminate(st, "shutdown") end
-      if start(st, rec.args, rec.n) then return end
+      if start(st, args, n) then return end
    end
 end
 
 local handlers = {}
 
 function handlers.start_child(st, req)
-   local args = type(req.args) == "table" and req.args or {}
+   local args = type(req.args) == "table" and req.args or NO_ARGS
    local n = type(req.n) == "number" and req.n or #args
    return start(st, args, n)
 end
@@ -196,7 +211,7 @@ end
 function M.run(template, st, helpers)
    h = helpers
    st.template = template
-   st.kids, st.count, st.pending = {}, 0, {}
+   st.kids, st.args, st.nargs, st.count, st.pending = {}, {}, {}, 0, {}
    st.downs_tx, st.downs_rx = smarm.channel()
    local arms = { st.trap, smarm.inbox, st.downs_rx }
    if st.parent_mon then arms[4] = st.parent_mon end

@@ -65,6 +65,22 @@ describe("simple_one_for_one", function()
       stop_sup(sup)
    end)
 
+   it("restarts a child with the same args: none, one, or with nils among them", function()
+      local sup = start_link({ strategy = "simple_one_for_one", intensity = 10, period = 5,
+         children = { { id = "all", start = { D, "run_all", me } } } })
+      for _, args in ipairs({ { n = 0 }, { n = 3, nil, "b", nil }, { n = 1, "a" } }) do
+         local p = assert(supervisor.start_child(sup, unpack(args, 1, args.n)))
+         assert.are.equal(args.n, report("started").n)
+         smarm.send(p, "crash")
+         local again = report("started")
+         assert.are_not.equal(p, again.started)
+         assert.are.equal(args.n, again.n)
+         for i = 1, args.n do assert.are.equal(args[i], again.args[i]) end
+      end
+      assert.are.equal(3, supervisor.count_children(sup).active)
+      stop_sup(sup)
+   end)
+
    it("leaves temporary and normally-ended transient children down", function()
       for _, restart in ipairs({ "temporary", "transient" }) do
          local sup = dynamic({ restart = restart })

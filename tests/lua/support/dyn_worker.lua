@@ -14,6 +14,14 @@ function M.run(collector, base, extra)
    end
 end
 
+--- Reports every start argument after the collector and their count, then obeys as run.
+function M.run_all(collector, ...)
+   smarm.send(collector, { started = smarm.self(), n = select("#", ...), args = { ... } })
+   while true do
+      if smarm.recv() == "crash" then error("dyn_worker crash") end
+   end
+end
+
 --- A worker that reports the gen_server-style terminate it takes, slowly: it traps exits
 -- and, asked to shut down, spends seconds before it reports and ends.
 function M.slow_stop(collector, seconds)
