@@ -3,7 +3,8 @@
 -- start/call/stop plumbing are smarm.gen's (shared with gen_statem).
 local smarm = require "smarm"
 local gen = require "smarm.gen"
-local reload = require "smarm.reload"
+-- smarm.reload is loaded when a reload of the callback module comes (raw.behaviour)
+local reload_raw = require "smarm.reload.raw"
 
 local M = {}
 
@@ -225,7 +226,7 @@ end
 -- {continue = x} (handle_continue(x, s) before the next message).
 local function loop(state, nxt)
    local receive = gen.receive
-   local changes = reload.changes
+   local changes = reload_raw.changes
    while true do
       local new, reason, after, last, signal, m
       if type(nxt) == "table" then
@@ -234,7 +235,9 @@ local function loop(state, nxt)
          if nxt == "hibernate" then collectgarbage("collect") end
          signal, m = receive(type(nxt) == "number" and nxt or nil)
          -- the callback module was reloaded: convert the state before m (still in hand)
-         if changes[mod_name] then state = reload.convert(mod, mod_name, state) end
+         if changes[mod_name] then
+            state = require("smarm.reload").convert(mod, mod_name, state)
+         end
          if signal == nil then
             new, reason, after, last = handle("handle_info", "timeout", state)
          elseif signal then
@@ -252,6 +255,8 @@ end
 local function serve(module, args, opts)
    gen.route()
    mod, mod_name = gen.load_module("gen_server", module), module
+   -- from here a reload of the callback module is recorded for its code_change
+   reload_raw.behaviour()
    local named, err = gen.begin(opts.name)
    if not named then return smarm.exit(err) end
    if opts.trap_exit then gen.trap_exit() end

@@ -3,7 +3,8 @@
 -- protocol, so gen_server.call and gen_statem.call are interchangeable.
 local smarm = require "smarm"
 local gen = require "smarm.gen"
-local reload = require "smarm.reload"
+-- smarm.reload is loaded when a reload of the callback module comes (raw.behaviour)
+local reload_raw = require "smarm.reload.raw"
 
 local M = {}
 
@@ -274,6 +275,7 @@ end
 -- The event loop: returns the stop reason.
 local function loop()
    local receive = gen.receive
+   local changes = reload_raw.changes
    while true do
       local etype, content, from
       if qhead <= qtail then
@@ -291,8 +293,8 @@ local function loop()
          end
       end
       -- the callback module was reloaded: convert state and data before this event
-      if reload.changes[mod_name] then
-         state, data = reload.convert(mod, mod_name, state, data)
+      if changes[mod_name] then
+         state, data = require("smarm.reload").convert(mod, mod_name, state, data)
          if handler then handler = mod.handle_event end
       end
       if etype == "stop" then return content end
@@ -314,6 +316,8 @@ end
 local function serve(module, args, opts)
    gen.route()
    mod, mod_name = gen.load_module("gen_statem", module), module
+   -- from here a reload of the callback module is recorded for its code_change
+   reload_raw.behaviour()
    if mod.callback_mode == "handle_event_function" then
       handler = mod.handle_event
       if type(handler) ~= "function" then

@@ -13,8 +13,9 @@ local M = {}
 local hooks = {}
 
 --- Modules taken since the behaviour running here last converted: name -> the version it
--- ran before (read by gen_server and gen_statem once per message: keep it a plain table).
-M.changes = {}
+-- ran before (read by gen_server and gen_statem once per message, as raw.changes: they load
+-- this module only once a change is there; keep it a plain table).
+M.changes = raw.changes
 local changes = M.changes
 
 -- name -> {key -> {previous value}}: what the takes since the last conversion replaced or

@@ -192,6 +192,27 @@ return M
       gen_server.stop(name, "normal", 5)
    end)
 
+   it("loads its Lua half into a server only once the server's module is reloaded", function()
+      local mod = fresh("lazy")
+      local src = [[
+local M = {}
+function M.init() return 0 end
+function M.handle_call(_, _, s)
+   return "reply", { half = debug.getregistry()._LOADED["smarm.reload"] ~= nil, s = s }, s
+end
+function M.code_change(_, s) return s + 1 end
+return M
+]]
+      hot.write(dir, mod, src)
+      local _, name = start_server(mod, nil)
+      assert.are.same({ half = false, s = 0 }, gen_server.call(name, "x", 5))
+      hot.write(dir, mod, src .. "-- version 1\n")
+      assert.are.equal(1, smarm.reload(mod))
+      -- taken at the server's next safe point, with code_change, as when it was loaded
+      assert.are.same({ half = true, s = 1 }, gen_server.call(name, "x", 5))
+      gen_server.stop(name, "normal", 5)
+   end)
+
    it("keeps the old code and state when code_change raises", function()
       local mod = fresh("cc")
       hot.write(dir, mod, counter("v0", 1))

@@ -193,14 +193,48 @@ static int l_raw_patch(lua_State *L)
     return 0;
 }
 
+/* The registry key of the mark raw.behaviour() sets. */
+static const char behaviour_key = 'b';
+
+/* raw.behaviour(): a behaviour (gen_server, gen_statem) runs in this state and converts its
+ * state when its callback module is reloaded, so reloads are taken through smarm.reload,
+ * which records them in raw.changes and keeps what a failed code_change puts back. The
+ * behaviour loads smarm.reload only then: it was 11 KB of every server's heap, for a
+ * reload that may never come. */
+static int l_raw_behaviour(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&behaviour_key);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+static int behaviour_runs(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&behaviour_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    int runs = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return runs;
+}
+
 int reload_lua_open_raw(lua_State *L)
 {
     static const luaL_Reg raw[] = {
-        {"patch", l_raw_patch},     {"loaded", l_raw_loaded}, {"newest", l_raw_newest},
-        {"version", l_raw_version}, {"report", l_raw_report}, {NULL, NULL},
+        {"patch", l_raw_patch},
+        {"loaded", l_raw_loaded},
+        {"newest", l_raw_newest},
+        {"version", l_raw_version},
+        {"report", l_raw_report},
+        {"behaviour", l_raw_behaviour},
+        {NULL, NULL},
     };
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 7);
     luaL_register(L, NULL, raw);
+    /* module name -> the version the state ran before its reload, until a behaviour has
+     * converted its state (smarm.reload fills it, the behaviours read it per message) */
+    lua_newtable(L);
+    lua_setfield(L, -2, "changes");
     return 1;
 }
 
@@ -276,7 +310,7 @@ int reload_lua_take(lua_State *L)
     lua_getfield(L, LUA_GLOBALSINDEX, "package");
     lua_getfield(L, -1, "loaded");
     lua_getfield(L, -1, "smarm.reload");
-    int lua_half = !lua_isnil(L, -1);
+    int lua_half = !lua_isnil(L, -1) || behaviour_runs(L);
     lua_settop(L, 0);
     if (!lua_half) {
         take_plain(L);

@@ -8,7 +8,10 @@
 /* smarm.reload(module) -> version | nil, err; smarm.code_version(module) -> integer;
  * smarm.on_reload(fn) */
 extern const luaL_Reg reload_lua_funcs[];
-/* package.preload["smarm.reload.raw"]: loaded(), newest(name), report(what, detail) */
+/* package.preload["smarm.reload.raw"]: loaded(), newest(name), version(name),
+ * report(what, detail), patch(t, new [, undo]), behaviour() (a behaviour runs here: takes
+ * go through the Lua half, loaded then) and changes (module -> version before, for the
+ * behaviours' code_change) */
 int reload_lua_open_raw(lua_State *L);
 /* luavm_shared.take_reload: takes the newest version of every file module the state loaded
  * that was reloaded since (in place, then the on_reload hooks). */
