@@ -62,3 +62,43 @@ describe("require", function()
       assert.matches("module 'support.no_such_module' not found", m.missing, 1, true)
    end)
 end)
+
+describe("a module's load", function()
+   it("does not count its code as garbage to collect for", function()
+      -- a module of 300 functions whose chunk makes one closure when it runs
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir -p " .. dir) == 0)
+      local name = "big_code_" .. (smarm.self() % 100000)
+      local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+      f:write("return function(x)\n")
+      for i = 1, 300 do
+         f:write(("   do local function f%d(a) return a + %d, 'k%d' end end\n"):format(i, i, i))
+      end
+      f:write("   return x\nend\n")
+      f:close()
+      smarm.spawn(function(parent, d, n)
+         local s = require "smarm"
+         package.path = d .. "/?.lua;" .. package.path
+         -- a collector that starts a cycle as soon as the heap grows past what a cycle
+         -- kept, and finishes it in a few steps of allocation
+         collectgarbage("setpause", 100)
+         collectgarbage("setstepmul", 1000)
+         collectgarbage("collect")
+         -- cleared by the first cycle that completes from here
+         local weak = setmetatable({}, { __mode = "v" })
+         weak[1] = {}
+         local before = collectgarbage("count")
+         local m = require(n)
+         s.send(parent, { big = true, kept = weak[1] ~= nil, ok = m(7) == 7,
+            live = before, grown = collectgarbage("count") - before })
+      end, smarm.self(), dir, name)
+      local m = inbox.expect("big")
+      os.execute("rm -rf " .. dir)
+      assert.is_true(m.ok)
+      -- more code than the state kept: counted as allocation, it was enough to start and
+      -- finish a cycle as the module's chunk ran
+      assert.is_true(m.grown > m.live, ("grew %.1f KB on %.1f KB"):format(m.grown, m.live))
+      assert.is_true(m.kept, "a cycle ran for the module's code")
+   end)
+end)

@@ -16,9 +16,9 @@
 
 #include "base/sanitize.h"
 #include "base/wire.h"
+#include "vm/ljx.h"
 #include "core/runtime.h"
 #include "smarm_embedded.h"
-#include "vm/ljx.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -110,7 +110,15 @@ static int cache_load_version(lua_State *L, luavm_shared *vm, luavm_module *m,
     v->refs++;
     *number = v->number;
     mutex_unlock(&vm->lock);
+    /* The module's code (its prototypes and their constants) lives as long as the state,
+     * yet LuaJIT counts it as allocation toward the next cycle: a new state that loads a
+     * behaviour's 40 KB of modules ran cycles that freed nothing. Its bytes are taken off
+     * that count (the threshold moves up by them); 379,700 -> 362,900 instructions per
+     * gen_server start (callgrind, 1,000 minus 500 starts). */
+    size_t held = ljx_gc_hold(L), before = ljx_gc_total(L);
     int st = luaL_loadbuffer(L, v->bc, v->len, chunkname);
+    size_t loaded = ljx_gc_total(L) - before;
+    ljx_gc_resume(L, held + loaded);
     version_unref(vm, m, v);
     return st;
 }
