@@ -116,12 +116,17 @@ int lib_timed_out(actor *a, lua_State *L)
     return 1;
 }
 
-int lib_forward(lua_State *L, const char *module, const char *fn)
+void lib_require(lua_State *L, const char *module)
 {
-    int n = lua_gettop(L);
     lua_getfield(L, LUA_GLOBALSINDEX, "require");
     lua_pushstring(L, module);
     lua_call(L, 1, 1);
+}
+
+int lib_forward(lua_State *L, const char *module, const char *fn)
+{
+    int n = lua_gettop(L);
+    lib_require(L, module);
     lua_getfield(L, -1, fn);
     lua_replace(L, -2);
     lua_insert(L, 1);

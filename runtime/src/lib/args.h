@@ -61,6 +61,8 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
  * deadline that raced a send loses to the message): pushes nil, "timeout" and returns 1
  * if the wait's deadline has passed, else 0. */
 int lib_timed_out(actor *a, lua_State *L);
+/* Pushes require(module): the state's own require, as Lua code calling it would. */
+void lib_require(lua_State *L, const char *module);
 /* Calls module.fn (require'd) with the arguments on L's stack; returns its results. For
  * a C function that hands a case over to the Lua half of the library. */
 int lib_forward(lua_State *L, const char *module, const char *fn);

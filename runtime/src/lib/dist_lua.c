@@ -723,9 +723,7 @@ void dist_lua_demonitored(lua_State *L, uint64_t target)
 
 void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres)
 {
-    lua_getfield(L, LUA_GLOBALSINDEX, "require");
-    lua_pushliteral(L, "smarm.dist_pg");
-    lua_call(L, 1, 1);
+    lib_require(L, "smarm.dist_pg");
     lua_getfield(L, -1, fn);
     lua_replace(L, -2);
     lua_insert(L, -1 - nargs);

@@ -12,6 +12,7 @@
 #include <lua.h>
 
 #include "base/sanitize.h"
+#include "lib/args.h"
 #include "lib/chan_lua.h"
 #include "lib/dist_lua.h"
 #include "lib/exit_lua.h"
@@ -91,9 +92,7 @@ static int group_has(const lib_group *g, const char *k)
 /* Loads the Lua half of the library, copies its fields in, completes the table. */
 static void complete(lua_State *L, int t)
 {
-    lua_getfield(L, LUA_GLOBALSINDEX, "require");
-    lua_pushliteral(L, "smarm.introspection");
-    lua_call(L, 1, 1);
+    lib_require(L, "smarm.introspection");
     if (lua_type(L, -1) == LUA_TTABLE) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {

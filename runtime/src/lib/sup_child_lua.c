@@ -10,17 +10,10 @@
 #include <lauxlib.h>
 
 #include "base/sanitize.h"
+#include "lib/args.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
-
-/* Pushes require(name)'s value (the state's own require, as the Lua body would call it). */
-static void call_require(lua_State *L, int name)
-{
-    lua_getfield(L, LUA_GLOBALSINDEX, "require");
-    lua_pushvalue(L, name);
-    lua_call(L, 1, 1);
-}
 
 /* tostring(v) for an error message, without the base library: a string or number as it
  * is, a boolean or nil as its word, anything else by its type. */
@@ -45,7 +38,8 @@ static int child_start(lua_State *L)
 {
     enum { ACK = 1, SUP, INIT_ACK, MOD, FNAME, M, F };
     lua_settop(L, FNAME);
-    call_require(L, MOD);
+    /* the spec's check made mod a string */
+    lib_require(L, luaL_checkstring(L, MOD));
     if (lua_type(L, M) == LUA_TTABLE) {
         lua_pushvalue(L, FNAME);
         lua_gettable(L, M);
@@ -72,13 +66,12 @@ static int child_start(lua_State *L)
         lua_pop(L, 1);
     }
     if (reports_itself) {
-        lua_pushliteral(L, "smarm.proc");
-        call_require(L, lua_gettop(L));
+        lib_require(L, "smarm.proc");
         lua_pushvalue(L, ACK);
         lua_setfield(L, -2, "ack_to");
         lua_pushvalue(L, SUP);
         lua_setfield(L, -2, "parent");
-        lua_pop(L, 2);
+        lua_pop(L, 1);
     } else {
         /* what smarm.proc.started sends, without loading it into every plain child */
         lua_getfield(L, ACK, "send");

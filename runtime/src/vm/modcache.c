@@ -16,9 +16,9 @@
 
 #include "base/sanitize.h"
 #include "base/wire.h"
-#include "vm/ljx.h"
 #include "core/runtime.h"
 #include "smarm_embedded.h"
+#include "vm/ljx.h"
 #include "vm/luavm.h"
 
 /* Lua errors unwind through every function of this file (see sanitize.h) */
@@ -117,8 +117,9 @@ static int cache_load_version(lua_State *L, luavm_shared *vm, luavm_module *m,
      * gen_server start (callgrind, 1,000 minus 500 starts). */
     size_t held = ljx_gc_hold(L), before = ljx_gc_total(L);
     int st = luaL_loadbuffer(L, v->bc, v->len, chunkname);
-    size_t loaded = ljx_gc_total(L) - before;
-    ljx_gc_resume(L, held + loaded);
+    size_t after = ljx_gc_total(L);
+    /* a failed load may have given back more than it took */
+    ljx_gc_resume(L, held + (after > before ? after - before : 0));
     version_unref(vm, m, v);
     return st;
 }
