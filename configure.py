@@ -215,15 +215,22 @@ def generate(flavour, cc, regen_path):
            "AR $out")
     # LuaJIT's objects carry link-time optimization bytecode beside their machine code
     # (scripts/setup): lj_alloc.o loses it, or the release link would compile its calls
-    # from the bytecode, where they still name mmap.
+    # from the bytecode, where they still name mmap. Its two static workers, malloc and
+    # free, become global under smarm_ names: an arena's allocation function calls them
+    # straight, without lj_alloc_f's dispatch on its arguments (vm/ljx.h).
     w.rule("luajit_redirect",
            "d=$out.x && rm -rf $$d && mkdir -p $$d && (cd $$d && ar x \"$$OLDPWD/$in\" lj_alloc.o) "
            "&& objcopy -R '.gnu.lto_*' -R '.gnu.debuglto_*' --strip-symbol __gnu_lto_v1 "
            "--strip-symbol __gnu_lto_slim --redefine-sym mmap64=smarm_arena_mmap "
            "--redefine-sym munmap=smarm_arena_munmap --redefine-sym mremap=smarm_arena_mremap "
+           "--redefine-sym lj_alloc_malloc=smarm_lj_alloc_malloc "
+           "--redefine-sym lj_alloc_free=smarm_lj_alloc_free "
+           "--globalize-symbol smarm_lj_alloc_malloc --globalize-symbol smarm_lj_alloc_free "
            "$$d/lj_alloc.o "
            "&& ! nm $$d/lj_alloc.o | grep -Eq ' U (mmap|mmap64|munmap|mremap)$$' "
            "&& nm $$d/lj_alloc.o | grep -q ' U smarm_arena_mmap$$' "
+           "&& nm $$d/lj_alloc.o | grep -q ' T smarm_lj_alloc_malloc$$' "
+           "&& nm $$d/lj_alloc.o | grep -q ' T smarm_lj_alloc_free$$' "
            "&& cp $in $out.tmp && ar r $out.tmp $$d/lj_alloc.o && ranlib $out.tmp "
            "&& mv $out.tmp $out && rm -rf $$d",
            "REDIRECT $out")

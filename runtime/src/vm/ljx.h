@@ -319,6 +319,12 @@ void *ljx_arena_msp(void *arena);
 /* The reservation its pieces come from (base/arena_map.h), or NULL. */
 arena_map *ljx_arena_map(void *arena);
 extern void *lj_alloc_f(void *msp, void *ptr, size_t osize, size_t nsize);
+/* lj_alloc_f's two common cases without its dispatch: LuaJIT's static lj_alloc_malloc and
+ * lj_alloc_free, which the build makes global under these names (configure.py,
+ * luajit_redirect). A block of n > 0 bytes (NULL when the system has no memory), and p's
+ * block back (p not NULL; returns NULL). */
+extern void *smarm_lj_alloc_malloc(void *msp, size_t n);
+extern void *smarm_lj_alloc_free(void *msp, void *p);
 void ljx_arena_free(void *arena);
 
 #endif
