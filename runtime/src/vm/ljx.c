@@ -479,6 +479,10 @@ int ljx_in_hook(lua_State *L) { return hook_active(G(L)) != 0; }
 /* lua_gc(LUA_GCCOUNT/COUNTB) gives the same in two calls; this is one load. */
 size_t ljx_gc_total(lua_State *L) { return (size_t)G(L)->gc.total; }
 
+/* lj_gc_freeall marks the phase: it sets the current white to both whites and the
+ * super-fixed bit, a value no collection cycle uses, and nothing sets it back. */
+int ljx_freeing_all(lua_State *L) { return G(L)->gc.currentwhite == (LJ_GC_WHITES | LJ_GC_SFIXED); }
+
 /* lj_str_resize: a new state's string table has 256 buckets (2 KB on GC64),
  * more than an actor that interns a few dozen strings needs. In a table where no chain ever
  * passed LuaJIT's collision bound (g->str.second is 0, as in every fresh state) each string

@@ -212,6 +212,11 @@ int ljx_in_hook(lua_State *L);
 /* Bytes currently allocated by L's state (all its coroutines). */
 size_t ljx_gc_total(lua_State *L);
 
+/* Whether L's state is in lua_close's last phase (lj_gc_freeall and after), where LuaJIT
+ * frees every object that is left: its finalizers have run, and nothing is allocated from
+ * then on. */
+int ljx_freeing_all(lua_State *L);
+
 /* Holds L's garbage collector: until ljx_gc_resume, no GC step runs (so no __gc finalizer
  * runs or raises), whatever is allocated. Resuming gives back the exact threshold held, so a
  * hold costs no extra collection work; holds nest. Returns what ljx_gc_resume needs. */

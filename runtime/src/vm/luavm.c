@@ -1107,8 +1107,17 @@ static void *closing_actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize
         a->vm.mem -= osize;
         return NULL;
     }
-    return a->vm.arena ? actor_alloc_arena(ud, ptr, osize, nsize)
-                       : actor_alloc(ud, ptr, osize, nsize);
+    if (!a->vm.arena)
+        return actor_alloc(ud, ptr, osize, nsize);
+    /* The last phase frees every object one by one, and LuaJIT's allocator would coalesce
+     * each with its neighbours and bin it: work for memory that goes back whole with the
+     * arena right after (luavm_close). An arena block is only counted off then. */
+    if (nsize == 0 && (uintptr_t)ptr - a->vm.arena_lo < a->vm.arena_span &&
+        ljx_freeing_all(a->vm.L)) {
+        a->vm.mem -= osize;
+        return NULL;
+    }
+    return actor_alloc_arena(ud, ptr, osize, nsize);
 }
 
 struct closing {
