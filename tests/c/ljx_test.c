@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -396,6 +397,73 @@ static void gc_hold_runs_no_finalizer_until_resumed(void **state)
     ljx_gc_resume(L, held);
     assert_int_equal(lua_gc(L, LUA_GCISRUNNING, 0), 0);
     lua_close(L);
+}
+
+/* What an allocation function saw while its state closed (freeing_all_marks_only_the_last_phase).
+ */
+struct close_watch {
+    lua_State *L; /* set once the state exists */
+    int closing;
+    size_t allocs_in_phase, frees_in_phase, frees_before_phase;
+    int finalized, finalizer_saw_phase;
+};
+
+static void *close_watch_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct close_watch *w = ud;
+    (void)osize;
+    /* asked before the block goes: the last free is the state's own block */
+    int phase = w->L && w->closing && ljx_freeing_all(w->L);
+    if (nsize == 0) {
+        if (ptr && w->closing)
+            *(phase ? &w->frees_in_phase : &w->frees_before_phase) += 1;
+        free(ptr);
+        return NULL;
+    }
+    if (phase)
+        w->allocs_in_phase++;
+    return realloc(ptr, nsize);
+}
+
+static int close_watch_finalizer(lua_State *L)
+{
+    struct close_watch *w = lua_touserdata(L, lua_upvalueindex(1));
+    w->finalized++;
+    w->finalizer_saw_phase |= ljx_freeing_all(L);
+    lua_createtable(L, 0, 4); /* a finalizer may allocate */
+    lua_pushstring(L, "made while closing");
+    lua_setfield(L, -2, "s");
+    return 0;
+}
+
+/* ljx_freeing_all is true in lua_close's last phase only: not while the state runs, not in
+ * the finalizers lua_close runs, and nothing is allocated once it is true (the closing
+ * allocation function of a state with an arena skips the arena's frees then). */
+static void freeing_all_marks_only_the_last_phase(void **state)
+{
+    (void)state;
+    struct close_watch w = {0};
+    lua_State *L = lua_newstate(close_watch_alloc, &w);
+    assert_non_null(L);
+    w.L = L;
+    luaL_openlibs(L);
+    assert_false(ljx_freeing_all(L));
+    lua_pushlightuserdata(L, &w);
+    lua_pushcclosure(L, close_watch_finalizer, 1);
+    lua_setglobal(L, "fin");
+    run(L, "keep = {} for i = 1, 100 do local p = newproxy(true) "
+           "getmetatable(p).__gc = fin keep[i] = p end "
+           "for i = 1, 1000 do keep[#keep + 1] = {i, tostring(i)} end");
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    assert_false(ljx_freeing_all(L));
+    assert_int_equal(w.finalized, 0);
+    w.closing = 1;
+    lua_close(L);
+    assert_int_equal(w.finalized, 100);
+    assert_false(w.finalizer_saw_phase);
+    assert_int_equal(w.allocs_in_phase, 0);
+    /* the 2,000 objects kept and the libraries' are freed in the phase */
+    assert_true(w.frees_in_phase > 2000);
 }
 
 static void push_answer(lua_State *L, void *ud)
@@ -960,6 +1028,7 @@ int main(void)
         cmocka_unit_test(globals_reserve_grows_once_and_keeps_the_keys),
         cmocka_unit_test(str_shrink_keeps_every_string_findable),
         cmocka_unit_test(gc_hold_runs_no_finalizer_until_resumed),
+        cmocka_unit_test(freeing_all_marks_only_the_last_phase),
         cmocka_unit_test(cpcall_catches_errors_and_allocates_nothing),
         cmocka_unit_test(anchor_holds_values_until_taken),
         cmocka_unit_test(registry_lookups_follow_every_change),
