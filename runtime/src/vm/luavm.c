@@ -1308,7 +1308,8 @@ void luavm_close(actor *a)
     a->vm.closing = 1;
     lua_setallocf(a->vm.L, a->vm.arena ? actor_alloc_arena : actor_alloc, a);
     close_lua(a->vm.L);
-    /* every block went back; the arena's memory goes with it */
+    /* every block outside the arena went back (closing_actor_alloc counts the arena's off
+     * in the last phase); the arena's memory goes with it */
     ljx_arena_free(a->vm.arena);
     forget_state(a);
 }
