@@ -404,7 +404,7 @@ static void gc_hold_runs_no_finalizer_until_resumed(void **state)
 struct close_watch {
     lua_State *L; /* set once the state exists */
     int closing;
-    size_t allocs_in_phase, frees_in_phase, frees_before_phase;
+    size_t allocs_in_phase, frees_in_phase;
     int finalized, finalizer_saw_phase;
 };
 
@@ -415,8 +415,8 @@ static void *close_watch_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     /* asked before the block goes: the last free is the state's own block */
     int phase = w->L && w->closing && ljx_freeing_all(w->L);
     if (nsize == 0) {
-        if (ptr && w->closing)
-            *(phase ? &w->frees_in_phase : &w->frees_before_phase) += 1;
+        if (ptr && phase)
+            w->frees_in_phase++;
         free(ptr);
         return NULL;
     }

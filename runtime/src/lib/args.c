@@ -123,12 +123,17 @@ void lib_require(lua_State *L, const char *module)
     lua_call(L, 1, 1);
 }
 
+void lib_require_field(lua_State *L, const char *module, const char *field)
+{
+    lib_require(L, module);
+    lua_getfield(L, -1, field);
+    lua_replace(L, -2);
+}
+
 int lib_forward(lua_State *L, const char *module, const char *fn)
 {
     int n = lua_gettop(L);
-    lib_require(L, module);
-    lua_getfield(L, -1, fn);
-    lua_replace(L, -2);
+    lib_require_field(L, module, fn);
     lua_insert(L, 1);
     lua_call(L, n, LUA_MULTRET);
     return lua_gettop(L);

@@ -63,6 +63,8 @@ int lib_wait(lua_State *L, actor *a, uint64_t deadline, int poll, actor_cont con
 int lib_timed_out(actor *a, lua_State *L);
 /* Pushes require(module): the state's own require, as Lua code calling it would. */
 void lib_require(lua_State *L, const char *module);
+/* Pushes require(module)[field]. */
+void lib_require_field(lua_State *L, const char *module, const char *field);
 /* Calls module.fn (require'd) with the arguments on L's stack; returns its results. For
  * a C function that hands a case over to the Lua half of the library. */
 int lib_forward(lua_State *L, const char *module, const char *fn);

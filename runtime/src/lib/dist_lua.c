@@ -723,9 +723,7 @@ void dist_lua_demonitored(lua_State *L, uint64_t target)
 
 void dist_lua_pg_call(lua_State *L, const char *fn, int nargs, int nres)
 {
-    lib_require(L, "smarm.dist_pg");
-    lua_getfield(L, -1, fn);
-    lua_replace(L, -2);
+    lib_require_field(L, "smarm.dist_pg", fn);
     lua_insert(L, -1 - nargs);
     lua_call(L, nargs, nres);
 }

@@ -17,14 +17,6 @@
 /* Lua errors unwind through every function of this file (see sanitize.h) */
 LUA_UNWOUND_BEGIN
 
-/* Pushes require("smarm.reload")[field]. */
-static void push_reload_field(lua_State *L, const char *field)
-{
-    lib_require(L, "smarm.reload");
-    lua_getfield(L, -1, field);
-    lua_remove(L, -2);
-}
-
 /**
  * smarm.reload(module) -> version | nil, err
  * Compiles the module's file again and publishes it as a new version: every actor that has
@@ -62,7 +54,7 @@ static int l_on_reload(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     lua_settop(L, 1);
-    push_reload_field(L, "on_reload");
+    lib_require_field(L, "smarm.reload", "on_reload");
     lua_insert(L, 1);
     lua_call(L, 1, 0);
     return 0;
@@ -315,7 +307,7 @@ int reload_lua_take(lua_State *L)
         take_plain(L);
         return 0;
     }
-    push_reload_field(L, "take");
+    lib_require_field(L, "smarm.reload", "take");
     lua_call(L, 0, 0);
     return 0;
 }

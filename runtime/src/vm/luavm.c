@@ -196,6 +196,16 @@ arena_map *luavm_running_arena_map(void)
     return a && a->vm.arena ? ljx_arena_map(a->vm.arena) : NULL;
 }
 
+/* Whether p lies inside the reservation of a's arena, and so is the arena's: heap chunks,
+ * malloc'd blocks (large or kept) never lie there, and NULL wraps past the span. One
+ * subtraction and one compare, where the heap's chunk map took a dozen instructions and a
+ * load (binary-trees frees 3 million blocks a second). A block the arena mapped elsewhere
+ * (its reservation full) is not found here and takes the general path. */
+static inline int in_arena_span(const actor *a, const void *p)
+{
+    return (uintptr_t)p - a->vm.arena_lo < a->vm.arena_span;
+}
+
 /* The allocation function of a state with an arena (set by arena_start when the state had
  * the plain one): its common cases, a small block from the arena and a small block of the
  * arena's back to it, straight to the malloc and free of LuaJIT's allocator (lj_alloc_f's
@@ -208,12 +218,7 @@ static void *actor_alloc_arena(void *ud, void *ptr, size_t osize, size_t nsize)
      * a stack overflow inside one leaves nothing of the runtime half done (luavm_abandon
      * leaves such an arena alone, as it leaves the state) */
     if (nsize == 0) {
-        /* A block inside the arena's reservation is the arena's: heap chunks, malloc'd
-         * blocks (large or kept) never lie there, and NULL wraps past the span. One
-         * subtraction and one compare, where the heap's chunk map took a dozen
-         * instructions and a load (binary-trees frees 3 million blocks a second). A block
-         * the arena mapped elsewhere (its reservation full) takes the general path. */
-        if ((uintptr_t)ptr - a->vm.arena_lo < a->vm.arena_span) {
+        if (in_arena_span(a, ptr)) {
             a->vm.mem -= osize;
             return smarm_lj_alloc_free(a->vm.arena_msp, ptr);
         }
@@ -1112,8 +1117,7 @@ static void *closing_actor_alloc(void *ud, void *ptr, size_t osize, size_t nsize
     /* The last phase frees every object one by one, and LuaJIT's allocator would coalesce
      * each with its neighbours and bin it: work for memory that goes back whole with the
      * arena right after (luavm_close). An arena block is only counted off then. */
-    if (nsize == 0 && (uintptr_t)ptr - a->vm.arena_lo < a->vm.arena_span &&
-        ljx_freeing_all(a->vm.L)) {
+    if (nsize == 0 && in_arena_span(a, ptr) && ljx_freeing_all(a->vm.L)) {
         a->vm.mem -= osize;
         return NULL;
     }
