@@ -399,8 +399,7 @@ static void gc_hold_runs_no_finalizer_until_resumed(void **state)
     lua_close(L);
 }
 
-/* What an allocation function saw while its state closed (freeing_all_marks_only_the_last_phase).
- */
+/* What an allocation function saw while its state closed (see the test below). */
 struct close_watch {
     lua_State *L; /* set once the state exists */
     int closing;

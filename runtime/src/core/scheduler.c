@@ -457,8 +457,11 @@ static void release_held(sched *s)
         idx[i] = s->held[i];
     atomic_store_explicit(&s->nheld, 0, memory_order_relaxed);
     spin_unlock(&s->held_lock);
-    for (uint32_t i = 1; i <= n; i++)
-        enqueue_spawner(s->rt, idx[i % n]);
+    if (n == 0) /* an idle sibling took the last one meanwhile (steal_held) */
+        return;
+    for (uint32_t i = 1; i < n; i++)
+        enqueue_spawner(s->rt, idx[i]);
+    enqueue_spawner(s->rt, idx[0]);
 }
 
 /* Whether s holds the spawner idx back (see above): not while its new actors compute, not
