@@ -384,8 +384,12 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
     if (a->run.blocking)
         return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
     uint64_t parks = ++a->stats.parks;
-    if (__builtin_expect((parks & (DSHARE_CHECK_EVERY - 1)) == 0, 0))
+    if (__builtin_expect((parks & (DSHARE_CHECK_EVERY - 1)) == 0, 0)) {
+        /* first: a recording abandoned at this loop's head wrote the table the check
+         * shares again, and eight more would each write it twice */
+        ljx_jit_defer_wait_loop(L);
         dshare_check(a);
+    }
     stackwatch_sample(a, __builtin_frame_address(0));
     ljx_caller_where(L, &a->stats.where_chunk, a->stats.where, sizeof a->stats.where,
                      &a->stats.where_line, &a->stats.where_pc, a->warm.site);

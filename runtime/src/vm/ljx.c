@@ -144,6 +144,52 @@ int ljx_jit_retune(lua_State *L)
     return 0;
 }
 
+/* The penalty that makes a loop's next aborted recording its last: LuaJIT doubles a loop's
+ * penalty at each abort and blacklists the loop once that passes PENALTY_MAX. As a hot
+ * count (two per pass of a loop) it puts the next recording off for about 16,000 passes. */
+#define WAIT_LOOP_PENALTY 0x7fffu
+_Static_assert(2u * WAIT_LOOP_PENALTY > PENALTY_MAX, "the next abort blacklists");
+_Static_assert(WAIT_LOOP_PENALTY <= 0xffffu, "a hot count holds it");
+
+/* Whether the bytecode at pc lies in the body of the loop whose instruction is at start. */
+static int in_loop_body(const BCIns *start, const BCIns *pc)
+{
+    switch (bc_op(*start)) {
+    case BC_LOOP: /* at the loop's head: its jump leaves the loop */
+        return pc > start && pc <= start + 1 + bc_j(*start);
+    case BC_FORL: /* at the loop's foot: their jump goes back to the body */
+    case BC_ITERL:
+        return pc >= start + 1 + bc_j(*start) && pc <= start;
+    default: /* ITERN and the patched ones: LuaJIT's own rules */
+        return 0;
+    }
+}
+
+int ljx_jit_defer_wait_loop(lua_State *L)
+{
+    jit_State *J = L2J(L);
+    if (J->state != LJ_TRACE_IDLE)
+        return 0;
+    HotPenalty *hp = &J->penalty[(J->penaltyslot - 1) & (PENALTY_SLOTS - 1)];
+    const BCIns *start = mref(hp->pc, const BCIns);
+    if (!start || hp->reason != LJ_TRERR_TRACEUV || hp->val >= WAIT_LOOP_PENALTY)
+        return 0;
+    /* the waiting call's Lua caller: the loop must be its own, around the call */
+    cTValue *f = L->base - 1;
+    if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
+        return 0;
+    const BCIns *pc = frame_pc(f);
+    GCfunc *fn = frame_func(frame_prevl(f));
+    if (!isluafunc(fn))
+        return 0;
+    const GCproto *pt = funcproto(fn);
+    if (start < proto_bc(pt) || start >= proto_bc(pt) + pt->sizebc || !in_loop_body(start, pc))
+        return 0;
+    hp->val = (uint16_t)WAIT_LOOP_PENALTY;
+    hotcount_set(J2GG(J), start + 1, WAIT_LOOP_PENALTY);
+    return 1;
+}
+
 void *ljx_alloc_data(lua_State *L) { return G(L)->allocd; }
 
 void *ljx_lightud(lua_State *L, uint64_t bits)
