@@ -74,6 +74,22 @@ describe("JIT parameters", function()
       assert.is_true(r.aborts > 0, "the loop never got hot: the test tests nothing")
       assert.is_true(r.aborts <= 3, r.aborts .. " aborted recordings of one message loop")
    end)
+   it("give a gen_server's receive loop up after three recordings", function()
+      -- the loop that waits is smarm.gen's receive loop, inside the server's own loop, and
+      -- the loops around it abort too ("inner loop in root trace"), LuaJIT's own business;
+      -- the receive loop's "trace too short" is cut (8 in 12,000 calls without the cut, 2-3
+      -- with it)
+      local gen_server = require "smarm.gen_server"
+      local pid = assert(gen_server.start("support.jit_probe_server"))
+      for i = 1, 12000 do
+         assert.are.equal(i + 1, gen_server.call(pid, i, 10))
+      end
+      local counts = gen_server.call(pid, "counts", 10)
+      assert(gen_server.stop(pid, "normal", 10))
+      assert.is_true(counts.abort > 0, "the server's loops never got hot: the test tests nothing")
+      assert.is_true(counts.too_short <= 5,
+                     counts.too_short .. " recordings of the server's loops were too short")
+   end)
    it("still compile a loop that computes before its first C call", function()
       -- the other side of the rule above: a pass of straight-line work (well over 32 IR
       -- instructions) before the call is worth a trace, and gets one after 2000 passes

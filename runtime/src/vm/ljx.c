@@ -168,11 +168,13 @@ static int in_loop_body(const BCIns *start, const BCIns *pc)
 int ljx_jit_defer_wait_loop(lua_State *L)
 {
     jit_State *J = L2J(L);
-    if (J->state != LJ_TRACE_IDLE)
-        return 0;
-    HotPenalty *hp = &J->penalty[(J->penaltyslot - 1) & (PENALTY_SLOTS - 1)];
-    const BCIns *start = mref(hp->pc, const BCIns);
-    if (!start || hp->reason != LJ_TRERR_TRACEUV || hp->val >= WAIT_LOOP_PENALTY)
+    /* the slots in use: they are taken in turn from the first, and each is its loop's from
+     * its first abort on (the newest is the loop that aborted first most lately; a
+     * gen_server's receive loop aborts in turn with the loops around it). A state that
+     * never aborted reads two words here */
+    uint32_t used =
+        mref(J->penalty[PENALTY_SLOTS - 1].pc, const BCIns) ? PENALTY_SLOTS : J->penaltyslot;
+    if (!used || J->state != LJ_TRACE_IDLE)
         return 0;
     /* the waiting call's Lua caller: the loop must be its own, around the call */
     cTValue *f = L->base - 1;
@@ -183,11 +185,19 @@ int ljx_jit_defer_wait_loop(lua_State *L)
     if (!isluafunc(fn))
         return 0;
     const GCproto *pt = funcproto(fn);
-    if (start < proto_bc(pt) || start >= proto_bc(pt) + pt->sizebc || !in_loop_body(start, pc))
-        return 0;
-    hp->val = (uint16_t)WAIT_LOOP_PENALTY;
-    hotcount_set(J2GG(J), start + 1, WAIT_LOOP_PENALTY);
-    return 1;
+    const BCIns *lo = proto_bc(pt), *hi = lo + pt->sizebc;
+    int n = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        HotPenalty *hp = &J->penalty[i];
+        const BCIns *start = mref(hp->pc, const BCIns);
+        if (start < lo || start >= hi || hp->reason != LJ_TRERR_TRACEUV ||
+            hp->val >= WAIT_LOOP_PENALTY || !in_loop_body(start, pc))
+            continue;
+        hp->val = (uint16_t)WAIT_LOOP_PENALTY;
+        hotcount_set(J2GG(J), start + 1, WAIT_LOOP_PENALTY);
+        n++;
+    }
+    return n;
 }
 
 void *ljx_alloc_data(lua_State *L) { return G(L)->allocd; }

@@ -38,12 +38,13 @@ void ljx_jit_set_maxmcode(lua_State *L, int kb);
  * from a trace. 0, or -1 inside a __gc finalizer or while recording (nothing changes). */
 int ljx_jit_retune(lua_State *L);
 
-/* Called as a wait parks L (from the wait's C function). If the newest recording L's state
- * abandoned was "trace too short" at the start of a loop in the waiting function, around
- * the wait's call (a message loop whose first act is a C call: with the runtime's minstitch,
- * and with LuaJIT's when nothing precedes the call), the loop's next recording is put off
- * for about 16,000 passes and will be its last: LuaJIT would try eight more times within
- * the next 40,000 passes, each recording switching the dispatch table twice. 1 if it did. */
+/* Called as a wait parks L (from the wait's C function). A loop of the waiting function,
+ * around the wait's call, whose recording L's state abandoned as "trace too short" (a
+ * message loop whose first act is a C call: with the runtime's minstitch, and with LuaJIT's
+ * when nothing precedes the call) gets its next recording put off for about 16,000 passes,
+ * and that one will be its last: LuaJIT would try eight more times within the next 40,000
+ * passes, each recording switching the dispatch table twice. Reads the penalty slots the
+ * state has used (none if nothing ever aborted). Returns how many loops it put off. */
 int ljx_jit_defer_wait_loop(lua_State *L);
 
 /* A raw view of a value, read without the Lua stack or metamethods (used by the message
