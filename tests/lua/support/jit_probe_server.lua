@@ -6,7 +6,8 @@ function M.init() return require("support.jit_probe").trace_counts() end
 
 function M.handle_call(req, _, counts)
    if req == "counts" then
-      return "reply", { stop = counts.stop, abort = counts.abort, too_short = counts.too_short },
+      return "reply",
+         { stop = counts.stop, abort = counts.abort, loop_too_short = counts.loop_too_short },
          counts
    end
    return "reply", req + 1, counts
