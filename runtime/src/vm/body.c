@@ -385,8 +385,8 @@ int body_wait(lua_State *L, actor *a, actor_cont cont)
         return luaL_error(L, "smarm: cannot wait inside smarm.blocking");
     uint64_t parks = ++a->stats.parks;
     if (__builtin_expect((parks & (DSHARE_CHECK_EVERY - 1)) == 0, 0)) {
-        /* first: a recording abandoned at this loop's head wrote the table the check
-         * shares again, and eight more would each write it twice */
+        /* at the same pace: each recording a waiting loop would try again writes the table
+         * the check shares, twice */
         ljx_jit_defer_wait_loop(L);
         dshare_check(a);
     }

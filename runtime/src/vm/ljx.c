@@ -144,6 +144,21 @@ int ljx_jit_retune(lua_State *L)
     return 0;
 }
 
+/* The frame of the C function L is in (a wait's), if Lua code called it; else NULL. Its
+ * frame_pc is the return address in the caller. */
+static inline cTValue *called_from_lua(lua_State *L)
+{
+    cTValue *f = L->base - 1;
+    return f > tvref(L->stack) + LJ_FR2 && frame_islua(f) ? f : NULL;
+}
+
+/* The function that made the call of frame f (called_from_lua), if it is a Lua function. */
+static inline GCfunc *caller_lua_func(cTValue *f)
+{
+    GCfunc *fn = frame_func(frame_prevl(f));
+    return isluafunc(fn) ? fn : NULL;
+}
+
 /* The penalty that makes a loop's next aborted recording its last: LuaJIT doubles a loop's
  * penalty at each abort and blacklists the loop once that passes PENALTY_MAX. As a hot
  * count (two per pass of a loop) it puts the next recording off for about 16,000 passes. */
@@ -177,13 +192,11 @@ int ljx_jit_defer_wait_loop(lua_State *L)
     if (!used || J->state != LJ_TRACE_IDLE)
         return 0;
     /* the waiting call's Lua caller: the loop must be its own, around the call */
-    cTValue *f = L->base - 1;
-    if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
+    cTValue *f = called_from_lua(L);
+    GCfunc *fn = f ? caller_lua_func(f) : NULL;
+    if (!fn)
         return 0;
     const BCIns *pc = frame_pc(f);
-    GCfunc *fn = frame_func(frame_prevl(f));
-    if (!isluafunc(fn))
-        return 0;
     const GCproto *pt = funcproto(fn);
     const BCIns *lo = proto_bc(pt), *hi = lo + pt->sizebc;
     int n = 0;
@@ -942,8 +955,8 @@ static void caller_where_changed(cTValue *f, const BCIns *pc, const void **chunk
 void ljx_caller_where(lua_State *L, const void **chunk, char *file, size_t n, int32_t *line,
                       const void **at, _Atomic(const void *) *site)
 {
-    cTValue *f = L->base - 1;
-    if (f <= tvref(L->stack) + LJ_FR2 || !frame_islua(f))
+    cTValue *f = called_from_lua(L);
+    if (!f)
         return;
     const BCIns *pc = frame_pc(f);
     /* the same call site as last time: line and chunk are written already, and the
@@ -965,8 +978,8 @@ static __attribute__((noinline)) void caller_where_changed(cTValue *f, const BCI
                                                            int32_t *line, const void **at,
                                                            _Atomic(const void *) *site)
 {
-    GCfunc *fn = frame_func(frame_prevl(f));
-    if (!isluafunc(fn))
+    GCfunc *fn = caller_lua_func(f);
+    if (!fn)
         return;
     *at = pc;
     GCproto *pt = funcproto(fn);
