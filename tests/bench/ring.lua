@@ -1,16 +1,23 @@
 -- ring: N actors in a ring (the root is one of them) pass a small table M laps.
--- Usage: smarm-lua [-S n] ring.lua [N=1000] [M=1000] [EVERY]   prints RESULT ns_per_hop=...
+-- Usage: smarm-lua [-S n] ring.lua [N=1000] [M=1000] [EVERY] [KEEP=0]   prints RESULT ns_per_hop=...
 -- With EVERY, it first prints a line of ns per hop for each EVERY laps: how a hop's cost
 -- moves over a run (collection cycles, first touches of fresh memory) rather than its mean.
+-- With KEEP, each member first makes KEEP small tables and keeps them: what a hop costs an
+-- actor that holds state of its own, which each of its collection cycles walks (a diagnostic:
+-- ring.erl has no such argument).
 
 local n = math.floor(tonumber(arg[1]) or 1000)
 local laps = math.floor(tonumber(arg[2]) or 1000)
 local every = math.floor(tonumber(arg[3]) or laps)
+local keep_n = math.floor(tonumber(arg[4]) or 0)
 
 -- Forward {hop = k} as {hop = k + 1}; a negative hop is the stop token.
-local function member(next_pid)
+local function member(next_pid, keep_n)
    local smarm = require "smarm"
    local send, recv = smarm.send, smarm.recv
+   -- (none at all without KEEP: the ring's members keep what its twin's do)
+   local keep = keep_n > 0 and {} or nil
+   for i = 1, keep_n do keep[i] = {i} end
    while true do
       local m = recv()
       local k = m.hop
@@ -29,7 +36,7 @@ local now = smarm.now or os.clock
 -- Build the ring backwards: the last member points at the root.
 local next_pid = smarm.self()
 for _ = 1, n - 1 do
-   next_pid = smarm.spawn(member, next_pid)
+   next_pid = smarm.spawn(member, next_pid, keep_n)
 end
 local first = next_pid
 
