@@ -77,8 +77,14 @@ static size_t room_after_cycle(actor *a)
     return room < COLLECT_ROOM_MAX ? room : COLLECT_ROOM_MAX;
 }
 
+size_t collect_small_room(size_t kept, size_t share)
+{
+    size_t room = share > COLLECT_ROOM_SMALL ? share : COLLECT_ROOM_SMALL;
+    return room > kept / 2 ? room : kept / 2;
+}
+
 /* The room after a cycle, once the collector is in its pause: at least the state's share, and
- * for a state that keeps little at most COLLECT_ROOM_SMALL past it (under max_heap too, where
+ * for a state that keeps little at most collect_small_room past it (under max_heap too, where
  * less garbage only keeps it further from its limit). 0 if the collector is not in its pause
  * yet (the cycle left finalizers due): the room is owed. */
 static int give_room(actor *a)
@@ -87,7 +93,7 @@ static int give_room(actor *a)
     if (!ljx_gc_room_min(a->vm.co, share))
         return 0;
     if (a->vm.mem <= COLLECT_SMALL_KEPT)
-        ljx_gc_room(a->vm.co, share > COLLECT_ROOM_SMALL ? share : COLLECT_ROOM_SMALL);
+        ljx_gc_room(a->vm.co, collect_small_room(a->vm.mem, share));
     return 1;
 }
 

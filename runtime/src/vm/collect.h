@@ -38,13 +38,15 @@
 #define COLLECT_BUDGET_UNKNOWN (512u * 1024) /* where the cache's size is not known */
 #define COLLECT_ROOM_MAX (256u * 1024)
 /* A state that keeps at most COLLECT_SMALL_KEPT after a cycle between waits gets at most
- * COLLECT_ROOM_SMALL before its next (or its share of the budget, if more), where
- * LuaJIT's pause would give it as much as it keeps: its cycles come more often, but each
- * sweeps fewer blocks, which its log holds and the next allocations find warm. A message
- * loop's state keeps 13-15 KB fresh, about 25 KB recycled from the pool (a ring of 1,000
- * took 0.94 of the time per hop); with 50 small tables of its own 0.92, with 150 (about 25
- * KB) 1.02; a state that keeps 80 KB, past the bound, took 1.19 with half its pause's room,
- * since every cycle walks all it keeps: docs/DESIGN.md, "A small state's room";
+ * collect_small_room before its next: COLLECT_ROOM_SMALL, or half what it keeps, or its share
+ * of the budget, whichever is most, where LuaJIT's pause would give it as much as it keeps:
+ * its cycles come more often, but each sweeps fewer blocks, which its log holds and the next
+ * allocations find warm. A message loop's state keeps 13-15 KB fresh, about 25 KB recycled
+ * from the pool (a ring of 1,000 took 0.94 of the time per hop); with 50 small tables of its
+ * own 0.92. Half what it keeps, for a state past 16 KB: every cycle walks all it keeps, and
+ * ring members that keep 200 small tables (about 29 KB) took 0.82-0.86 of the time per hop
+ * with it, against 8 KB, and 0.90 with the pause's room; a state that keeps 80 KB, past the bound,
+ * took 1.19 with half its pause's room. docs/DESIGN.md, "A small state's room";
  * tests/cli/small_room_test.sh. */
 #define COLLECT_SMALL_KEPT (32u * 1024)
 #define COLLECT_ROOM_SMALL (8u * 1024)
@@ -85,6 +87,10 @@ void collect_between_waits(actor *a);
 /* The budget for a second-level cache of l2 bytes (0 or less: not known): half of it, within
  * COLLECT_BUDGET_MIN and COLLECT_BUDGET_MAX. */
 size_t collect_budget_for(long l2);
+/* The room after a cycle between waits of a state that keeps `kept` bytes (at most
+ * COLLECT_SMALL_KEPT) and whose share of the budget is `share`: the most of
+ * COLLECT_ROOM_SMALL, kept / 2 and share. */
+size_t collect_small_room(size_t kept, size_t share);
 /* This machine's budget (its cache's size read once). */
 size_t collect_room_budget(void);
 
