@@ -1,5 +1,5 @@
 -- ring: N actors in a ring (the root is one of them) pass a small table M laps.
--- Usage: smarm-lua [-S n] ring.lua [N=1000] [M=1000] [EVERY] [KEEP=0]   prints RESULT ns_per_hop=...
+-- Usage: smarm-lua [-S n] ring.lua [N=1000] [M=1000] [EVERY] [KEEP=0]  prints RESULT ns_per_hop=...
 -- With EVERY, it first prints a line of ns per hop for each EVERY laps: how a hop's cost
 -- moves over a run (collection cycles, first touches of fresh memory) rather than its mean.
 -- With KEEP, each member first makes KEEP small tables and keeps them: what a hop costs an
@@ -12,12 +12,12 @@ local every = math.floor(tonumber(arg[3]) or laps)
 local keep_n = math.floor(tonumber(arg[4]) or 0)
 
 -- Forward {hop = k} as {hop = k + 1}; a negative hop is the stop token.
-local function member(next_pid, keep_n)
+local function member(next_pid, n_keep)
    local smarm = require "smarm"
    local send, recv = smarm.send, smarm.recv
    -- (none at all without KEEP: the ring's members keep what its twin's do)
-   local keep = keep_n > 0 and {} or nil
-   for i = 1, keep_n do keep[i] = {i} end
+   local keep = n_keep > 0 and {} or nil
+   for i = 1, n_keep do keep[i] = {i} end
    while true do
       local m = recv()
       local k = m.hop
