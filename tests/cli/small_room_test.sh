@@ -2,7 +2,7 @@
 # Among many actors, a state that keeps little gets less room after a cycle between waits than
 # LuaJIT's pause would give it (about what it keeps): 8 KB, or half what it keeps if that is
 # more (vm/collect.h, COLLECT_SMALL_KEPT and collect_small_room); a state that keeps more than
-# 32 KB keeps the pause's room. Each loop runs in a runtime of its own: with 600 idle actors
+# 48 KB keeps the pause's room. Each loop runs in a runtime of its own: with 600 idle actors
 # alive and none ended yet, it boots a fresh state (a recycled one carries more, which is why
 # this is not in tests/lua). The loop is collect_spec's spacer and keeper in one, written out
 # here: a state that required it from a module of tests/lua kept more than COLLECT_SMALL_KEPT.
@@ -74,10 +74,13 @@ awk -v w="${widest:-99}" 'BEGIN { exit !(w > 0 && w <= 12) }' \
    || fail "a loop that keeps ${kept:-?} KB grew $widest KB between cycles (at most 12 expected)"
 
 # one that keeps about 27 KB grows about half that, less the collector's lead (about 0.4 of
-# it measured): 8 KB at most grew 0.2 of it, the pause's room 0.85
-room 4
-awk -v g="${grow:-0}" -v k="${kept:-1}" 'BEGIN { exit !(g >= 0.3 * k && g <= 0.7 * k) }' \
-   || fail "a loop that keeps $kept KB grew $grow KB between cycles (the median; 0.3 to 0.7 of what it keeps expected)"
+# it measured): 8 KB at most grew 0.2 of it, the pause's room 0.85; and so does one that keeps
+# about 38 KB (0.4; the pause's room, which a bound of 32 KB gave it, 0.86)
+for own in 4 16; do
+   room "$own"
+   awk -v g="${grow:-0}" -v k="${kept:-1}" 'BEGIN { exit !(g >= 0.3 * k && g <= 0.7 * k) }' \
+      || fail "a loop that keeps $kept KB grew $grow KB between cycles (the median; 0.3 to 0.7 of what it keeps expected)"
+done
 
 # a state that keeps about 75 KB grows about what it keeps
 room 60
